@@ -1,0 +1,21 @@
+# Entry points. The README's two commands are `make demo` and `make test`.
+SHELL := /bin/bash
+.PHONY: setup demo test unit sim-up sim-down lint sanity
+
+setup:
+	scripts/setup.sh
+
+demo:
+	scripts/demo.sh
+
+test:
+	scripts/test.sh
+
+unit: setup
+	.venv/bin/python -m pytest -q tests/unit
+
+sim-up: setup
+	sim/simctl up
+
+sim-down:
+	sim/simctl down
