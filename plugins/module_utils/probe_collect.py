@@ -1,0 +1,617 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Gather everything ``node_probe`` reports, through an injectable I/O object.
+
+Standard library only, Python >= 3.9 (runs on the managed node). ``collect(io, options)`` calls tools through
+``io`` only, so unit tests replay fixture nodes (``tests/unit/fixtures/probes/``) and the module passes an
+``AnsibleModule``-backed implementation. A missing tool is never an exception: it is recorded in ``tools``
+(``None``) and, when it matters, in ``errors``.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import glob
+import json
+import os
+import re
+import socket
+
+try:
+    import http.client as http_client
+except ImportError:  # pragma: no cover - Python 2 is not supported on nodes, kept for import sanity
+    http_client = None
+
+try:
+    from urllib.parse import urlparse
+except ImportError:  # pragma: no cover
+    from urlparse import urlparse
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
+
+SCHEMA_VERSION = 1
+
+TOOLS = ("nvidia-smi", "nvidia-imex-ctl", "nvidia-ctk", "amd-smi", "rocm-smi", "ibv_devinfo", "docker",
+         "timedatectl", "chronyc", "timeout")
+
+NVIDIA_XML_CMD = ["nvidia-smi", "-q", "-x"]
+NVIDIA_CSV_CMD = ["nvidia-smi", "--query-gpu=" + ",".join(P.NVIDIA_QUERY_FIELDS), "--format=csv,noheader,nounits"]
+IMEX_CMD = ["nvidia-imex-ctl", "-N"]
+AMD_STATIC_CMD = ["amd-smi", "static", "--asic", "--bus", "--vram", "--driver", "--json"]
+AMD_LIST_CMD = ["amd-smi", "list", "--json"]
+AMD_VERSION_CMD = ["amd-smi", "version", "--json"]
+AMD_MEM_CMD = ["amd-smi", "metric", "--mem-usage", "--json"]
+ROCM_SMI_CMD = ["rocm-smi", "--showproductname", "--showdriverversion", "--json"]
+IBV_CMD = ["ibv_devinfo"]
+CDI_LIST_CMD = ["nvidia-ctk", "cdi", "list"]
+DOCKER_VERSION_CMD = ["docker", "version", "--format", "{{json .}}"]
+DOCKER_INFO_CMD = ["docker", "info", "--format", "{{json .}}"]
+TIMEDATECTL_CMD = ["timedatectl", "show", "-p", "NTPSynchronized", "--value"]
+CHRONYC_CMD = ["chronyc", "-n", "tracking"]
+
+NVIDIA_HOOKS = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-container-toolkit")
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+
+
+class ProbeIO(object):
+    """Real node I/O. ``run`` is supplied by the caller (AnsibleModule.run_command in the module)."""
+
+    def __init__(self, run=None, which=None, command_timeout=30):
+        self._run = run
+        self._which = which
+        self.command_timeout = command_timeout
+
+    # --- commands
+    def which(self, name):
+        if self._which is not None:
+            return self._which(name)
+        for d in os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(os.pathsep) + [
+                "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/opt/rocm/bin"]:
+            p = os.path.join(d, name)
+            if os.path.isfile(p) and os.access(p, os.X_OK):
+                return p
+        return None
+
+    def run(self, argv):
+        """-> (rc, stdout, stderr); never raises."""
+        try:
+            return self._run(argv)
+        except Exception as exc:  # pylint: disable=broad-except
+            return 127, "", str(exc)
+
+    # --- filesystem
+    def read(self, path):
+        try:
+            with open(path, "r") as f:
+                return f.read()
+        except (IOError, OSError, UnicodeDecodeError):
+            return None
+
+    def exists(self, path):
+        return os.path.exists(path)
+
+    def glob(self, pattern):
+        return sorted(glob.glob(pattern))
+
+    def listdir(self, path):
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return []
+
+    def statvfs(self, path):
+        """-> {'total': bytes, 'free': bytes} of the filesystem holding ``path`` or None."""
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            return None
+        return {"total": st.f_frsize * st.f_blocks, "free": st.f_frsize * st.f_bavail}
+
+    def file_size(self, path):
+        try:
+            return os.stat(path).st_size
+        except OSError:
+            return None
+
+    # --- process and kernel
+    def memlock(self):
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+        inf = resource.RLIM_INFINITY
+        return (-1 if soft == inf else soft), (-1 if hard == inf else hard)
+
+    def uname(self):
+        u = os.uname()
+        return {"kernel": u.release, "arch": u.machine, "hostname": u.nodename}
+
+    # --- network
+    def http_get(self, docker_host, path, timeout=5.0):
+        """GET ``path`` from the engine at ``docker_host`` (unix:// or tcp://) -> (status, body text)."""
+        u = urlparse(docker_host)
+        if u.scheme in ("unix", "") and (u.path or docker_host.startswith("/")):
+            conn = _UnixHTTPConnection(u.path or docker_host, timeout=timeout)
+        elif u.scheme in ("tcp", "http"):
+            conn = http_client.HTTPConnection(u.hostname, u.port or 2375, timeout=timeout)
+        else:
+            raise ValueError("unsupported docker_host scheme %r" % u.scheme)
+        try:
+            conn.request("GET", path, headers={"Host": "docker"})
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode("utf-8", "replace")
+        finally:
+            conn.close()
+
+    def port_state(self, address, port):
+        """Try to bind ``address:port`` (TCP). -> 'free' | 'in_use' | 'not_local' | 'error: ...'."""
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            # Same as uvicorn/torch: TIME_WAIT leftovers do not count as taken, listeners do.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((address, int(port)))
+            return "free"
+        except socket.error as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return "in_use"
+            if exc.errno == errno.EADDRNOTAVAIL:
+                return "not_local"
+            return "error: %s" % exc
+        finally:
+            s.close()
+
+
+if http_client is not None:
+    class _UnixHTTPConnection(http_client.HTTPConnection):
+        def __init__(self, path, timeout=5.0):
+            http_client.HTTPConnection.__init__(self, "localhost", timeout=timeout)
+            self._socket_path = path
+
+        def connect(self):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(self.timeout)
+            s.connect(self._socket_path)
+            self.sock = s
+
+
+# ============================================================================================= collectors
+
+class _Ctx(object):
+    def __init__(self, io, options):
+        self.io = io
+        self.options = options
+        self.tools = {}
+        self.errors = []
+        for t in TOOLS:
+            self.tools[t] = io.which(t)
+
+    def have(self, tool):
+        return self.tools.get(tool) is not None
+
+    def run(self, argv):
+        tool = argv[0]
+        path = self.tools.get(tool)
+        if path is None:
+            return 127, "", "%s not found" % tool
+        cmd = [path] + list(argv[1:])
+        timeout = self.options.get("command_timeout")
+        if timeout and self.tools.get("timeout"):
+            cmd = [self.tools["timeout"], str(int(timeout))] + cmd
+        rc, out, err = self.io.run(cmd)
+        if rc == 124 and timeout and self.tools.get("timeout"):
+            self.error("%s timed out after %ss" % (" ".join(argv), timeout))
+        return rc, out or "", err or ""
+
+    def error(self, msg):
+        if msg not in self.errors:
+            self.errors.append(msg)
+
+
+def _norm_bus_id(bus_id):
+    """``00000008:06:00.0`` / ``0008:06:00.0`` -> ``0008:06:00.0`` (lower case)."""
+    if not bus_id:
+        return None
+    m = re.match(r"^([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-9a-fA-F])$", bus_id.strip())
+    if not m:
+        return bus_id.strip().lower()
+    return "%04x:%s:%s.%s" % (int(m.group(1), 16), m.group(2).lower(), m.group(3).lower(), m.group(4).lower())
+
+
+def collect_nvidia(ctx):
+    io = ctx.io
+    res = {"present": False, "smi_status": None, "driver_version": None, "driver_version_kernel": None,
+           "cuda_version": None, "open_module": None, "gpus": []}
+    proc = io.read("/proc/driver/nvidia/version")
+    if proc:
+        pv = P.parse_proc_driver_version(proc)
+        res["driver_version_kernel"] = pv["driver_version"]
+        res["open_module"] = pv["open_module"]
+        res["present"] = True
+    if ctx.have("nvidia-smi"):
+        res["present"] = True
+        rc, out, err = ctx.run(NVIDIA_XML_CMD)
+        if rc == 0:
+            x = P.parse_nvidia_smi_xml(out)
+            if x.get("error"):
+                res["smi_status"] = "unparsable"
+                ctx.error("nvidia-smi -q -x: %s" % x["error"])
+            else:
+                res["smi_status"] = "ok"
+                res["driver_version"] = x["driver_version"]
+                res["cuda_version"] = x["cuda_version"]
+                res["gpus"] = x["gpus"]
+        else:
+            res["smi_status"] = P.classify_nvidia_smi_failure(rc, out + err)
+            ctx.error("nvidia-smi -q -x failed (rc %s): %s" % (rc, (out + err).strip()[:300]))
+        rc, out, err = ctx.run(NVIDIA_CSV_CMD)
+        if rc == 0:
+            rows = P.gpus_from_csv(out)
+            by_bus = dict((_norm_bus_id(r["pci_bus_id"]), r) for r in rows)
+            if res["gpus"]:
+                for g in res["gpus"]:
+                    r = by_bus.get(_norm_bus_id(g.get("pci_bus_id")))
+                    if r:
+                        g["index"] = r["index"] if r["index"] is not None else g["index"]
+                        g["compute_cap"] = r["compute_cap"]
+                        g["uuid"] = g.get("uuid") or r["uuid"]
+            else:
+                # XML unavailable but CSV works: still a full GPU list.
+                res["gpus"] = [dict(r, fabric={}) for r in rows]
+                if rows and res["driver_version"] is None:
+                    res["driver_version"] = rows[0].get("driver_version")
+                if rows and res["smi_status"] != "ok":
+                    res["smi_status"] = "csv_only"
+            for g in res["gpus"]:
+                g.pop("driver_version", None)
+    else:
+        if res["present"] or io.exists("/dev/nvidiactl"):
+            res["present"] = True
+            ctx.error("nvidia-smi not found although the NVIDIA driver is present")
+            res["smi_status"] = "missing"
+    if res["driver_version"] is None:
+        res["driver_version"] = res["driver_version_kernel"]
+    if not res["gpus"] and res["present"] and res["smi_status"] != "ok":
+        # Fallback count from the kernel driver's per-GPU directories.
+        dirs = io.listdir("/proc/driver/nvidia/gpus")
+        res["gpus"] = [{"index": i, "name": None, "uuid": None, "pci_bus_id": d, "memory_total_mib": None,
+                        "compute_cap": None, "fabric": {}} for i, d in enumerate(dirs)]
+    for g in res["gpus"]:
+        g["model"] = P.normalize_model(g.get("name"), g.get("memory_total_mib"), g.get("pci_device_id"))
+    return res
+
+
+def collect_imex(ctx):
+    res = {"present": False, "domain_state": None, "up": False, "nodes": [], "all_ready": None, "matrix_ok": None,
+           "channel": ctx.io.exists("/dev/nvidia-caps-imex-channels/channel0")}
+    if not ctx.have("nvidia-imex-ctl"):
+        return res
+    res["present"] = True
+    rc, out, err = ctx.run(IMEX_CMD)
+    parsed = P.parse_imex_ctl(out)
+    res.update(parsed)
+    if rc != 0:
+        res["up"] = False
+        res["error"] = (err or out).strip()[:300] or "rc %s" % rc
+    return res
+
+
+def collect_amd(ctx):
+    io = ctx.io
+    res = {"present": False, "gpus": [], "rocm_version": None, "amdgpu_version": None, "source": None,
+           "partitioned": False}
+    present = ctx.have("amd-smi") or ctx.have("rocm-smi") or io.exists("/dev/kfd")
+    if not present:
+        return res
+    res["present"] = True
+    if ctx.have("amd-smi"):
+        rc, out, err = ctx.run(AMD_STATIC_CMD)
+        gpus = P.parse_amd_smi_static(out) if rc == 0 else []
+        if rc != 0 or not gpus:
+            rc2, out2, err2 = ctx.run(["amd-smi", "static", "--json"])
+            gpus = P.parse_amd_smi_static(out2) if rc2 == 0 else []
+            if not gpus:
+                ctx.error("amd-smi static failed (rc %s): %s" % (rc, (out + err).strip()[:300]))
+        if gpus:
+            res["source"] = "amd-smi"
+            rc, out, err = ctx.run(AMD_LIST_CMD)
+            if rc == 0:
+                lst = dict((x["index"], x) for x in P.parse_amd_smi_list(out))
+                for g in gpus:
+                    item = lst.get(g["index"]) or {}
+                    g["uuid"] = g.get("uuid") or item.get("uuid")
+                    g["pci_bus_id"] = g.get("pci_bus_id") or item.get("pci_bus_id")
+                    if item.get("partition_id"):
+                        res["partitioned"] = True
+            if any(g.get("memory_total_mib") is None for g in gpus):
+                rc, out, err = ctx.run(AMD_MEM_CMD)
+                if rc == 0:
+                    mem = P.parse_amd_smi_metric_mem(out)
+                    for g in gpus:
+                        if g.get("memory_total_mib") is None:
+                            g["memory_total_mib"] = mem.get(g["index"])
+            res["gpus"] = gpus
+        rc, out, err = ctx.run(AMD_VERSION_CMD)
+        if rc == 0:
+            v = P.parse_amd_smi_version(out)
+            res["rocm_version"] = v["rocm_version"]
+            res["amdgpu_version"] = v["amdgpu_version"]
+    if not res["gpus"] and ctx.have("rocm-smi"):
+        rc, out, err = ctx.run(ROCM_SMI_CMD)
+        parsed = P.parse_rocm_smi_productname(out)
+        if parsed.get("error") or rc != 0:
+            ctx.error("rocm-smi: %s" % (parsed.get("error") or "rc %s" % rc))
+        else:
+            res["gpus"] = parsed["gpus"]
+            res["source"] = "rocm-smi"
+            res["amdgpu_version"] = res["amdgpu_version"] or parsed["driver_version"]
+    if not ctx.have("amd-smi") and not ctx.have("rocm-smi"):
+        ctx.error("neither amd-smi nor rocm-smi found although /dev/kfd exists")
+    if res["rocm_version"] is None:
+        res["rocm_version"] = P.parse_rocm_version_file(io.read("/opt/rocm/.info/version"))
+    if res["amdgpu_version"] is None:
+        v = (io.read("/sys/module/amdgpu/version") or "").strip()
+        res["amdgpu_version"] = v or None
+    if res["amdgpu_version"] is None:
+        drv = sorted(set(g.get("driver_version") for g in res["gpus"] if g.get("driver_version")))
+        res["amdgpu_version"] = drv[0] if len(drv) == 1 else None
+    for g in res["gpus"]:
+        g["model"] = P.normalize_model(g.get("name"), g.get("memory_total_mib"), g.get("pci_device_id"),
+                                       g.get("gfx"))
+        g.setdefault("fabric", {})
+    return res
+
+
+def collect_rdma(ctx):
+    io = ctx.io
+    res = {"source": None, "ports": [], "active_ports": 0, "uverbs": len(io.glob("/dev/infiniband/uverbs*"))}
+    if ctx.have("ibv_devinfo"):
+        rc, out, err = ctx.run(IBV_CMD)
+        if rc == 0:
+            res["ports"] = P.parse_ibv_devinfo(out)
+            res["source"] = "ibv_devinfo"
+        elif "no ib devices" not in (out + err).lower():
+            ctx.error("ibv_devinfo failed (rc %s): %s" % (rc, (out + err).strip()[:200]))
+    if res["source"] is None:
+        devs = io.listdir("/sys/class/infiniband")
+        if devs:
+            res["source"] = "sysfs"
+        for dev in devs:
+            for port in io.listdir("/sys/class/infiniband/%s/ports" % dev):
+                base = "/sys/class/infiniband/%s/ports/%s/" % (dev, port)
+                res["ports"].append({
+                    "device": dev, "port": P.to_int(port),
+                    "state": P.parse_ib_sysfs_state(io.read(base + "state")),
+                    "link_layer": (io.read(base + "link_layer") or "").strip() or None,
+                    "active_mtu": None,
+                })
+    res["active_ports"] = sum(1 for p in res["ports"] if p.get("state") == "ACTIVE")
+    return res
+
+
+def collect_gpudirect(ctx, nvidia):
+    modules = P.parse_proc_modules(ctx.io.read("/proc/modules"))
+    peermem = "nvidia_peermem" in modules
+    dmabuf = bool(nvidia.get("open_module"))
+    mode = "peermem" if peermem else ("dmabuf" if dmabuf else "none")
+    return {"peermem_loaded": peermem, "dmabuf_capable": dmabuf, "mode": mode,
+            "memory_peers": ctx.io.exists("/sys/kernel/mm/memory_peers")}
+
+
+def collect_engine(ctx, docker_host):
+    io = ctx.io
+    res = {"reachable": False, "source": None, "docker_host": docker_host, "version": None, "api_version": None,
+           "runtimes": [], "default_runtime": None, "nvidia_runtime": False, "cdi_spec_dirs": [], "cdi_devices": [],
+           "nvidia_hook": None, "error": None}
+    try:
+        st_v, body_v = io.http_get(docker_host, "/version")
+        st_i, body_i = io.http_get(docker_host, "/info")
+        if st_v != 200 or st_i != 200:
+            raise ValueError("HTTP %s/%s from the engine API" % (st_v, st_i))
+        res.update(P.parse_docker_version(body_v))
+        info = P.parse_docker_info(body_i)
+        res["source"] = "socket"
+        res["reachable"] = True
+    except Exception as exc:  # pylint: disable=broad-except
+        res["error"] = "engine API at %s: %s" % (docker_host, exc)
+        info = None
+        if ctx.have("docker"):
+            rc, out, err = ctx.run(DOCKER_VERSION_CMD)
+            rc2, out2, err2 = ctx.run(DOCKER_INFO_CMD)
+            if rc == 0 and rc2 == 0:
+                res.update(P.parse_docker_version(out))
+                info = P.parse_docker_info(out2)
+                res["source"] = "cli"
+                res["reachable"] = True
+                res["error"] = None
+            else:
+                res["error"] += "; docker CLI: %s" % (err or err2 or out or out2).strip()[:200]
+    if info:
+        for k in ("runtimes", "default_runtime", "nvidia_runtime", "cdi_spec_dirs", "cdi_devices"):
+            res[k] = info[k]
+        res["version"] = res["version"] or info["server_version"]
+    else:
+        ctx.error(res["error"] or "container engine not reachable")
+    for hook in NVIDIA_HOOKS:
+        p = io.which(hook)
+        if p:
+            res["nvidia_hook"] = p
+            break
+    spec_dirs = res["cdi_spec_dirs"] or list(CDI_DIRS)
+    res["cdi_specs"] = [p for d in spec_dirs for p in io.glob(os.path.join(d, "*.yaml")) + io.glob(
+        os.path.join(d, "*.json")) if "nvidia" in os.path.basename(p)]
+    return res
+
+
+def collect_time_sync(ctx):
+    if ctx.have("timedatectl"):
+        rc, out, err = ctx.run(TIMEDATECTL_CMD)
+        v = P.parse_timedatectl(out) if rc == 0 else None
+        if v is not None:
+            return {"synchronized": v, "source": "timedatectl"}
+    if ctx.have("chronyc"):
+        rc, out, err = ctx.run(CHRONYC_CMD)
+        v = P.parse_chronyc_tracking(out) if rc == 0 else None
+        if v is not None:
+            return {"synchronized": v, "source": "chronyc"}
+    return {"synchronized": None, "source": None}
+
+
+def _existing_ancestor(io, path):
+    p = os.path.abspath(path)
+    while p and not io.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+def collect_weights(io, cache_dir, model):
+    """Are the model's weights already on disk? Looks at ``model`` as a local path, then at the HF cache layout
+    ``<cache>/hub/models--<org>--<name>/snapshots/*/`` (and ``<cache>/models--...``). Present = a
+    ``model.safetensors.index.json`` whose every shard exists."""
+    res = {"present": False, "path": None, "bytes": None, "missing_shards": None}
+    if not model:
+        return res
+    candidates = []
+    if model.startswith("/"):
+        candidates.append(model)
+    else:
+        repo = "models--" + model.replace("/", "--")
+        for base in (os.path.join(cache_dir, "hub", repo), os.path.join(cache_dir, repo)):
+            candidates.extend(io.glob(os.path.join(base, "snapshots", "*")))
+    for cand in candidates:
+        index = io.read(os.path.join(cand, "model.safetensors.index.json"))
+        if not index:
+            continue
+        try:
+            shards = sorted(set(json.loads(index).get("weight_map", {}).values()))
+        except (ValueError, AttributeError):
+            continue
+        sizes = [io.file_size(os.path.join(cand, s)) for s in shards]
+        missing = [s for s, z in zip(shards, sizes) if z is None]
+        res.update({"path": cand, "missing_shards": len(missing), "bytes": sum(z for z in sizes if z)})
+        if shards and not missing:
+            res["present"] = True
+            return res
+    return res
+
+
+def _port_entries(options):
+    default_bind = options.get("bind_addresses") or ["0.0.0.0"]
+    out = []
+    for entry in options.get("ports") or []:
+        if isinstance(entry, dict):
+            port = P.to_int(entry.get("port"))
+            name = entry.get("name") or str(port)
+            binds = entry.get("bind") or entry.get("bind_addresses") or default_bind
+            if isinstance(binds, str):
+                binds = [binds]
+        else:
+            port, name, binds = P.to_int(entry), str(entry), default_bind
+        if port is None:
+            continue
+        out.append((name, port, binds))
+    return out
+
+
+def collect_ports(io, options):
+    res = []
+    for name, port, binds in _port_entries(options):
+        for addr in binds:
+            res.append({"name": name, "port": port, "address": addr, "state": io.port_state(addr, port)})
+    return res
+
+
+def collect(io, options=None):
+    """Gather one node. ``options``: docker_host, model_cache_dir, model, ports, bind_addresses,
+    command_timeout. Returns the ``node_probe`` fact dict."""
+    options = dict(options or {})
+    ctx = _Ctx(io, options)
+    facts = {"schema": SCHEMA_VERSION}
+    facts.update(io.uname())
+
+    nvidia = collect_nvidia(ctx)
+    amd = collect_amd(ctx)
+    if nvidia["present"] and (nvidia["gpus"] or not amd["gpus"]):
+        vendor = "nvidia"
+    elif amd["present"]:
+        vendor = "amd"
+    else:
+        vendor = None
+        ctx.error("no GPU driver or tool found (nvidia-smi, /proc/driver/nvidia, amd-smi, rocm-smi, /dev/kfd)")
+    gpus = nvidia["gpus"] if vendor == "nvidia" else (amd["gpus"] if vendor == "amd" else [])
+    models = sorted(set(g.get("model") or "unknown" for g in gpus))
+    facts.update({
+        "vendor": vendor,
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "gpu_model": models[0] if len(models) == 1 else ("unknown" if not models else "mixed:" + ",".join(models)),
+        "gpu_names": sorted(set(g.get("name") or "unknown" for g in gpus)),
+        "gpu_memory_mib_min": min([g["memory_total_mib"] for g in gpus if g.get("memory_total_mib")] or [0]) or None,
+        "driver_version": nvidia["driver_version"] if vendor == "nvidia" else amd["amdgpu_version"],
+        "cuda_version": nvidia["cuda_version"] if vendor == "nvidia" else None,
+        "rocm_version": amd["rocm_version"] if vendor == "amd" else None,
+        "nvidia": {"smi_status": nvidia["smi_status"], "driver_version_kernel": nvidia["driver_version_kernel"],
+                   "open_module": nvidia["open_module"]},
+        "amd": {"source": amd["source"], "amdgpu_version": amd["amdgpu_version"], "partitioned": amd["partitioned"]},
+    })
+    if vendor == "nvidia":
+        fab = P.fabric_summary(gpus)
+        facts["fabric"] = fab
+        facts["mnnvl"] = bool(fab["mnnvl"])
+        facts["imex"] = collect_imex(ctx)
+        facts["gpudirect"] = collect_gpudirect(ctx, nvidia)
+    else:
+        facts["fabric"] = {"state": None, "cluster_uuid": None, "clique_id": None, "healthy": None, "mnnvl": False,
+                           "reasons": ["not an NVIDIA node"]}
+        facts["mnnvl"] = False
+        facts["imex"] = {"present": ctx.have("nvidia-imex-ctl"), "up": False, "domain_state": None, "nodes": []}
+        facts["gpudirect"] = {"peermem_loaded": False, "dmabuf_capable": vendor == "amd",
+                              "mode": "dmabuf" if vendor == "amd" else "none", "memory_peers": False}
+    facts["rdma"] = collect_rdma(ctx)
+    facts["devices"] = {
+        "kfd": io.exists("/dev/kfd"),
+        "dri_render_nodes": len(io.glob("/dev/dri/renderD*")),
+        "nvidia_nodes": len(io.glob("/dev/nvidia[0-9]*")),
+        "imex_channel": io.exists("/dev/nvidia-caps-imex-channels/channel0"),
+        "infiniband_uverbs": len(io.glob("/dev/infiniband/uverbs*")),
+    }
+    facts["engine"] = collect_engine(ctx, options.get("docker_host") or "unix:///var/run/docker.sock")
+    facts["engine"]["gpu_support"] = _engine_gpu_support(vendor, facts["engine"], facts["devices"])
+
+    shm = io.statvfs("/dev/shm")
+    facts["shm_bytes"] = shm["total"] if shm else None
+    soft, hard = io.memlock()
+    facts["memlock"] = soft
+    facts["memlock_hard"] = hard
+
+    cache_dir = options.get("model_cache_dir") or "/data/hf-cache"
+    checked = _existing_ancestor(io, cache_dir)
+    st = io.statvfs(checked)
+    facts["disk"] = {"path": cache_dir, "checked_path": checked, "exists": checked == os.path.abspath(cache_dir),
+                     "free_bytes": st["free"] if st else None, "total_bytes": st["total"] if st else None}
+    facts["weights"] = collect_weights(io, cache_dir, options.get("model"))
+    facts["time_sync"] = collect_time_sync(ctx)
+    facts["ports"] = collect_ports(io, options)
+    facts["tools"] = dict(ctx.tools)
+    facts["errors"] = ctx.errors
+    return facts
+
+
+def _engine_gpu_support(vendor, engine, devices):
+    """Can the engine hand GPUs to a container? -> {ok, via: [...]}."""
+    via = []
+    if vendor == "nvidia":
+        if engine.get("nvidia_runtime"):
+            via.append("nvidia-runtime")
+        if engine.get("nvidia_hook"):
+            via.append("runtime-hook")
+        if any(str(d).startswith("nvidia.com/gpu") for d in engine.get("cdi_devices") or []) or engine.get(
+                "cdi_specs"):
+            via.append("cdi")
+    elif vendor == "amd":
+        if devices.get("kfd") and devices.get("dri_render_nodes"):
+            via.append("kfd+dri")
+    return {"ok": bool(via) and bool(engine.get("reachable")), "via": via}

@@ -1,0 +1,224 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: node_probe
+short_description: Read-only probe of a GPU node for a Kimi-K3 vLLM deployment
+version_added: "0.1.0"
+description:
+  - Gathers in one call everything the preflight checks need from one node - GPUs, driver, CUDA or ROCm,
+    NVLink fabric (MNNVL), IMEX, RDMA ports, GPUDirect path, container engine and its GPU support, C(/dev/shm),
+    memlock limit, free disk on the model cache path, kernel, time sync and whether the serving ports are free.
+  - Prefers machine-readable tool output (C(nvidia-smi -q -x), C(nvidia-smi --query-gpu ... --format=csv,noheader,nounits),
+    C(amd-smi static --json), C(amd-smi version --json), C(nvidia-imex-ctl -N), C(ibv_devinfo)) and falls back
+    (C(/proc/driver/nvidia), C(rocm-smi), C(/opt/rocm/.info/version), C(/sys/class/infiniband), the C(docker) CLI).
+  - A missing tool never fails the module; it is reported in RV(ansible_facts.node_probe.tools) (value C(null)) and,
+    where it matters, in RV(ansible_facts.node_probe.errors). Judging the facts is the job of the
+    P(gpufleet.kimi_k3.preflight#role) role.
+  - Changes nothing on the node; runs in check mode as well and always returns C(changed=false).
+  - Standard library only (Python 3.9 or newer on the node).
+author:
+  - gpufleet maintainers
+options:
+  docker_host:
+    description:
+      - Container engine endpoint. C(unix:///path) is queried over the socket (Docker API C(GET /version) and
+        C(GET /info)); C(tcp://host:port) over plain HTTP. When the API is not reachable the C(docker) CLI is tried.
+    type: str
+    default: unix:///var/run/docker.sock
+  model_cache_dir:
+    description:
+      - Host directory that will hold the weights / Hugging Face cache. Free space is measured on it, or on its
+        nearest existing parent when it does not exist yet.
+    type: path
+    default: /data/hf-cache
+  model:
+    description:
+      - Model id (C(moonshotai/Kimi-K3)) or absolute path. Used to detect weights already present in
+        O(model_cache_dir) (HF cache layout C(hub/models--org--name/snapshots/*)) or at the path.
+    type: str
+  ports:
+    description:
+      - TCP ports that must be free. An element is a port number, or a dict with C(port), C(name) and optionally
+        C(bind) (list of addresses; default O(bind_addresses)).
+    type: list
+    elements: raw
+    default: []
+  bind_addresses:
+    description:
+      - Addresses on which each port of O(ports) is test-bound (a bind, never a listen).
+    type: list
+    elements: str
+    default: ['0.0.0.0']
+  command_timeout:
+    description:
+      - Seconds after which a vendor tool is killed (through C(timeout(1)) when present). C(0) disables it.
+    type: int
+    default: 60
+attributes:
+  check_mode:
+    support: full
+    description: The probe only reads, so it runs unchanged in check mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+notes:
+  - Facts are returned under C(ansible_facts['node_probe']); read them through C(ansible_facts), not injected vars.
+  - The memlock limit is the one of the probing process (the SSH session), as returned by C(getrlimit).
+seealso:
+  - name: GPU node probe formats
+    description: Formats and parser traps the probe follows (project reference gpu-node-probes.md).
+    link: https://example.invalid/gpufleet/kimi_k3/docs/preflight.md
+"""
+
+EXAMPLES = r"""
+- name: Probe the node
+  gpufleet.kimi_k3.node_probe:
+    docker_host: unix:///var/run/docker.sock
+    model_cache_dir: /data/hf-cache
+    model: moonshotai/Kimi-K3
+    ports:
+      - {name: api, port: 8000, bind: ['0.0.0.0']}
+      - {name: master, port: 29501, bind: ['10.0.0.11']}
+      - {name: dp_rpc, port: 29550, bind: ['10.0.0.11']}
+  check_mode: false
+
+- name: Show what was found
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['node_probe']['gpu_count'] }} x {{ ansible_facts['node_probe']['gpu_model'] }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts about the node.
+  returned: always
+  type: dict
+  contains:
+    node_probe:
+      description: Everything gathered; see docs/preflight.md for the full layout.
+      returned: always
+      type: dict
+      contains:
+        vendor:
+          description: C(nvidia), C(amd) or null when no GPU stack was found.
+          type: str
+          sample: nvidia
+        gpu_count:
+          description: Number of GPUs found (0 when none or when the tools fail).
+          type: int
+          sample: 4
+        gpu_model:
+          description: Normalised model - one of C(gb300 gb200 b300 b200 h200 mi355x mi350x unknown), or
+            C(mixed:a,b) when the GPUs disagree.
+          type: str
+          sample: gb300
+        gpus:
+          description: Per GPU - index, name, uuid, pci_bus_id, pci_device_id, memory_total_mib, compute_cap
+            (C(10.3); C(gfx950) on AMD), model, fabric (state, status, clique_id, cluster_uuid, health).
+          type: list
+          elements: dict
+        driver_version:
+          description: NVIDIA driver (from nvidia-smi, else C(/proc/driver/nvidia/version)) or amdgpu driver version.
+          type: str
+          sample: 580.173.02
+        cuda_version:
+          description: Newest CUDA the NVIDIA driver serves (not a toolkit), null on AMD or when libcuda is absent.
+          type: str
+          sample: "13.0"
+        rocm_version:
+          description: ROCm version (amd-smi, else C(/opt/rocm/.info/version)), null on NVIDIA.
+          type: str
+          sample: 7.0.2
+        mnnvl:
+          description: True only when every GPU reports fabric C(Completed)/C(Success), a ClusterUUID other than
+            all zeros, one common ClusterUUID and CliqueId, and C(Healthy).
+          type: bool
+        fabric:
+          description: Node fabric summary - state, cluster_uuid, clique_id, healthy, reasons (why not MNNVL).
+          type: dict
+        imex:
+          description: C(nvidia-imex-ctl -N) - present, domain_state, up, nodes, all_ready, matrix_ok, channel.
+          type: dict
+        rdma:
+          description: source (C(ibv_devinfo)/C(sysfs)/null), ports (device, port, state, link_layer), active_ports.
+          type: dict
+        gpudirect:
+          description: peermem_loaded, dmabuf_capable (open kernel module), mode (C(peermem)/C(dmabuf)/C(none)).
+          type: dict
+        engine:
+          description: Container engine - reachable, source (C(socket)/C(cli)), version, api_version, runtimes,
+            nvidia_runtime, nvidia_hook, cdi_devices, cdi_specs, gpu_support (ok, via), error.
+          type: dict
+        devices:
+          description: kfd, dri_render_nodes, nvidia_nodes, imex_channel, infiniband_uverbs.
+          type: dict
+        shm_bytes:
+          description: Size of C(/dev/shm) in bytes.
+          type: int
+        memlock:
+          description: Soft RLIMIT_MEMLOCK in bytes, -1 for unlimited (C(memlock_hard) alongside).
+          type: int
+        disk:
+          description: path, checked_path (nearest existing parent), exists, free_bytes, total_bytes.
+          type: dict
+        weights:
+          description: present, path, bytes, missing_shards - weights already in the cache.
+          type: dict
+        kernel:
+          description: C(uname -r).
+          type: str
+        time_sync:
+          description: synchronized (true/false/null = unknown) and source (C(timedatectl)/C(chronyc)/null).
+          type: dict
+        ports:
+          description: One entry per port and address - name, port, address, state (C(free), C(in_use),
+            C(not_local), C(error ...)).
+          type: list
+          elements: dict
+        tools:
+          description: Tool name -> path, or null when not found.
+          type: dict
+        errors:
+          description: Problems met while probing (missing tools that matter, failed commands).
+          type: list
+          elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe_collect import ProbeIO, collect
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+            model_cache_dir=dict(type="path", default="/data/hf-cache"),
+            model=dict(type="str"),
+            ports=dict(type="list", elements="raw", default=[]),
+            bind_addresses=dict(type="list", elements="str", default=["0.0.0.0"]),
+            command_timeout=dict(type="int", default=60),
+        ),
+        supports_check_mode=True,
+    )
+
+    def run(argv):
+        return module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C", "LANG": "C"})
+
+    def which(name):
+        return module.get_bin_path(name, opt_dirs=["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/sbin",
+                                                   "/opt/rocm/bin"])
+
+    facts = collect(ProbeIO(run=run, which=which), module.params)
+    module.exit_json(changed=False, ansible_facts={"node_probe": facts})
+
+
+if __name__ == "__main__":
+    main()
