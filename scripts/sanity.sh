@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Run `ansible-test sanity` and/or `ansible-test units` for gpufleet.kimi_k3 OFFLINE (PyPI reachable, nothing else).
+#
+#   scripts/sanity.sh [sanity|units|all] [-- extra ansible-test args]     (default: all)
+#
+# Why the detour (docs/dev/testing.md, reference ansible-practices.md §5.3):
+#  * ansible-test only runs from a directory named .../ansible_collections/<namespace>/<name>/ and resolves
+#    symlinks, so the build/collections link does not do. We copy the git-tracked and untracked-but-not-ignored
+#    files into build/ansible-test/ansible_collections/gpufleet/kimi_k3/ and run there. That copy gets its own
+#    (empty) git repo: ansible-test lists files through the nearest enclosing .git, which would otherwise be the
+#    main repo where build/ is ignored ("All targets skipped"). So git is a hard requirement.
+#  * ANSIBLE_COLLECTIONS_PATH is set by ansible-test to that copy's collection root, so the dependency
+#    community.docker (from the venv's `ansible` package) is copied next to it.
+#  * Every sanity/units virtualenv is bootstrapped with get-pip-<ver>.py from ci-files.testing.ansible.com, which is
+#    not reachable. ansible-test first looks for ~/.ansible/test/cache/get_pip_<ver with _>.py; we generate a small
+#    stand-in there (ensurepip + `pip install` from PyPI). <ver> is read from the installed ansible-test, so the
+#    name follows ansible-core upgrades (25.2 -> get_pip_25_2.py for ansible-core 2.21.5).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+
+what="${1:-all}"
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+extra=("$@")
+
+log() { printf '[sanity] %s\n' "$*"; }
+die() { printf '[sanity] ERROR: %s\n' "$*" >&2; exit 2; }
+
+case "$what" in sanity|units|all) ;; *) die "usage: $0 [sanity|units|all] [-- ansible-test args]";; esac
+[ -x .venv/bin/ansible-test ] || die ".venv/bin/ansible-test missing: run scripts/setup.sh first"
+command -v git >/dev/null || die "git is needed to list the collection's files"
+
+export PATH="$here/.venv/bin:$PATH"
+py=".venv/bin/python"
+pyver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+export ANSIBLE_TEST_PREFER_PODMAN=0
+export ANSIBLE_INJECT_FACT_VARS=false
+
+# ---- 1. the get-pip stand-in ---------------------------------------------------------------------------------
+pip_ver="$("$py" - <<'EOF'
+import re, types
+try:
+    from ansible_test._internal.python_requirements import get_venv_packages
+    print(get_venv_packages(types.SimpleNamespace(version=''))['pip'])
+except Exception:  # layout changed: fall back to reading the pin from the source
+    import ansible_test, os
+    src = open(os.path.join(os.path.dirname(ansible_test.__file__), '_internal', 'python_requirements.py')).read()
+    print(re.search(r"pip='([0-9.]+)'", src).group(1))
+EOF
+)"
+cache_dir="$HOME/.ansible/test/cache"
+get_pip="$cache_dir/get_pip_${pip_ver//./_}.py"
+marker="# gpufleet.kimi_k3 offline get-pip stand-in"
+mkdir -p "$cache_dir"
+if [ -f "$get_pip" ] && ! grep -qF "$marker" "$get_pip"; then
+  log "using existing bootstrap script $get_pip (not ours, left alone)"
+else
+  cat > "$get_pip.tmp" <<EOF
+$marker (written by scripts/sanity.sh for pip $pip_ver).
+# ansible-test runs it as: python get_pip_${pip_ver//./_}.py [pip options] [packages] --no-setuptools --no-wheel
+import subprocess
+import sys
+
+args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
+if subprocess.call([sys.executable, "-c", "import pip"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+    rc = subprocess.call([sys.executable, "-m", "ensurepip", "--default-pip"])
+    if rc:
+        sys.exit(rc)
+sys.exit(subprocess.call([sys.executable, "-m", "pip", "install"] + args))
+EOF
+  mv "$get_pip.tmp" "$get_pip"
+  log "get-pip stand-in for pip $pip_ver at $get_pip"
+fi
+
+# ---- 2. the copy under .../ansible_collections/gpufleet/kimi_k3 ---------------------------------------------
+root="$here/build/ansible-test"
+dest="$root/ansible_collections/gpufleet/kimi_k3"
+rm -rf "$dest"
+mkdir -p "$dest"
+# tracked + untracked-not-ignored files that exist; never tool caches or earlier test output
+git ls-files -co --exclude-standard -z \
+  | "$py" -c '
+import os, sys
+skip = (".ansible/", "tests/output/", "build/", ".venv/")
+names = [n for n in sys.stdin.buffer.read().split(b"\0") if n]
+out = [n for n in names if os.path.lexists(n) and not n.decode().startswith(skip)]
+sys.stdout.buffer.write(b"\0".join(out) + (b"\0" if out else b""))' \
+  | tar --null --no-recursion -T - -cf - | tar -xf - -C "$dest"
+# ansible-test picks its file list from the nearest enclosing .git (walking up). Without a repo of its own the
+# copy would be listed through /work/main's git, where build/ is ignored, and every target would be skipped.
+# An empty repo is enough: ansible-test lists `git ls-files --cached --others --exclude-standard`.
+git -C "$dest" init -q
+log "copied $(find "$dest" -type f -not -path '*/.git/*' | wc -l) files to $dest"
+
+dep_src="$("$py" -c 'import site, os; print(next((os.path.join(p, "ansible_collections", "community", "docker") for p in site.getsitepackages() if os.path.isdir(os.path.join(p, "ansible_collections", "community", "docker"))), ""))')"
+if [ -n "$dep_src" ]; then
+  rm -rf "$root/ansible_collections/community/docker"
+  mkdir -p "$root/ansible_collections/community"
+  cp -a "$dep_src" "$root/ansible_collections/community/docker"
+else
+  log "WARNING: community.docker not found in the venv; imports of it will fail in sanity/units"
+fi
+
+# ---- 3. run ----------------------------------------------------------------------------------------------------
+cd "$dest"
+common=(--venv --python "$pyver" --color no)
+rc=0
+if [ "$what" = sanity ] || [ "$what" = all ]; then
+  log "ansible-test sanity ${common[*]} ${extra[*]:-}"
+  ansible-test sanity "${common[@]}" "${extra[@]}" || rc=$?
+  log "ansible-test sanity rc=$rc"
+fi
+if [ "$what" = units ] || [ "$what" = all ]; then
+  if [ -z "$(find tests/unit -name 'test_*.py' 2>/dev/null | head -1)" ]; then
+    log "SKIP ansible-test units: no tests/unit/**/test_*.py in the collection"
+  else
+    urc=0
+    log "ansible-test units ${common[*]} ${extra[*]:-}"
+    ansible-test units "${common[@]}" --requirements "${extra[@]}" || urc=$?
+    log "ansible-test units rc=$urc"
+    [ "$urc" -eq 0 ] || rc=$urc
+  fi
+fi
+exit "$rc"

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# The collection's test entry point (the README's test command; `make test` calls it; `.ci/run` calls `make test`).
+#
+#   scripts/test.sh                 all stages, in order
+#   scripts/test.sh --fast          setup + unit + lint
+#   scripts/test.sh --stage NAME    only NAME (repeatable, or comma-separated: --stage unit,lint)
+#   scripts/test.sh --list          list the stages
+#
+# Stages (docs/dev/testing.md):
+#   setup     scripts/setup.sh: venv + build/collections link (idempotent)
+#   unit      pytest tests/unit (no Docker)
+#   lint      ansible-lint --profile production; antsibull-changelog lint
+#   sanity    ansible-test sanity, offline (scripts/sanity.sh: copy under ansible_collections/, get-pip stand-in)
+#   units     ansible-test units, offline (same copy)
+#   build     ansible-galaxy collection build + install into a temp collections path + the plan playbook by FQCN
+#             from that installed copy only
+#   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
+#
+# Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
+# pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
+# set KIMI_K3_ALLOW_EMPTY=1 to report it as SKIP instead.
+# Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage), KIMI_K3_KEEP_SIM=1 (leave the sim up).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+self="$here/scripts/test.sh"
+cd "$here" || exit 2
+
+ALL_STAGES=(setup unit lint sanity units build sim)
+FAST_STAGES=(setup unit lint)
+SKIP_RC=77
+logdir="$here/build/test-logs"
+
+export PATH="$here/.venv/bin:$PATH"
+export ANSIBLE_INJECT_FACT_VARS=false
+export ANSIBLE_NOCOLOR=1
+export ANSIBLE_FORCE_COLOR=0
+export PY_COLORS=0
+export PYTHONDONTWRITEBYTECODE=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+say() { printf '[test] %s\n' "$*"; }
+note() { printf '%s\n' "$*" >> "$logdir/$STAGE.note"; }   # one line shown in the summary table
+skip() { say "SKIP $STAGE: $*"; note "$*"; exit "$SKIP_RC"; }
+need_venv() { [ -x "$here/.venv/bin/python" ] || { say "no .venv: run scripts/setup.sh (stage setup)"; note "no .venv"; exit 1; }; }
+
+# pytest with explicit handling of exit code 5 ("no tests collected"). Records the summary line as the note.
+run_pytest() {
+  local what="$1"; shift
+  local out rc
+  out="$(mktemp)"
+  python -m pytest "$@" 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  local summary
+  summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed|error|skipped|deselected|xfailed|xpassed)|no tests ran|^(=+ )?[0-9]+ errors? ' "$out" | tail -1 | sed -E 's/^=+ //; s/ =+$//')"
+  rm -f "$out"
+  [ -n "$summary" ] && note "$what: $summary"
+  if [ "$rc" -eq 5 ]; then
+    say "$what: pytest collected no tests (exit 5) for: $*"
+    if [ "${KIMI_K3_ALLOW_EMPTY:-0}" = 1 ]; then note "$what: EMPTY (no tests collected), allowed by KIMI_K3_ALLOW_EMPTY=1"; return 0; fi
+    note "$what: EMPTY - no tests collected (pytest exit 5) counts as failure"
+    return 5
+  fi
+  return "$rc"
+}
+
+# ---------------------------------------------------------------------------------------------------- stages
+stage_setup() {
+  scripts/setup.sh
+}
+
+stage_unit() {
+  need_venv
+  run_pytest "pytest tests/unit" -q -m "not sim and not vllm" tests/unit
+}
+
+stage_lint() {
+  need_venv
+  local rc=0 r
+  say "ansible-lint --profile production"
+  ansible-lint --profile production --nocolor; r=$?
+  if [ $r -eq 0 ]; then note "ansible-lint: passed"; else note "ansible-lint: FAILED (rc $r)"; rc=1; fi
+  say "antsibull-changelog lint"
+  antsibull-changelog lint; r=$?
+  [ $r -eq 0 ] || { note "antsibull-changelog lint: FAILED (rc $r)"; rc=1; }
+  antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml; r=$?
+  [ $r -eq 0 ] || { note "changelog.yaml: FAILED (rc $r)"; rc=1; }
+  [ $rc -eq 0 ] && note "antsibull-changelog: passed"
+  return $rc
+}
+
+stage_sanity() {
+  need_venv
+  local rc
+  scripts/sanity.sh sanity 2>&1 | tee "$logdir/sanity.full.log"
+  rc=${PIPESTATUS[0]}
+  local failed
+  failed="$(sed -n '/sanity test(s) listed below/,/^FATAL: Command/p' "$logdir/sanity.full.log" | grep -Ev 'FATAL' | tr '\n' ' ')"
+  if [ "$rc" -eq 0 ]; then note "all sanity tests passed"; else note "failed tests: ${failed:-see log} (rc $rc)"; fi
+  return "$rc"
+}
+
+stage_units() {
+  need_venv
+  scripts/sanity.sh units
+}
+
+stage_build() {
+  need_venv
+  local work dist coll inst tarball rc
+  work="$(mktemp -d "${TMPDIR:-/tmp}/kimi-k3-build.XXXXXX")"
+  trap 'rm -rf "$work"' EXIT
+  dist="$work/dist"; coll="$work/collections"
+  mkdir -p "$dist" "$coll" "$work/run"
+  ansible-galaxy collection build --output-path "$dist" "$here" || { note "ansible-galaxy collection build failed"; return 1; }
+  tarball="$(ls "$dist"/gpufleet-kimi_k3-*.tar.gz)"
+  say "built $(basename "$tarball") ($(du -h "$tarball" | cut -f1))"
+  # --no-deps: community.docker comes from the venv's `ansible` package (no galaxy access in CI)
+  ansible-galaxy collection install --no-deps -p "$coll" "$tarball" || { note "install failed"; return 1; }
+  inst="$coll/ansible_collections/gpufleet/kimi_k3"
+  # A config of our own and a neutral cwd: the repo's ansible.cfg (collections_path=build/collections, a link to
+  # the working tree) must not be used; only the installed copy (plus the venv's bundled collections) resolves.
+  cat > "$work/ansible.cfg" <<EOF
+[defaults]
+collections_path = $coll
+host_key_checking = False
+inject_facts_as_vars = False
+retry_files_enabled = False
+interpreter_python = auto_silent
+EOF
+  export ANSIBLE_CONFIG="$work/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$coll"
+  cd "$work/run" || return 1
+  local where
+  where="$(ansible-galaxy collection list gpufleet.kimi_k3 2>/dev/null | awk '/^# /{p=$2} /gpufleet.kimi_k3/{print p}' | head -1)"
+  say "gpufleet.kimi_k3 resolves from: ${where:-?}"
+  case "$where" in "$coll"/*) ;; *) note "gpufleet.kimi_k3 resolved from '${where}', not the installed copy"; return 1;; esac
+  if [ ! -f "$inst/playbooks/plan.yml" ]; then
+    if [ -f "$here/playbooks/plan.yml" ]; then
+      note "playbooks/plan.yml exists in the tree but not in the tarball (build_ignore?)"; return 1
+    fi
+    say "SKIP plan run: playbooks/plan.yml absent (not written yet)"
+    note "built + installed OK; plan run SKIPPED: playbooks/plan.yml absent"
+    return 0
+  fi
+  if [ ! -e "$inst/inventories/gb300-cluster" ]; then
+    say "SKIP plan run: inventories/gb300-cluster absent from the collection"
+    note "built + installed OK; plan run SKIPPED: inventories/gb300-cluster absent"
+    return 0
+  fi
+  local plan_dir="$work/plan"
+  ansible-playbook gpufleet.kimi_k3.plan -i "$inst/inventories/gb300-cluster" -e "plan_dir=$plan_dir"; rc=$?
+  [ "$rc" -eq 0 ] || { note "ansible-playbook gpufleet.kimi_k3.plan failed (rc $rc)"; return "$rc"; }
+  # every host of the inventory gets a parseable <host>.json plan (architecture.md "Plan files")
+  python - "$inst/inventories/gb300-cluster" "$plan_dir" <<'EOF' || { note "plan files incomplete"; return 1; }
+import json, os, subprocess, sys
+inv, plan_dir = sys.argv[1:]
+data = json.loads(subprocess.check_output(["ansible-inventory", "-i", inv, "--list"]))
+hosts = sorted(set(data.get("_meta", {}).get("hostvars", {})))
+missing = [h for h in hosts if not os.path.isfile(os.path.join(plan_dir, h + ".json"))]
+for h in hosts:
+    if h not in missing:
+        with open(os.path.join(plan_dir, h + ".json")) as f:
+            p = json.load(f)
+        assert p.get("host") == h, (h, p.get("host"))
+print("plan files for %d host(s): %s; missing: %s" % (len(hosts), ", ".join(hosts), missing or "none"))
+sys.exit(1 if missing or not hosts else 0)
+EOF
+  note "built, installed, plan by FQCN from installed copy: $(find "$plan_dir" -name '*.json' | wc -l) plan file(s)"
+}
+
+stage_sim() {
+  need_venv
+  [ -x sim/simctl ] || skip "sim/simctl does not exist yet (rehearsal cluster not written)"
+  local rc=0 r
+  if [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then
+    trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT
+  fi
+  trap 'exit 143' TERM INT
+  say "sim/simctl up"
+  sim/simctl up || { note "sim/simctl up failed"; return 1; }
+  if [ -d tests/integration ]; then
+    run_pytest "pytest -m sim tests/integration" -q -m sim tests/integration; r=$?
+    [ $r -eq 0 ] || rc=1
+  else
+    note "tests/integration absent"; rc=1
+  fi
+  local scenarios=() s
+  for s in molecule/*/molecule.yml; do [ -f "$s" ] && scenarios+=("$(basename "$(dirname "$s")")"); done
+  if [ ${#scenarios[@]} -eq 0 ]; then
+    if [ "${KIMI_K3_ALLOW_EMPTY:-0}" = 1 ]; then note "molecule: no scenarios under molecule/ (allowed)"
+    else note "molecule: EMPTY - no scenarios under molecule/ counts as failure"; rc=1; fi
+  else
+    local ok=() bad=()
+    for s in "${scenarios[@]}"; do
+      say "molecule test -s $s"
+      if ANSIBLE_COLLECTIONS_PATH="$here/build/collections" molecule test -s "$s"; then ok+=("$s"); else bad+=("$s"); rc=1; fi
+    done
+    note "molecule: passed [${ok[*]:-}] failed [${bad[*]:-}]"
+  fi
+  return $rc
+}
+
+# ------------------------------------------------------------------------------------------- child entry point
+if [ "${1:-}" = "__stage" ]; then
+  STAGE="$2"
+  declare -F "stage_$STAGE" >/dev/null || { echo "unknown stage $STAGE" >&2; exit 2; }
+  "stage_$STAGE"
+  exit $?
+fi
+
+# ------------------------------------------------------------------------------------------------ arguments
+stages=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --fast) stages+=("${FAST_STAGES[@]}") ;;
+    --stage) shift; [ $# -gt 0 ] || { echo "--stage needs a name" >&2; exit 2; }; IFS=, read -ra more <<< "$1"; stages+=("${more[@]}") ;;
+    --stage=*) IFS=, read -ra more <<< "${1#--stage=}"; stages+=("${more[@]}") ;;
+    --list) printf '%s\n' "${ALL_STAGES[@]}"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$self"; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ ${#stages[@]} -gt 0 ] || stages=("${ALL_STAGES[@]}")
+for s in "${stages[@]}"; do
+  case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2;; esac
+done
+
+# ------------------------------------------------------------------------------------------------------ run
+mkdir -p "$logdir"
+timeout_s="${KIMI_K3_STAGE_TIMEOUT:-1200}"
+names=(); results=(); secs=(); notes=()
+t_all=$(date +%s.%N)
+for s in "${stages[@]}"; do
+  rm -f "$logdir/$s.note"
+  say "===== stage $s ====="
+  t0=$(date +%s.%N)
+  timeout --signal=TERM --kill-after=60 "$timeout_s" "$self" __stage "$s" 2>&1 | tee "$logdir/$s.log"
+  rc=${PIPESTATUS[0]}
+  dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+  case "$rc" in
+    0) res=PASS ;;
+    "$SKIP_RC") res=SKIP ;;
+    124|137) res=FAIL; echo "stage timed out after ${timeout_s}s" >> "$logdir/$s.note" ;;
+    *) res=FAIL ;;
+  esac
+  n="$(paste -sd ';' "$logdir/$s.note" 2>/dev/null | sed 's/;/; /g')"
+  say "===== stage $s: $res in ${dt}s ====="
+  names+=("$s"); results+=("$res"); secs+=("$dt"); notes+=("$n")
+  if [ "$s" = setup ] && [ "$res" = FAIL ]; then say "setup failed: not running further stages"; break; fi
+done
+total=$(awk -v a="$t_all" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+
+failed=0
+for r in "${results[@]}"; do [ "$r" = FAIL ] && failed=$((failed + 1)); done
+{
+  echo
+  echo "==================================== test summary ===================================="
+  printf '%-8s %-6s %9s  %s\n' STAGE RESULT SECONDS NOTES
+  for i in "${!names[@]}"; do
+    printf '%-8s %-6s %9s  %s\n' "${names[$i]}" "${results[$i]}" "${secs[$i]}" "${notes[$i]}"
+  done
+  printf '%-8s %-6s %9s  %s\n' TOTAL "$([ $failed -eq 0 ] && echo PASS || echo FAIL)" "$total" "$failed stage(s) failed; logs in build/test-logs/"
+} | tee "$logdir/summary.txt"
+[ $failed -eq 0 ]
