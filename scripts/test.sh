@@ -107,16 +107,14 @@ stage_units() {
 stage_build() {
   need_venv
   local work dist coll inst tarball rc
-  work="$(mktemp -d "${TMPDIR:-/tmp}/kimi-k3-build.XXXXXX")"
-  trap 'rm -rf "$work"' EXIT
+  BUILD_WORK="$(mktemp -d "${TMPDIR:-/tmp}/kimi-k3-build.XXXXXX")"
+  trap 'rm -rf "$BUILD_WORK"' EXIT
+  work="$BUILD_WORK"
   dist="$work/dist"; coll="$work/collections"
   mkdir -p "$dist" "$coll" "$work/run"
   ansible-galaxy collection build --output-path "$dist" "$here" || { note "ansible-galaxy collection build failed"; return 1; }
   tarball="$(ls "$dist"/gpufleet-kimi_k3-*.tar.gz)"
   say "built $(basename "$tarball") ($(du -h "$tarball" | cut -f1))"
-  # --no-deps: community.docker comes from the venv's `ansible` package (no galaxy access in CI)
-  ansible-galaxy collection install --no-deps -p "$coll" "$tarball" || { note "install failed"; return 1; }
-  inst="$coll/ansible_collections/gpufleet/kimi_k3"
   # A config of our own and a neutral cwd: the repo's ansible.cfg (collections_path=build/collections, a link to
   # the working tree) must not be used; only the installed copy (plus the venv's bundled collections) resolves.
   cat > "$work/ansible.cfg" <<EOF
@@ -129,6 +127,9 @@ interpreter_python = auto_silent
 EOF
   export ANSIBLE_CONFIG="$work/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$coll"
   cd "$work/run" || return 1
+  # --no-deps: community.docker comes from the venv's `ansible` package (no galaxy access in CI)
+  ansible-galaxy collection install --no-deps -p "$coll" "$tarball" || { note "install failed"; return 1; }
+  inst="$coll/ansible_collections/gpufleet/kimi_k3"
   local where
   where="$(ansible-galaxy collection list gpufleet.kimi_k3 2>/dev/null | awk '/^# /{p=$2} /gpufleet.kimi_k3/{print p}' | head -1)"
   say "gpufleet.kimi_k3 resolves from: ${where:-?}"
