@@ -211,26 +211,12 @@ def classify_turn(toolset, content=None, reasoning=None, tool_calls=None, expect
     }
 
 
-def run_with_retries(attempt, retries):
-    """Call ``attempt()`` (returns a :func:`classify_turn` result, or raises) up to ``1 + retries`` times.
+def _attempt_failed(exc):
+    return {"status": "error", "classes": ["error"], "error": "%s: %s" % (type(exc).__name__, exc),
+            "calls": [], "leaks": []}
 
-    Stops at the first ``ok``. Exceptions are recorded as class ``error`` (transport/HTTP problems), which is retried
-    too. Returns ``{"status", "attempts", "first_failure_class", "retries": {class: n}, "results": [...]}`` where
-    ``retries[cls]`` counts the retries *caused by* a failure of class ``cls``.
-    """
-    results = []
-    retry_counts = {}
-    for n in range(1 + max(0, int(retries))):
-        try:
-            res = attempt()
-        except Exception as exc:  # noqa: BLE001 - any client error is a failed attempt, never a crash
-            res = {"status": "error", "classes": ["error"], "error": "%s: %s" % (type(exc).__name__, exc),
-                   "calls": [], "leaks": []}
-        results.append(res)
-        if res["status"] == OK:
-            break
-        if n < retries:
-            retry_counts[res["status"]] = retry_counts.get(res["status"], 0) + 1
+
+def _retry_summary(results, retry_counts):
     failures = [r["status"] for r in results if r["status"] != OK]
     return {
         "status": results[-1]["status"],
@@ -239,6 +225,45 @@ def run_with_retries(attempt, retries):
         "retries": retry_counts,
         "results": results,
     }
+
+
+def run_with_retries(attempt, retries):
+    """Call ``attempt()`` (returns a :func:`classify_turn` result, or raises) up to ``1 + retries`` times.
+
+    Stops at the first ``ok``. Exceptions are recorded as class ``error`` (transport/HTTP problems), which is retried
+    too. Returns ``{"status", "attempts", "first_failure_class", "retries": {class: n}, "results": [...]}`` where
+    ``retries[cls]`` counts the retries *caused by* a failure of class ``cls``.
+    """
+    results, retry_counts = [], {}
+    retries = max(0, int(retries))
+    for n in range(1 + retries):
+        try:
+            res = attempt()
+        except Exception as exc:  # noqa: BLE001 - any client error is a failed attempt, never a crash
+            res = _attempt_failed(exc)
+        results.append(res)
+        if res["status"] == OK:
+            break
+        if n < retries:
+            retry_counts[res["status"]] = retry_counts.get(res["status"], 0) + 1
+    return _retry_summary(results, retry_counts)
+
+
+async def run_with_retries_async(attempt, retries):
+    """:func:`run_with_retries` for a coroutine function ``attempt``."""
+    results, retry_counts = [], {}
+    retries = max(0, int(retries))
+    for n in range(1 + retries):
+        try:
+            res = await attempt()
+        except Exception as exc:  # noqa: BLE001
+            res = _attempt_failed(exc)
+        results.append(res)
+        if res["status"] == OK:
+            break
+        if n < retries:
+            retry_counts[res["status"]] = retry_counts.get(res["status"], 0) + 1
+    return _retry_summary(results, retry_counts)
 
 
 def summarise_cases(cases):

@@ -206,3 +206,17 @@ def test_summarise_cases_rates():
     assert s["final_success_rate"] == 1.0
     assert s["failures"] == {"no_call": 1}
     assert s["retries"] == {"no_call": 1}
+
+
+def test_async_retries_match_sync_semantics():
+    import asyncio
+
+    outcomes = iter([{"status": "schema_violation"}, {"status": "schema_violation"}])
+
+    async def attempt():
+        return dict(next(outcomes), classes=[])
+
+    out = asyncio.run(tv.run_with_retries_async(attempt, retries=1))
+    assert out["status"] == "schema_violation"
+    assert out["attempts"] == 2
+    assert out["retries"] == {"schema_violation": 1}

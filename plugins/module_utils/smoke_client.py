@@ -1,0 +1,316 @@
+# -*- coding: utf-8 -*-
+"""Measuring client for vLLM's OpenAI-compatible API (openai SDK, asyncio). Used by the ``vllm_smoke`` and
+``vllm_capacity_step`` modules and by ``benchmarks/smoke_client_overhead.py``.
+
+Timing definitions (recorded with every result, see docs/smoke.md):
+
+- ``ttft_s``: ``perf_counter()`` taken as the last step before ``create()`` -> first SSE chunk whose delta carries
+  content **or** reasoning text (``reasoning``, falling back to ``reasoning_content``) or a tool call. The role-only
+  first chunk does not count. ``ttft_content_s`` / ``ttft_reasoning_s`` are kept separately.
+- ``itl_s``: gaps between successive token-carrying chunks (per SSE chunk, like ``vllm bench serve``; a K3 tool call
+  delivered in one delta is one big gap).
+- ``e2e_s``: request sent -> last token-carrying chunk.
+- ``output_tokens``/``prompt_tokens``: from the usage chunk (``stream_options.include_usage``); reasoning included.
+- The SDK's own retries are off (``max_retries=0``) so that timings are honest; errors become results, never raise.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+
+try:
+    import openai
+    from openai import AsyncOpenAI
+
+    HAS_OPENAI = True
+    OPENAI_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - exercised only without openai
+    HAS_OPENAI = False
+    OPENAI_IMPORT_ERROR = exc
+
+try:  # openai 3.x ships httpx2, 1.x/2.x httpx
+    import httpx2 as _httpx
+except ImportError:  # pragma: no cover
+    try:
+        import httpx as _httpx
+    except ImportError:
+        _httpx = None
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
+
+
+def split_base_url(base_url):
+    """'http://h:8000' or 'http://h:8000/v1/' -> ('http://h:8000', 'http://h:8000/v1')."""
+    root = (base_url or "").rstrip("/")
+    if root.endswith("/v1"):
+        root = root[:-3]
+    return root, root + "/v1"
+
+
+def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
+    """AsyncOpenAI with ``max_retries=0``, explicit timeout and a connection pool sized to ``concurrency``."""
+    _, api = split_base_url(base_url)
+    kwargs = {"base_url": api, "api_key": api_key or "EMPTY", "max_retries": 0,
+              "timeout": openai.Timeout(float(timeout), connect=min(10.0, float(timeout)))}
+    if _httpx is not None and hasattr(openai, "DefaultAsyncHttpxClient"):
+        n = max(int(concurrency), 1)
+        kwargs["http_client"] = openai.DefaultAsyncHttpxClient(
+            limits=_httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4))
+    return AsyncOpenAI(**kwargs)
+
+
+def describe_error(exc):
+    """Short, secret-free text for an SDK/transport exception."""
+    if HAS_OPENAI and isinstance(exc, openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, (str, dict)) else None
+        msg = body.get("message") if isinstance(body, dict) else body
+        return "HTTP %s: %s" % (exc.status_code, (msg or exc.message or "")[:400])
+    if HAS_OPENAI and isinstance(exc, openai.APITimeoutError):
+        return "timeout: %s" % exc
+    if HAS_OPENAI and isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        return "connection error: %s%s" % (exc, (" (%s)" % cause) if cause else "")
+    return "%s: %s" % (type(exc).__name__, str(exc)[:400])
+
+
+def _reasoning_of(obj):
+    if obj is None:
+        return None
+    r = getattr(obj, "reasoning", None)
+    if not r:
+        r = getattr(obj, "reasoning_content", None)
+    if not r and getattr(obj, "model_extra", None):
+        r = obj.model_extra.get("reasoning") or obj.model_extra.get("reasoning_content")
+    return r or None
+
+
+def request_body(max_tokens, reasoning_effort=None, extra_body=None, tools=None, tool_choice=None):
+    """Keyword arguments for ``chat.completions.create`` shared by every request."""
+    kw = {"max_tokens": int(max_tokens)}
+    if reasoning_effort:
+        kw["reasoning_effort"] = reasoning_effort
+    if extra_body:
+        kw["extra_body"] = dict(extra_body)
+    if tools:
+        kw["tools"] = tools
+        kw["tool_choice"] = tool_choice or "auto"
+    return kw
+
+
+async def stream_chat(client, model, messages, **kw):
+    """One streaming chat request. Returns a result dict (``ok`` False with ``error`` on any failure)."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
+
+    res = {"ok": False, "error": None, "stream": True, "ttft_s": None, "ttft_content_s": None,
+           "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "", "reasoning": "",
+           "tool_calls": [], "prompt_tokens": None, "output_tokens": None, "finish_reason": None}
+    content, reasoning, acc = [], [], {}
+    last = None
+    t0 = time.perf_counter()
+    try:
+        stream = await client.chat.completions.create(
+            model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **kw)
+        async for chunk in stream:
+            now = time.perf_counter()
+            res["chunks"] += 1
+            if getattr(chunk, "usage", None) is not None:
+                res["prompt_tokens"] = chunk.usage.prompt_tokens
+                res["output_tokens"] = chunk.usage.completion_tokens
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            if choice.finish_reason:
+                res["finish_reason"] = choice.finish_reason
+            delta = choice.delta
+            if delta is None:
+                continue
+            c = delta.content or ""
+            r = _reasoning_of(delta) or ""
+            tcs = delta.tool_calls or []
+            if not (c or r or tcs):
+                continue
+            if c:
+                content.append(c)
+                if res["ttft_content_s"] is None:
+                    res["ttft_content_s"] = now - t0
+            if r:
+                reasoning.append(r)
+                if res["ttft_reasoning_s"] is None:
+                    res["ttft_reasoning_s"] = now - t0
+            if tcs:
+                tv.accumulate_stream_tool_calls(acc, tcs)
+            if last is None:
+                res["ttft_s"] = now - t0
+            else:
+                res["itl_s"].append(now - last)
+            last = now
+        res["e2e_s"] = (last if last is not None else time.perf_counter()) - t0
+        res["ok"] = True
+    except Exception as exc:  # noqa: BLE001 - reported, never raised
+        res["error"] = describe_error(exc)
+        res["e2e_s"] = time.perf_counter() - t0
+    res["content"] = "".join(content)
+    res["reasoning"] = "".join(reasoning)
+    res["tool_calls"] = tv.stream_calls_list(acc)
+    return res
+
+
+async def plain_chat(client, model, messages, **kw):
+    """One non-streaming chat request (same result shape; no TTFT/ITL)."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
+
+    res = {"ok": False, "error": None, "stream": False, "ttft_s": None, "e2e_s": None, "itl_s": [],
+           "content": "", "reasoning": "", "tool_calls": [], "prompt_tokens": None, "output_tokens": None,
+           "finish_reason": None}
+    t0 = time.perf_counter()
+    try:
+        resp = await client.chat.completions.create(model=model, messages=messages, stream=False, **kw)
+        res["e2e_s"] = time.perf_counter() - t0
+        if resp.usage is not None:
+            res["prompt_tokens"] = resp.usage.prompt_tokens
+            res["output_tokens"] = resp.usage.completion_tokens
+        if resp.choices:
+            msg = resp.choices[0].message
+            res["finish_reason"] = resp.choices[0].finish_reason
+            res["content"] = msg.content or ""
+            res["reasoning"] = _reasoning_of(msg) or ""
+            res["tool_calls"] = tv.normalise_tool_calls(msg.tool_calls)
+        res["ok"] = True
+    except Exception as exc:  # noqa: BLE001
+        res["error"] = describe_error(exc)
+        res["e2e_s"] = time.perf_counter() - t0
+    return res
+
+
+def aggregate(results, wall_s=None):
+    """Group-level numbers from request results: stats of TTFT/ITL/E2E, token totals, throughput."""
+    ok = [r for r in results if r["ok"]]
+    itl = [g for r in ok for g in r.get("itl_s", [])]
+    out_tokens = [r["output_tokens"] for r in ok if r.get("output_tokens") is not None]
+    tpots = []
+    for r in ok:
+        n = r.get("output_tokens")
+        if r.get("ttft_s") is not None and n and n > 1:
+            tpots.append((r["e2e_s"] - r["ttft_s"]) / (n - 1))
+    wall = wall_s if wall_s is not None else max([r["e2e_s"] or 0 for r in ok] or [0])
+    total_out = sum(out_tokens)
+    return {
+        "requests": len(results),
+        "failed_requests": len(results) - len(ok),
+        "ttft_s": sl.stats([r.get("ttft_s") for r in ok]),
+        "ttft_content_s": sl.stats([r.get("ttft_content_s") for r in ok]),
+        "itl_s": sl.stats(itl),
+        "tpot_s": sl.stats(tpots),
+        "e2e_s": sl.stats([r.get("e2e_s") for r in ok]),
+        "output_tokens": total_out,
+        "prompt_tokens": sum(r["prompt_tokens"] for r in ok if r.get("prompt_tokens") is not None),
+        "tokens_per_s": round(total_out / wall, 3) if wall and total_out else None,
+        "wall_s": round(wall, 6) if wall else None,
+        "errors": sorted({r["error"] for r in results if r.get("error")})[:10],
+    }
+
+
+# ------------------------------------------------------------------------------------------------ server side
+
+def http_get(url, timeout=10.0, api_key=None):
+    """GET ``url`` -> (status, text). Raises on connection errors."""
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer %s" % api_key} if api_key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback/cluster URLs only
+            return resp.status, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+
+
+def scrape(urls, timeout=10.0):
+    """Merged snapshot of every metrics URL; unreachable URLs are listed in ``errors``."""
+    snaps, errors = [], []
+    for url in urls:
+        try:
+            status, text = http_get(url, timeout=timeout)
+            if status != 200:
+                errors.append("%s: HTTP %s" % (url, status))
+                continue
+            snaps.append(sl.parse_metrics(text, source=url))
+        except Exception as exc:  # noqa: BLE001
+            errors.append("%s: %s" % (url, exc))
+    merged = sl.merge_snapshots(snaps)
+    merged["errors"] = errors
+    return merged
+
+
+class GaugeSampler(object):
+    """Samples the gauges of ``urls`` every ``interval`` seconds in a background task; keeps the peaks."""
+
+    def __init__(self, urls, interval=0.5):
+        self.urls = list(urls)
+        self.interval = interval
+        self.peaks = {"kv_cache_usage_perc_max": None, "num_requests_waiting_max": None,
+                      "num_requests_running_max": None}
+        self.samples = 0
+        self._task = None
+
+    def _update(self, snap):
+        s = sl.summarise_snapshot(snap)
+        self.samples += 1
+        for src, dst in (("kv_cache_usage_perc_max", "kv_cache_usage_perc_max"),
+                         ("num_requests_waiting", "num_requests_waiting_max"),
+                         ("num_requests_running", "num_requests_running_max")):
+            v = s.get(src)
+            if v is not None:
+                self.peaks[dst] = v if self.peaks[dst] is None else max(self.peaks[dst], v)
+
+    async def _loop(self):
+        while True:
+            snap = await asyncio.to_thread(scrape, self.urls, 5.0)
+            if snap["engines"]:
+                self._update(snap)
+            await asyncio.sleep(self.interval)
+
+    def start(self):
+        if self.urls:
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self):
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        # one final sample so short windows still see something
+        if self.urls:
+            snap = await asyncio.to_thread(scrape, self.urls, 5.0)
+            if snap["engines"]:
+                self._update(snap)
+        return dict(self.peaks, samples=self.samples)
+
+
+def server_info(base_url, api_key=None, timeout=30.0):
+    """/version and /v1/models -> {"version", "models", "model", "max_model_len", "errors"}."""
+    root, api = split_base_url(base_url)
+    info = {"version": None, "models": [], "model": None, "max_model_len": None, "errors": []}
+    try:
+        status, text = http_get(root + "/version", timeout=timeout)
+        if status == 200:
+            info["version"] = json.loads(text).get("version")
+        else:
+            info["errors"].append("/version: HTTP %s" % status)
+    except Exception as exc:  # noqa: BLE001
+        info["errors"].append("/version: %s" % exc)
+    try:
+        status, text = http_get(api + "/models", timeout=timeout, api_key=api_key)
+        if status == 200:
+            data = json.loads(text).get("data") or []
+            info["models"] = [m.get("id") for m in data]
+            if data:
+                info["model"] = data[0].get("id")
+                info["max_model_len"] = data[0].get("max_model_len")
+        else:
+            info["errors"].append("/v1/models: HTTP %s %s" % (status, text[:200]))
+    except Exception as exc:  # noqa: BLE001
+        info["errors"].append("/v1/models: %s" % exc)
+    return info

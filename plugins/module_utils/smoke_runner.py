@@ -1,0 +1,295 @@
+# -*- coding: utf-8 -*-
+"""The smoke groups (vision, text, long_context, tool_calling) and the run that assembles ``vllm_smoke`` facts.
+
+Groups run one after another (so their timings do not disturb each other); inside a group requests run concurrently
+up to ``concurrency``. Every failure ends up as ``status: failed`` with ``error`` text; nothing here raises.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
+
+GROUPS = ("vision", "text", "long_context", "tool_calling")
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather",
+        "description": "Weather forecast for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "minLength": 1, "description": "City name"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            },
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        }}},
+    {"type": "function", "function": {
+        "name": "lookup_order",
+        "description": "Look up a shop order by its id.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string", "pattern": "^[A-Z]-[0-9]{4}$"},
+                "include_items": {"type": "boolean"},
+            },
+            "required": ["order_id"],
+            "additionalProperties": False,
+        }}},
+]
+TOOL_CASES = [
+    ("Use the get_weather tool: 3-day forecast for Oslo in celsius.", "get_weather"),
+    ("Use the lookup_order tool to look up order B-2041 including its items.", "lookup_order"),
+]
+TEXT_PROMPT = "In two short sentences, explain what a KV cache is in LLM serving."
+VISION_PROMPT = ("Transcribe all text in this receipt image exactly, line by line, including every number. "
+                 "Output only the transcription.")
+FILLER = ("The quick brown fox jumps over the lazy dog while the GPU cluster hums quietly in the data hall. ")
+FILLER_TOKENS = 22  # rough token count of FILLER for typical BPE vocabularies (checked against usage afterwards)
+
+
+def long_context_prompt(target_tokens, needle="K3-7731"):
+    """A prompt of roughly ``target_tokens`` tokens with a needle in the middle."""
+    reps = max(1, int(target_tokens) // FILLER_TOKENS)
+    half = reps // 2
+    body = FILLER * half + ("\nRemember: the secret code is %s.\n" % needle) + FILLER * (reps - half)
+    return body + "\nWhat is the secret code mentioned above? Answer with the code only."
+
+
+def image_url(image):
+    """Data URL (or pass-through URL) for the ``image`` option; None -> the shipped sample."""
+    if not image:
+        return "data:%s;base64,%s" % (smoke_image.SAMPLE_MIME, "".join(smoke_image.SAMPLE_PNG_B64.split()))
+    if image.startswith(("http://", "https://", "data:")):
+        return image
+    if os.path.isfile(image):
+        with open(image, "rb") as fh:
+            data = base64.b64encode(fh.read()).decode("ascii")
+        mime = "image/jpeg" if image.lower().endswith((".jpg", ".jpeg")) else "image/png"
+        return "data:%s;base64,%s" % (mime, data)
+    raise ValueError("image must be a URL, a data: URL or an existing file on the controller: %r" % image)
+
+
+def _failed(error, **extra):
+    out = {"status": "failed", "error": error, "retries": {}}
+    out.update(extra)
+    return out
+
+
+def _finish(results, wall, check_error=None, **extra):
+    agg = sc.aggregate(results, wall_s=wall)
+    errors = list(agg.pop("errors"))
+    if check_error:
+        errors.insert(0, check_error)
+    status = "ok" if not errors and not agg["failed_requests"] else "failed"
+    out = dict(agg, status=status, error="; ".join(errors) or None, retries={})
+    out.update(extra)
+    return out
+
+
+def _empty_content_error(results):
+    for r in results:
+        if r["ok"] and not r["content"].strip():
+            why = "reasoning used the budget?" if r["reasoning"] else "no reasoning either"
+            return "empty content (finish_reason=%s, output_tokens=%s; %s)" % (
+                r.get("finish_reason"), r.get("output_tokens"), why)
+    return None
+
+
+async def _gather_limited(factories, concurrency):
+    sem = asyncio.Semaphore(max(1, int(concurrency)))
+
+    async def run(factory):
+        async with sem:
+            return await factory()
+
+    return await asyncio.gather(*(run(f) for f in factories))
+
+
+async def group_text(ctx):
+    msgs = [{"role": "user", "content": TEXT_PROMPT}]
+    n = max(1, ctx["concurrency"])
+    t0 = time.perf_counter()
+    results = await _gather_limited(
+        [lambda: sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"]) for _ in range(n)], n)
+    return _finish(results, time.perf_counter() - t0, _empty_content_error(results))
+
+
+async def group_vision(ctx):
+    try:
+        url = image_url(ctx["image"])
+    except ValueError as exc:
+        return _failed(str(exc))
+    tokens = ctx["image_expected_tokens"]
+    if tokens is None:
+        tokens = smoke_image.SAMPLE_REQUIRED_TOKENS if not ctx["image"] else []
+    msgs = [{"role": "user", "content": [{"type": "text", "text": VISION_PROMPT},
+                                          {"type": "image_url", "image_url": {"url": url}}]}]
+    t0 = time.perf_counter()
+    res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
+    wall = time.perf_counter() - t0
+    check = sl.ocr_check(res["content"], tokens) if tokens else {"ok": bool(res["content"].strip()),
+                                                                 "missing": [], "found": []}
+    err = _empty_content_error([res])
+    if not err and res["ok"] and not check["ok"]:
+        err = "OCR answer misses %s (answer: %r)" % (check["missing"], res["content"][:200])
+    return _finish([res], wall, err, ocr=check)
+
+
+async def group_long_context(ctx):
+    max_len = ctx["max_model_len"]
+    target = int(ctx["long_context_tokens"])
+    if max_len:
+        target = min(target, int(max_len) - int(ctx["body"]["max_tokens"]) - 512)
+    if target < 1024:
+        return _failed("max_model_len %s leaves no room for a long-context prompt" % max_len)
+    msgs = [{"role": "user", "content": long_context_prompt(target)}]
+    t0 = time.perf_counter()
+    res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
+    wall = time.perf_counter() - t0
+    err = _empty_content_error([res])
+    pt = res.get("prompt_tokens")
+    if not err and res["ok"] and pt is not None and pt < 0.5 * target:
+        err = "server counted only %s prompt tokens for a ~%s-token prompt" % (pt, target)
+    return _finish([res], wall, err, target_prompt_tokens=target, needle_found="K37731" in sl.normalise_text(
+        res["content"]))
+
+
+async def group_tool_calling(ctx):
+    toolset = tv.ToolSet(TOOLS)
+    raw = []
+
+    def make_case(prompt, expected, stream):
+        msgs = [{"role": "user", "content": prompt}]
+        body = dict(ctx["body"], tools=TOOLS, tool_choice=ctx["tool_choice"])
+
+        async def attempt():
+            fn = sc.stream_chat if stream else sc.plain_chat
+            res = await fn(ctx["client"], ctx["model"], msgs, **body)
+            raw.append(res)
+            if not res["ok"]:
+                return {"status": "error", "classes": ["error"], "error": res["error"], "calls": [], "leaks": []}
+            return tv.classify_turn(toolset, res["content"], res["reasoning"], res["tool_calls"], expected)
+
+        async def case():
+            out = await tv.run_with_retries_async(attempt, ctx["tool_call_retries"])
+            out["mode"] = "stream" if stream else "non_stream"
+            out["expected_tool"] = expected
+            return out
+
+        return case
+
+    factories = []
+    for _ in range(max(1, ctx["tool_call_rounds"])):
+        for prompt, expected in TOOL_CASES:
+            for stream in (True, False):
+                factories.append(make_case(prompt, expected, stream))
+    t0 = time.perf_counter()
+    cases = await _gather_limited(factories, ctx["concurrency"])
+    wall = time.perf_counter() - t0
+    summary = tv.summarise_cases(cases)
+    summary["by_mode"] = {m: tv.summarise_cases([c for c in cases if c["mode"] == m])
+                          for m in ("stream", "non_stream")}
+    agg = sc.aggregate([r for r in raw if r["stream"]], wall_s=wall)
+    agg.pop("errors")
+    failed = [c for c in cases if c["status"] != tv.OK]
+    errors = []
+    for c in failed:
+        last = c["results"][-1]
+        errors.append("%s/%s: %s" % (c["mode"], c["expected_tool"], (last.get("error") or last["status"])[:200]))
+    out = dict(agg, status="ok" if not failed else "failed", error="; ".join(errors[:5]) or None,
+               retries=summary["retries"], tool_calls=summary)
+    out["requests"] = len(raw)
+    out["failed_requests"] = sum(1 for r in raw if not r["ok"])
+    return out
+
+
+GROUP_FUNCS = {"vision": group_vision, "text": group_text, "long_context": group_long_context,
+               "tool_calling": group_tool_calling}
+
+
+async def run_smoke_async(p):
+    """Run the smoke. ``p``: the module's parameters (dict). Returns the ``vllm_smoke`` facts."""
+    started = time.time()
+    root, api = sc.split_base_url(p["base_url"])
+    info = await asyncio.to_thread(sc.server_info, p["base_url"], p.get("api_key"), 30.0)
+    model = p.get("model") or info["model"]
+    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+    before = await asyncio.to_thread(sc.scrape, metrics_urls)
+    sampler = sc.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5))
+    sampler.start()
+    groups = {}
+    client = None
+    try:
+        client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], p["concurrency"])
+        ctx = {
+            "client": client, "model": model, "concurrency": int(p["concurrency"]),
+            "body": sc.request_body(p["max_tokens"], p.get("reasoning_effort"), p.get("extra_body")),
+            "max_model_len": info["max_model_len"], "long_context_tokens": p["long_context_tokens"],
+            "image": p.get("image"), "image_expected_tokens": p.get("image_expected_tokens"),
+            "tool_call_retries": int(p["tool_call_retries"]), "tool_choice": p.get("tool_choice") or "auto",
+            "tool_call_rounds": int(p.get("tool_call_rounds") or 1),
+        }
+        for name in [g for g in GROUPS if g in p["groups"]]:
+            if not model:
+                groups[name] = _failed("no model: /v1/models unavailable (%s)" % "; ".join(info["errors"]))
+                continue
+            try:
+                groups[name] = await GROUP_FUNCS[name](ctx)
+            except Exception as exc:  # noqa: BLE001 - a group failure never crashes the module
+                groups[name] = _failed(sc.describe_error(exc))
+    finally:
+        peaks = await sampler.stop()
+        if client is not None:
+            await client.close()
+    after = await asyncio.to_thread(sc.scrape, metrics_urls)
+    summ = sl.summarise_snapshot(after)
+    window = sl.snapshot_delta(before, after)
+    window.update({k: v for k, v in peaks.items()})
+    server = {
+        "version": info["version"], "models": info["models"], "max_model_len": info["max_model_len"],
+        "kv_cache_size_tokens": summ["kv_cache_size_tokens"],
+        "kv_cache_max_concurrency": summ["kv_cache_max_concurrency"],
+        "num_gpu_blocks": summ["num_gpu_blocks"], "block_size": summ["block_size"],
+        "cache_config": summ["cache_config"], "engines": summ["engines"],
+        "kv_cache_usage_perc": summ["kv_cache_usage_perc_max"],
+        "preemptions_total": summ["num_preemptions"], "preemptions": window.get("num_preemptions"),
+        "window": window, "metrics_urls": metrics_urls,
+        "errors": info["errors"] + before.get("errors", []) + after.get("errors", []),
+    }
+    logs = p.get("log_lines") or {}
+    kv_from_log = {h: sl.parse_kv_log(t if isinstance(t, str) else "\n".join(t)) for h, t in logs.items()}
+    kv_from_log = {h: v for h, v in kv_from_log.items() if v["kv_cache_size_tokens"] is not None}
+    if kv_from_log:
+        server["kv_from_log"] = kv_from_log
+    reproduction = dict(p.get("reproduction") or {})
+    reproduction.setdefault("vllm_version", info["version"])
+    reproduction.setdefault("model", model)
+    reproduction.setdefault("max_model_len", info["max_model_len"])
+    facts = {
+        "base_url": api, "model": model,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "duration_s": round(time.time() - started, 3),
+        "groups": groups, "server": server,
+        "gpu_memory": sl.gpu_memory_summary(p.get("node_probes")),
+        "log_findings": sl.log_findings(logs),
+        "reproduction": reproduction,
+        "settings": {"max_tokens": p["max_tokens"], "reasoning_effort": p.get("reasoning_effort"),
+                     "concurrency": p["concurrency"], "long_context_tokens": p["long_context_tokens"],
+                     "tool_call_retries": p["tool_call_retries"], "groups": list(p["groups"])},
+    }
+    violations = sl.evaluate_policy(facts, p.get("fail_policy"))
+    facts["policy"] = {"passed": not violations, "violations": violations}
+    return facts
+
+
+def run_smoke(p):
+    return asyncio.run(run_smoke_async(p))

@@ -1,0 +1,280 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_smoke
+short_description: Smoke-test a Kimi-K3 vLLM endpoint (vision, text, long context, tool calling)
+version_added: "0.1.0"
+description:
+  - Runs on the controller (C(delegate_to: localhost)) with the openai SDK and sends read-only chat requests to a
+    vLLM OpenAI-compatible endpoint. Facts are recorded on the inventory host the task runs for (the head).
+  - Groups C(vision) (OCR of a receipt whose text is known), C(text) (C(concurrency) parallel streams),
+    C(long_context) (a prompt of about O(long_context_tokens) tokens, clamped to the served max_model_len) and
+    C(tool_calling) (two tools with JSON Schemas; every call validated with jsonschema Draft 2020-12, both streaming
+    and non-streaming, retried up to O(tool_call_retries) times, failures counted per class).
+  - Streaming requests use C(stream_options.include_usage). TTFT is measured to the first chunk carrying content
+    or reasoning text (C(reasoning), falling back to C(reasoning_content)); ITL is the gap between token-carrying
+    chunks. The SDK's own retries are off (C(max_retries=0)).
+  - Reads C(/version), C(/v1/models) and the Prometheus C(/metrics) of every O(metrics_urls) before, during and
+    after the window (KV cache size and max concurrency from C(vllm:cache_config_info), KV usage, queue,
+    preemptions).
+  - Server errors, timeouts and HTTP 4xx/5xx make the group C(failed) with the error text; the module itself does
+    not fail for them. Apply O(fail_policy) and check RV(ansible_facts.vllm_smoke.policy.passed) to fail a play.
+author:
+  - gpufleet
+requirements:
+  - openai >= 1.40 (tested with 3.51)
+  - jsonschema >= 4.18
+  - prometheus_client
+options:
+  base_url:
+    description: API root of the head, with or without the trailing C(/v1), e.g. C(http://10.0.0.11:8000/v1).
+    type: str
+    required: true
+  model:
+    description: Model name to send. Default is the first id listed by C(/v1/models).
+    type: str
+  api_key:
+    description: API key (C(--api-key) of the server). Sent as bearer token.
+    type: str
+    no_log: true
+  groups:
+    description: Groups to run.
+    type: list
+    elements: str
+    choices: [vision, text, long_context, tool_calling]
+    default: [vision, text, long_context, tool_calling]
+  max_tokens:
+    description: C(max_tokens) of every request. K3 reasons by default, so keep it generous.
+    type: int
+    default: 2048
+  reasoning_effort:
+    description: C(reasoning_effort) sent with every request (C(low), C(high), C(max), C(none) turns thinking off).
+      Empty string sends nothing.
+    type: str
+    default: low
+  extra_body:
+    description: Extra JSON merged into every request body, e.g. C({chat_template_kwargs: {thinking: false}}).
+    type: dict
+  timeout:
+    description: Per-request timeout in seconds.
+    type: float
+    default: 3600
+  concurrency:
+    description: Parallel requests of the C(text) group and parallel cases of the C(tool_calling) group.
+    type: int
+    default: 4
+  long_context_tokens:
+    description: Approximate prompt length of the C(long_context) group in tokens (clamped to max_model_len).
+    type: int
+    default: 32000
+  tool_call_retries:
+    description: Re-samples of a failed tool turn (application level; the SDK does not retry).
+    type: int
+    default: 2
+  tool_call_rounds:
+    description: How many times the set of tool cases (2 prompts x streaming/non-streaming) is sent.
+    type: int
+    default: 1
+  tool_choice:
+    description: C(tool_choice) of tool requests. K3 refuses a named tool choice without strict tool calling.
+    type: str
+    choices: [auto, required]
+    default: auto
+  image:
+    description:
+      - Image for the vision group. Default is the receipt shipped in the collection (PNG; its text is also in a
+        C(tEXt) chunk C(kimi-sim-ocr) that the rehearsal stand-in server reads).
+      - An C(http(s)://) or C(data:) URL, or a file path on the controller.
+    type: str
+  image_expected_tokens:
+    description: Strings the OCR answer must contain (normalised comparison). Default for the shipped sample is
+      the shop name, receipt number, subtotal, tax and total; for a custom image only a non-empty answer is checked.
+    type: list
+    elements: str
+  metrics_urls:
+    description: C(/metrics) URL of every node that serves HTTP. Default is C(<base_url root>/metrics).
+    type: list
+    elements: str
+  metrics_interval:
+    description: Seconds between gauge samples (KV usage, queue) during the smoke window.
+    type: float
+    default: 0.5
+  log_lines:
+    description: Container log text (a string or a list of lines) per host, e.g. gathered by the smoke role.
+      Warning/error lines are reported in RV(ansible_facts.vllm_smoke.log_findings); KV-cache start-up lines, if
+      present, in C(server.kv_from_log).
+    type: dict
+  node_probes:
+    description: C(node_probe) facts per host (GPU memory used/total per GPU), summarised into C(gpu_memory).
+    type: dict
+  reproduction:
+    description: Facts needed to reproduce the run (image digest, driver, CUDA/ROCm, GPU model, interconnect,
+      V2 runner, Rust frontend). Passed through; the vLLM version, model and max_model_len are added.
+    type: dict
+  fail_policy:
+    description:
+      - Evaluated into RV(ansible_facts.vllm_smoke.policy). Keys C(fail_on_group_failure) (bool, default true),
+        C(min_tool_call_success_rate) (0..1), C(max_ttft_s) (0 = off), C(fail_on_log_errors) (bool),
+        C(fail_on_preemptions) (bool). The module never fails because of it.
+    type: dict
+attributes:
+  check_mode:
+    support: full
+    details: Requests are read-only; they are sent in check mode too. Never reports a change.
+  diff_mode:
+    support: none
+notes:
+  - Facts are namespaced as C(ansible_facts['vllm_smoke']); read them through C(ansible_facts), not as injected
+    variables.
+"""
+
+EXAMPLES = r"""
+- name: Smoke test the endpoint
+  gpufleet.kimi_k3.vllm_smoke:
+    base_url: "http://10.0.0.11:8000/v1"
+    api_key: "{{ kimi_k3_api_key | default(omit) }}"
+    metrics_urls: ["http://10.0.0.11:8000/metrics", "http://10.0.0.12:8000/metrics"]
+    fail_policy: {fail_on_group_failure: true, min_tool_call_success_rate: 0.9}
+  delegate_to: localhost
+  register: smoke
+
+- name: Fail on policy violations
+  ansible.builtin.fail:
+    msg: "{{ ansible_facts['vllm_smoke']['policy']['violations'] }}"
+  when: not ansible_facts['vllm_smoke']['policy']['passed']
+"""
+
+RETURN = r"""
+report_markdown:
+  description: The Markdown report (summary table, tool-call classes, server window, GPU memory, logs, policy).
+  returned: always
+  type: str
+summary_table:
+  description: Plain-text summary table, one row per group.
+  returned: always
+  type: str
+ansible_facts:
+  description: Facts recorded on the host.
+  returned: always
+  type: complex
+  contains:
+    vllm_smoke:
+      description: Smoke results.
+      type: dict
+      contains:
+        base_url: {description: API root used (ending in /v1)., type: str, sample: "http://127.0.0.11:8000/v1"}
+        model: {description: Model name sent., type: str, sample: moonshotai/Kimi-K3}
+        started_at: {description: UTC start time., type: str}
+        duration_s: {description: Wall time of the whole smoke., type: float}
+        groups:
+          description:
+            - Per group (C(vision), C(text), C(long_context), C(tool_calling)) a dict with C(status) (ok|failed),
+              C(error) (text or null), C(ttft_s), C(ttft_content_s), C(itl_s), C(tpot_s), C(e2e_s) (each a dict of
+              n/mean/p50/p90/p99/min/max in seconds), C(output_tokens), C(prompt_tokens) (usage totals),
+              C(tokens_per_s) (output tokens / group wall time), C(wall_s), C(requests), C(failed_requests),
+              C(retries) (retries per failure class).
+            - C(vision) adds C(ocr) (ok, missing, found); C(long_context) adds C(target_prompt_tokens) and
+              C(needle_found); C(tool_calling) adds C(tool_calls) (cases, attempts, attempt/first-attempt/final
+              success rates, C(failures) and C(retries) per class - no_call, invalid_json, schema_violation,
+              unknown_tool, leaked_control_tokens, empty_arguments, error - and C(by_mode) stream/non_stream).
+          type: dict
+          sample: {text: {status: ok, ttft_s: {mean: 0.21, p50: 0.2, p90: 0.25, p99: 0.3}, output_tokens: 812,
+                          tokens_per_s: 96.1, itl_s: {mean: 0.02}, e2e_s: {mean: 8.4}, retries: {}, error: null}}
+        server:
+          description:
+            - C(version) (/version), C(models) and C(max_model_len) (/v1/models), C(kv_cache_size_tokens) and
+              C(kv_cache_max_concurrency) (sums over engines of the C(vllm:cache_config_info) labels; null when
+              the build does not export them), C(num_gpu_blocks), C(block_size), C(cache_config) per engine,
+              C(engines), C(kv_cache_usage_perc) (max over engines after the window), C(preemptions_total),
+              C(preemptions) (during the window), C(window) (counter deltas, server-side mean TTFT/ITL/E2E/queue
+              from histogram deltas, peaks of KV usage/queue/running sampled during the window),
+              C(kv_from_log) (per host, from start-up log lines when given), C(errors).
+          type: dict
+        gpu_memory:
+          description: Per host GPU count, used/total MiB and used fraction, from O(node_probes).
+          type: dict
+        log_findings:
+          description: Per host warning/error counts, tagged known signatures and the first matching lines.
+          type: dict
+        reproduction:
+          description: O(reproduction) plus vllm_version, model, max_model_len.
+          type: dict
+        settings:
+          description: The request settings used (max_tokens, reasoning_effort, concurrency, ...).
+          type: dict
+        policy:
+          description: C(passed) (bool) and C(violations) (list of str) of O(fail_policy).
+          type: dict
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation
+
+    IMPORT_ERROR = None
+except ImportError:  # pragma: no cover
+    IMPORT_ERROR = traceback.format_exc()
+
+ARGUMENT_SPEC = dict(
+    base_url=dict(type="str", required=True),
+    model=dict(type="str"),
+    api_key=dict(type="str", no_log=True),
+    groups=dict(type="list", elements="str", choices=["vision", "text", "long_context", "tool_calling"],
+                default=["vision", "text", "long_context", "tool_calling"]),
+    max_tokens=dict(type="int", default=2048),
+    reasoning_effort=dict(type="str", default="low"),
+    extra_body=dict(type="dict"),
+    timeout=dict(type="float", default=3600),
+    concurrency=dict(type="int", default=4),
+    long_context_tokens=dict(type="int", default=32000),
+    tool_call_retries=dict(type="int", default=2),
+    tool_call_rounds=dict(type="int", default=1),
+    tool_choice=dict(type="str", choices=["auto", "required"], default="auto"),
+    image=dict(type="str"),
+    image_expected_tokens=dict(type="list", elements="str", no_log=False),
+    metrics_urls=dict(type="list", elements="str"),
+    metrics_interval=dict(type="float", default=0.5),
+    log_lines=dict(type="dict"),
+    node_probes=dict(type="dict"),
+    reproduction=dict(type="dict"),
+    fail_policy=dict(type="dict"),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    if IMPORT_ERROR:
+        module.fail_json(msg="cannot import the collection's module_utils", exception=IMPORT_ERROR)
+    if not smoke_client.HAS_OPENAI:
+        module.fail_json(msg=missing_required_lib("openai", reason="to send smoke requests"),
+                         exception=str(smoke_client.OPENAI_IMPORT_ERROR))
+    if not tool_validation.HAS_JSONSCHEMA:
+        module.fail_json(msg=missing_required_lib("jsonschema", reason="to validate tool calls"))
+    if not smoke_logic.HAS_PROMETHEUS:
+        module.fail_json(msg=missing_required_lib("prometheus_client", reason="to parse /metrics"))
+    p = dict(module.params)
+    if p["max_tokens"] < 1 or p["concurrency"] < 1 or p["tool_call_retries"] < 0:
+        module.fail_json(msg="max_tokens and concurrency must be >= 1, tool_call_retries >= 0")
+    if p["reasoning_effort"] == "":
+        p["reasoning_effort"] = None
+    facts = smoke_runner.run_smoke(p)
+    module.exit_json(
+        changed=False,
+        ansible_facts={"vllm_smoke": facts},
+        report_markdown=smoke_logic.render_markdown(facts, facts["policy"]["violations"]),
+        summary_table=smoke_logic.text_table(smoke_logic.SUMMARY_HEADER, smoke_logic.summary_rows(facts)),
+    )
+
+
+if __name__ == "__main__":
+    main()
