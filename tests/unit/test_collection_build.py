@@ -1,0 +1,106 @@
+"""The collection tarball built by ``ansible-galaxy collection build`` carries the collection and nothing else.
+
+Two checks:
+* the real tree: the tarball holds plugins/, roles/, playbooks/ and data/vllm_flags/ (what the roles and the
+  controller read at run time) and none of the local-only directories;
+* galaxy.yml's ``build_ignore`` against a scratch tree that is guaranteed to contain every local-only directory
+  (in a fresh clone .venv, build/ or sim/.state/ may not exist yet, so the first check alone could pass vacuously).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Directories that must never ship: the venv, build output (incl. the build/collections link back to the repo),
+# the rehearsal cluster's runtime state (SSH keys, engine data-roots), playbook artifacts, git metadata.
+LOCAL_ONLY = (".venv/", "build/", "sim/.state/", "artifacts/", ".git/")
+
+
+def _galaxy():
+    cand = os.path.join(os.path.dirname(sys.executable), "ansible-galaxy")
+    path = cand if os.access(cand, os.X_OK) else shutil.which("ansible-galaxy")
+    if not path:
+        pytest.skip("ansible-galaxy not installed")
+    return path
+
+
+def _build(src, out_dir):
+    env = dict(os.environ)
+    env.pop("ANSIBLE_CONFIG", None)
+    proc = subprocess.run(
+        [_galaxy(), "collection", "build", "--force", "--output-path", str(out_dir), str(src)],
+        cwd=str(out_dir), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout
+    tarballs = [f for f in os.listdir(str(out_dir)) if f.endswith(".tar.gz")]
+    assert len(tarballs) == 1, (tarballs, proc.stdout)
+    with tarfile.open(os.path.join(str(out_dir), tarballs[0])) as tar:
+        return tarballs[0], tar.getnames()
+
+
+def _offenders(names):
+    return sorted(n for n in names
+                  if n.startswith(LOCAL_ONLY) or "/__pycache__/" in "/" + n or n.endswith((".pyc", ".tar.gz")))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return _build(REPO, tmp_path_factory.mktemp("dist"))
+
+
+def test_tarball_named_after_galaxy_yml(built):
+    import yaml
+
+    with open(os.path.join(REPO, "galaxy.yml")) as f:
+        meta = yaml.safe_load(f)
+    assert built[0] == "{namespace}-{name}-{version}.tar.gz".format(**meta)
+
+
+@pytest.mark.parametrize("prefix", ["plugins/", "roles/", "playbooks/", "data/vllm_flags/", "meta/runtime.yml"])
+def test_tarball_contains(built, prefix):
+    names = built[1]
+    assert any(n == prefix or n.startswith(prefix) and n != prefix.rstrip("/") for n in names), \
+        "%s missing from the tarball; top level: %s" % (prefix, sorted({n.split("/")[0] for n in names}))
+
+
+def test_tarball_has_flag_snapshots(built):
+    snaps = [n for n in built[1] if n.startswith("data/vllm_flags/") and n.endswith(".json")]
+    assert snaps, "no data/vllm_flags/vllm-<version>.json in the tarball"
+
+
+def test_tarball_excludes_local_state(built):
+    assert _offenders(built[1]) == []
+
+
+def test_build_ignore_excludes_local_dirs(tmp_path):
+    """Every local-only directory present in the source tree stays out of the tarball (galaxy.yml build_ignore)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(os.path.join(REPO, "galaxy.yml"), str(src / "galaxy.yml"))
+    (src / "README.md").write_text("readme\n")
+    (src / "meta").mkdir()
+    (src / "meta" / "runtime.yml").write_text('---\nrequires_ansible: ">=2.17.0"\n')
+    (src / "plugins" / "modules").mkdir(parents=True)
+    (src / "plugins" / "modules" / "dummy.py").write_text("# dummy\n")
+    (src / "plugins" / "modules" / "__pycache__").mkdir()
+    (src / "plugins" / "modules" / "__pycache__" / "dummy.cpython-312.pyc").write_bytes(b"\0")
+    for d in (".venv/bin", "build/collections", "sim/.state/ssh", "artifacts/plans", ".git/objects",
+              ".pytest_cache/v"):
+        (src / d).mkdir(parents=True)
+        (src / d / "sentinel").write_text("must not ship\n")
+    (src / "sim" / "simctl").write_text("#!/bin/sh\n")
+    (src / "old-gpufleet-kimi_k3-0.0.1.tar.gz").write_bytes(b"\0")
+
+    out = tmp_path / "out"
+    out.mkdir()
+    _, names = _build(src, out)
+    assert "plugins/modules/dummy.py" in names
+    assert "sim/simctl" in names  # sim/ itself ships (docs, rehearsal tooling); only its state does not
+    assert _offenders(names) == []
+    assert not [n for n in names if n.startswith(".pytest_cache")]
