@@ -9,7 +9,7 @@ module: vllm_smoke
 short_description: Smoke-test a Kimi-K3 vLLM endpoint (vision, text, long context, tool calling)
 version_added: "0.1.0"
 description:
-  - Runs on the controller (C(delegate_to: localhost)) with the openai SDK and sends read-only chat requests to a
+  - Runs on the controller (C(delegate_to=localhost)) with the openai SDK and sends read-only chat requests to a
     vLLM OpenAI-compatible endpoint. Facts are recorded on the inventory host the task runs for (the head).
   - Groups C(vision) (OCR of a receipt whose text is known), C(text) (C(concurrency) parallel streams),
     C(long_context) (a prompt of about O(long_context_tokens) tokens, clamped to the served max_model_len) and
@@ -57,7 +57,7 @@ options:
     type: str
     default: low
   extra_body:
-    description: Extra JSON merged into every request body, e.g. C({chat_template_kwargs: {thinking: false}}).
+    description: 'Extra JSON merged into every request body, e.g. C({"chat_template_kwargs": {"thinking": false}}).'
     type: dict
   timeout:
     description: Per-request timeout in seconds.

@@ -1,0 +1,50 @@
+"""vllm_smoke as a module: argument spec, check mode, exit shape, documentation consistency."""
+import json
+import os
+import sys
+
+import pytest
+import yaml
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "module_utils"))
+from test_smoke_fake import FakeVLLM  # noqa: E402
+
+
+def run_module(args, capsys):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            vllm_smoke.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_check_mode_runs_read_only_requests_and_reports_no_change(capsys):
+    with FakeVLLM() as f:
+        rc, out = run_module({"base_url": f.base_url, "groups": ["text"], "concurrency": 2, "max_tokens": 64,
+                              "api_key": "not-logged", "_ansible_check_mode": True}, capsys)
+    assert rc == 0
+    assert out["changed"] is False
+    facts = out["ansible_facts"]["vllm_smoke"]
+    assert facts["groups"]["text"]["status"] == "ok"
+    assert "text" in out["summary_table"] and "| text | ok |" in out["report_markdown"]
+    assert "not-logged" not in json.dumps(out)
+
+
+def test_invalid_numbers_fail(capsys):
+    rc, out = run_module({"base_url": "http://127.0.0.1:9/v1", "concurrency": 0}, capsys)
+    assert rc == 1 and "concurrency" in out["msg"]
+
+
+def test_documentation_matches_argument_spec():
+    doc = yaml.safe_load(vllm_smoke.DOCUMENTATION)
+    spec = vllm_smoke.ARGUMENT_SPEC
+    assert set(doc["options"]) == set(spec)
+    for name, opt in doc["options"].items():
+        assert opt["type"] == spec[name]["type"], name
+        if "default" in spec[name]:
+            assert opt.get("default") == spec[name]["default"], name
+        assert bool(opt.get("no_log")) == bool(spec[name].get("no_log")), name
+    yaml.safe_load(vllm_smoke.RETURN)
+    yaml.safe_load(vllm_smoke.EXAMPLES)
