@@ -1,0 +1,471 @@
+"""Chat-completion behaviour of the stand-in: tokenizer, "OCR" of PNG tEXt chunks, reasoning, tool calls, faults."""
+import base64
+import binascii
+import hashlib
+import json
+import os
+import random
+import re
+import struct
+import threading
+import uuid
+import zlib
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD = 3
+OCR_KEYWORD = b"kimi-sim-ocr"
+LEAK = "<|close|>message<|sep|>"
+TOOL_FAULTS = ("no_call", "invalid_json", "schema_violation", "unknown_tool", "leak_tokens", "empty_args")
+EFFORTS = ("low", "high", "max", "none")
+WORDS = ("the", "model", "stand-in", "answers", "with", "deterministic", "filler", "text", "for", "testing",
+         "latency", "and", "capacity", "of", "a", "simulated", "Kimi", "K3", "deployment", "on", "vLLM", "tokens",
+         "stream", "steadily", "until", "done")
+
+
+class RequestError(Exception):
+    def __init__(self, message, status=400, etype="BadRequestError", param=None):
+        Exception.__init__(self, message)
+        self.message = message
+        self.status = status
+        self.etype = etype
+        self.param = param
+
+
+def tokenize(text):
+    """The stand-in tokenizer: fixed 4-character pieces (used for prompts, outputs, usage and KV accounting)."""
+    if not text:
+        return []
+    return [text[i:i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
+
+
+def count_tokens(text):
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN if text else 0
+
+
+def env_int(name, default):
+    try:
+        return int(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+
+
+# --- images ------------------------------------------------------------------------------------------------------
+def png_ocr_text(url):
+    """Text of a `kimi-sim-ocr` tEXt/zTXt/iTXt chunk in a PNG data URL, else None. Never fetches http(s) URLs."""
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None
+    header, _, payload = url.partition(",")
+    if ";base64" not in header:
+        return None
+    try:
+        data = base64.b64decode(payload, validate=False)
+    except (binascii.Error, ValueError):
+        return None
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return None
+    pos = 8
+    while pos + 8 <= len(data):
+        length, ctype = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        try:
+            if ctype == b"tEXt":
+                key, _, text = body.partition(b"\x00")
+                if key == OCR_KEYWORD:
+                    return text.decode("latin-1")
+            elif ctype == b"zTXt":
+                key, _, rest = body.partition(b"\x00")
+                if key == OCR_KEYWORD:
+                    return zlib.decompress(rest[1:]).decode("latin-1")
+            elif ctype == b"iTXt":
+                key, _, rest = body.partition(b"\x00")
+                if key == OCR_KEYWORD:
+                    comp_flag = rest[0]
+                    rest = rest[2:]
+                    _lang, _, rest = rest.partition(b"\x00")
+                    _tkey, _, text = rest.partition(b"\x00")
+                    if comp_flag:
+                        text = zlib.decompress(text)
+                    return text.decode("utf-8")
+        except (zlib.error, IndexError, UnicodeDecodeError):
+            return None
+        if ctype == b"IEND":
+            break
+    return None
+
+
+def _content_parts(content):
+    """Normalise message content to (texts, image_urls, other_media_count)."""
+    texts, images, other = [], [], 0
+    if content is None:
+        return texts, images, other
+    if isinstance(content, str):
+        return [content], images, other
+    if not isinstance(content, list):
+        raise RequestError("Invalid message content: expected a string or a list of content parts")
+    for part in content:
+        if not isinstance(part, dict):
+            raise RequestError("Invalid content part: %r" % (part,))
+        ptype = part.get("type")
+        if ptype in ("text", "input_text"):
+            texts.append(str(part.get("text", "")))
+        elif ptype in ("image_url", "input_image"):
+            iu = part.get("image_url")
+            url = iu.get("url") if isinstance(iu, dict) else iu
+            images.append(url or "")
+        elif ptype in ("video_url", "audio_url", "input_audio"):
+            other += 1
+        else:
+            raise RequestError("Unknown part type: %s" % ptype)
+    return texts, images, other
+
+
+class Plan(object):
+    """What the response will contain, as token-sized pieces."""
+
+    def __init__(self):
+        self.reasoning = []      # list of str pieces
+        self.content = []        # list of str pieces (before a tool call)
+        self.tool_call = None    # dict {id, name, arguments}
+        self.tool_tokens = 0
+        self.finish_reason = "stop"
+
+    @property
+    def completion_tokens(self):
+        return len(self.reasoning) + len(self.content) + self.tool_tokens
+
+
+class ChatBehaviour(object):
+    def __init__(self, dep, max_model_len, log_warning=None):
+        v = dep.v
+        self.reasoning_parser = v.get("reasoning_parser") or None
+        self.auto_tool = bool(v.get("enable_auto_tool_choice")) and bool(v.get("tool_call_parser"))
+        self.language_only = bool(v.get("language_model_only"))
+        self.mm_limits = self._mm_limits(v.get("limit_mm_per_prompt"))
+        self.max_model_len = max_model_len
+        self.strict = os.environ.get("VLLM_ENFORCE_STRICT_TOOL_CALLING", "true").strip().lower() in (
+            "1", "true", "yes", "on")
+        faults = [f.strip() for f in os.environ.get("VLLM_STANDIN_TOOL_FAULT", "").split(",") if f.strip()]
+        self.unknown_faults = [f for f in faults if f not in TOOL_FAULTS]
+        self.faults = [f for f in faults if f in TOOL_FAULTS]
+        try:
+            self.fault_rate = float(os.environ.get("VLLM_STANDIN_TOOL_FAULT_RATE", "") or 1.0)
+        except ValueError:
+            self.fault_rate = 1.0
+        self.seed = os.environ.get("VLLM_STANDIN_SEED", "0")
+        self.natural_tokens = env_int("VLLM_STANDIN_NATURAL_TOKENS", 64)
+        self.image_tokens = env_int("VLLM_STANDIN_IMAGE_TOKENS", 1024)
+        self.counter = 0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _mm_limits(raw):
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                return {}
+        out = {}
+        if isinstance(raw, dict):
+            for k, val in raw.items():
+                if isinstance(val, dict):
+                    val = val.get("count", 999)
+                try:
+                    out[k] = int(val)
+                except (TypeError, ValueError):
+                    pass
+        return out
+
+    def _pick_fault(self):
+        if not self.faults:
+            return None
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        rng = random.Random("%s:%d" % (self.seed, n))
+        if rng.random() < self.fault_rate:
+            return self.faults[rng.randrange(len(self.faults))]
+        return None
+
+    # --- request parsing -----------------------------------------------------------------------------------------
+    def prepare(self, body):
+        """Validate a /v1/chat/completions body; returns (prompt_tokens, plan)."""
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise RequestError("messages must be a non-empty list", param="messages")
+        prompt_tokens = 3
+        all_text = []
+        last_user_text, last_user_images, last_role, last_tool_text = "", [], None, ""
+        n_images = 0
+        for m in msgs:
+            if not isinstance(m, dict) or "role" not in m:
+                raise RequestError("each message needs a role", param="messages")
+            texts, images, other = _content_parts(m.get("content"))
+            text = "\n".join(texts)
+            n_images += len(images)
+            if other and self.language_only:
+                raise RequestError("This model does not support multimodal inputs (--language-model-only).")
+            prompt_tokens += MESSAGE_OVERHEAD + count_tokens(text) + self.image_tokens * (len(images) + other)
+            if m.get("tool_calls"):
+                prompt_tokens += count_tokens(json.dumps(m["tool_calls"]))
+            all_text.append(text)
+            last_role = m["role"]
+            if m["role"] == "user":
+                last_user_text, last_user_images = text, images
+            if m["role"] == "tool":
+                last_tool_text = text
+        if n_images and self.language_only:
+            raise RequestError("This model does not support multimodal inputs (--language-model-only).")
+        if "image" in self.mm_limits and n_images > self.mm_limits["image"]:
+            raise RequestError("At most %d image(s) may be provided in one prompt." % self.mm_limits["image"])
+        tools = body.get("tools") or []
+        if tools:
+            prompt_tokens += count_tokens(json.dumps(tools))
+        prompt_text = "\n".join(all_text)
+
+        # reasoning controls (§14.3)
+        effort = body.get("reasoning_effort")
+        if effort is not None and effort not in EFFORTS:
+            raise RequestError("Invalid reasoning_effort %r for Kimi K3: expected one of 'low', 'high', 'max', "
+                               "'none'." % (effort,), param="reasoning_effort")
+        kwargs = body.get("chat_template_kwargs") or {}
+        thinking = True
+        if kwargs.get("thinking") is False or kwargs.get("enable_thinking") is False or effort == "none":
+            thinking = False
+
+        # tool choice
+        tool_choice = body.get("tool_choice")
+        named = None
+        if isinstance(tool_choice, dict):
+            named = (tool_choice.get("function") or {}).get("name")
+            if not self.strict:
+                raise RequestError("Named tool choice for Kimi K3 requires strict tool calling "
+                                   "(VLLM_ENFORCE_STRICT_TOOL_CALLING=1).", param="tool_choice")
+            if not any((t.get("function") or {}).get("name") == named for t in tools):
+                raise RequestError("Tool '%s' has not been passed in `tools`." % named, param="tool_choice")
+        elif tool_choice in (None, "auto"):
+            if tools and tool_choice == "auto" and not self.auto_tool:
+                raise RequestError('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
+                                   'to be set', param="tool_choice")
+        elif tool_choice == "required":
+            if not tools:
+                raise RequestError("When using `tool_choice`, `tools` must be set.", param="tool_choice")
+        elif tool_choice != "none":
+            raise RequestError("Invalid tool_choice %r" % (tool_choice,), param="tool_choice")
+
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if prompt_tokens >= self.max_model_len:
+            raise RequestError("This model's maximum context length is %d tokens. However, your request has %d input "
+                               "tokens. Please reduce the length of the input messages."
+                               % (self.max_model_len, prompt_tokens), param="messages")
+        if max_tokens is None:
+            max_tokens = self.max_model_len - prompt_tokens
+        else:
+            try:
+                max_tokens = int(max_tokens)
+            except (TypeError, ValueError):
+                raise RequestError("max_tokens must be an integer", param="max_tokens")
+            if max_tokens < 1:
+                raise RequestError("max_tokens must be at least 1, got %d." % max_tokens, param="max_tokens")
+            if prompt_tokens + max_tokens > self.max_model_len:
+                raise RequestError(
+                    "'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is "
+                    "%d tokens and your request has %d input tokens (%d > %d - %d)." % (
+                        max_tokens, self.max_model_len, prompt_tokens, max_tokens, self.max_model_len,
+                        prompt_tokens), param="max_tokens")
+
+        seed_material = hashlib.sha256(prompt_text.encode("utf-8", "replace")).hexdigest()
+        rng = random.Random(seed_material + str(body.get("seed", "")))
+        plan = Plan()
+        budget = [max_tokens]
+
+        def take(pieces):
+            n = min(len(pieces), budget[0])
+            budget[0] -= n
+            if n < len(pieces):
+                plan.finish_reason = "length"
+            return pieces[:n]
+
+        if self.reasoning_parser and thinking:
+            size = {"low": 12, "high": 48, "max": 96}.get(effort, 24)
+            topic = " ".join(last_user_text.split())[:60] or "the request"
+            rtext = "The user asks: %s. " % topic
+            rtext += _filler(rng, size * CHARS_PER_TOKEN - len(rtext)) if size * CHARS_PER_TOKEN > len(rtext) else ""
+            plan.reasoning = take(tokenize(rtext.strip() + " I will answer concisely."))
+        if budget[0] <= 0:
+            return prompt_tokens, plan
+
+        want_tool = bool(tools) and last_role != "tool" and (
+            named is not None or tool_choice == "required" or (tool_choice in (None, "auto") and self.auto_tool))
+        if want_tool:
+            fault = self._pick_fault()
+            if fault == "no_call":
+                plan.content = take(tokenize("I can answer that without calling a tool."))
+                return prompt_tokens, plan
+            tool = _choose_tool(tools, last_user_text, named)
+            fn = tool.get("function") or {}
+            schema = fn.get("parameters") or {"type": "object", "properties": {}}
+            args = _gen_value(schema, "", last_user_text, 0)
+            name = fn.get("name", "tool")
+            if fault == "invalid_json":
+                arguments = json.dumps(args)[:-1] + ', "'
+            elif fault == "schema_violation":
+                arguments = json.dumps(_violate(schema, args))
+            elif fault == "empty_args":
+                arguments = "{}"
+            else:
+                arguments = json.dumps(args)
+            if fault == "unknown_tool":
+                name = name + "_unknown"
+            if fault == "leak_tokens":
+                plan.content = take(tokenize(LEAK))
+            call_tokens = count_tokens(name + arguments) + 8
+            if budget[0] < call_tokens:
+                plan.tool_tokens = budget[0]
+                budget[0] = 0
+                plan.finish_reason = "length"
+                return prompt_tokens, plan
+            plan.tool_call = {"id": "chatcmpl-tool-%s" % uuid.uuid4().hex[:24], "name": name, "arguments": arguments}
+            plan.tool_tokens = call_tokens
+            plan.finish_reason = "tool_calls"
+            return prompt_tokens, plan
+
+        # plain answer
+        readable = [t for t in (png_ocr_text(u) for u in last_user_images) if t]
+        if last_role == "tool":
+            text = "The tool returned: %s" % " ".join(last_tool_text.split())[:200]
+        elif last_user_images and readable:
+            text = "\n".join(readable)
+        elif last_user_images:
+            text = "I cannot read the image: it could not be decoded."
+        else:
+            ignore_eos = bool(body.get("ignore_eos"))
+            min_tokens = int(body.get("min_tokens") or 0)
+            n = budget[0] if ignore_eos else max(min_tokens, min(budget[0], self.natural_tokens))
+            text = _filler(rng, n * CHARS_PER_TOKEN)
+        plan.content = take(tokenize(text))
+        return prompt_tokens, plan
+
+
+def _filler(rng, nchars):
+    out = []
+    size = 0
+    while size < nchars:
+        w = WORDS[rng.randrange(len(WORDS))]
+        out.append(w)
+        size += len(w) + 1
+    text = " ".join(out)
+    text = text[:max(nchars, 0)]
+    return text
+
+
+def _choose_tool(tools, text, named):
+    if named:
+        for t in tools:
+            if (t.get("function") or {}).get("name") == named:
+                return t
+    low = text.lower()
+    best, best_score = tools[0], 0
+    for t in tools:
+        fn = t.get("function") or {}
+        words = set(re.split(r"[^a-z0-9]+", (fn.get("name", "") + " " + fn.get("description", "")).lower()))
+        score = sum(1 for w in words if len(w) >= 3 and re.search(r"\b%s\b" % re.escape(w), low))
+        if score > best_score:
+            best, best_score = t, score
+    return best
+
+
+def _extract_string(key, text):
+    k = key.replace("_", "[ _-]?")
+    m = re.search(r"\b%s\b\s*(?:is|=|:)\s*[\"']?([^\"',.;\n]+)" % k, text, re.I)
+    if m:
+        return m.group(1).strip()
+    m = re.search(r"[\"']([^\"']{1,80})[\"']", text)
+    if m:
+        return m.group(1)
+    m = re.search(r"\b(?:in|for|of|at|to|from|about)\s+([A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)", text)
+    if m:
+        return m.group(1)
+    caps = re.findall(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z][\w-]*)", text)
+    if caps:
+        return caps[0]
+    return "example"
+
+
+def _gen_value(schema, key, text, depth):
+    if not isinstance(schema, dict):
+        return "example"
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema and schema["enum"]:
+        for e in schema["enum"]:
+            if isinstance(e, str) and e.lower() in text.lower():
+                return e
+        return schema["enum"][0]
+    for comb in ("anyOf", "oneOf", "allOf"):
+        if schema.get(comb):
+            return _gen_value(schema[comb][0], key, text, depth)
+    stype = schema.get("type")
+    if isinstance(stype, list):
+        stype = next((t for t in stype if t != "null"), "null")
+    if stype is None:
+        stype = "object" if "properties" in schema else "string"
+    if stype == "object":
+        props = schema.get("properties") or {}
+        required = schema.get("required")
+        names = list(required) if required is not None else list(props)
+        if depth > 4:
+            names = list(required or [])
+        return dict((n, _gen_value(props.get(n, {"type": "string"}), n, text, depth + 1)) for n in names)
+    if stype == "array":
+        n = max(1, int(schema.get("minItems", 1)))
+        if "maxItems" in schema:
+            n = min(n, int(schema["maxItems"]))
+        return [_gen_value(schema.get("items", {"type": "string"}), key, text, depth + 1) for _ in range(n)]
+    if stype in ("integer", "number"):
+        nums = re.findall(r"-?\d+(?:\.\d+)?", text)
+        val = None
+        for s in nums:
+            x = float(s)
+            if stype == "integer" and x != int(x):
+                continue
+            if "minimum" in schema and x < schema["minimum"] or "maximum" in schema and x > schema["maximum"]:
+                continue
+            val = x
+            break
+        if val is None:
+            val = schema.get("minimum", 1)
+            if "maximum" in schema and val > schema["maximum"]:
+                val = schema["maximum"]
+        return int(val) if stype == "integer" else float(val)
+    if stype == "boolean":
+        return True
+    if stype == "null":
+        return None
+    s = _extract_string(key, text) if key else "example"
+    if schema.get("format") == "date":
+        s = "2026-01-01"
+    elif schema.get("format") == "date-time":
+        s = "2026-01-01T00:00:00Z"
+    elif schema.get("format") == "email":
+        s = "user@example.com"
+    if "minLength" in schema and len(s) < schema["minLength"]:
+        s = s + "x" * (schema["minLength"] - len(s))
+    if "maxLength" in schema:
+        s = s[:schema["maxLength"]]
+    return s
+
+
+def _violate(schema, args):
+    """Valid JSON that breaks the schema: wrong type for a property (or a non-object)."""
+    props = (schema or {}).get("properties") or {}
+    required = (schema or {}).get("required") or []
+    target = (required or list(props) or [None])[0]
+    if target is None or not isinstance(args, dict):
+        return ["not", "an", "object"]
+    ptype = (props.get(target) or {}).get("type")
+    bad = dict(args)
+    bad[target] = "not-a-number" if ptype in ("integer", "number", "boolean", "array", "object") else 12345
+    if (props.get(target) or {}).get("enum") is not None and ptype in (None, "string"):
+        bad[target] = "__not_in_enum__"
+    return bad

@@ -1,0 +1,224 @@
+"""Simulated engines: FCFS admission against the KV budget / max_num_seqs, and vLLM's Prometheus metrics."""
+import collections
+import threading
+import time
+
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+               40.0, 80.0]
+LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+                   240.0, 480.0, 960.0, 1920.0, 7680.0]
+TOKEN_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000,
+                 500000, 1000000]
+
+
+class Histogram(object):
+    __slots__ = ("buckets", "counts", "sum", "count")
+
+    def __init__(self, buckets):
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, v):
+        self.sum += v
+        self.count += 1
+        for i, b in enumerate(self.buckets):
+            if v <= b:
+                self.counts[i] += 1
+                break
+
+
+class Request(object):
+    __slots__ = ("rid", "prompt_tokens", "planned", "generated", "arrival", "admitted", "engine", "first_token_at",
+                 "last_token_at")
+
+    def __init__(self, rid, prompt_tokens, planned):
+        self.rid = rid
+        self.prompt_tokens = prompt_tokens
+        self.planned = planned
+        self.generated = 0
+        self.arrival = time.monotonic()
+        self.admitted = None
+        self.engine = None
+        self.first_token_at = None
+        self.last_token_at = None
+
+
+class Engine(object):
+    def __init__(self, index, kv_tokens, max_num_seqs):
+        self.index = index
+        self.kv_tokens = kv_tokens
+        self.max_num_seqs = max_num_seqs
+        self.cond = threading.Condition()
+        self.running = set()
+        self.waiting = collections.deque()
+        self.reserved = 0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.preemptions = 0
+        self.success = collections.Counter()
+        self.h_ttft = Histogram(TTFT_BUCKETS)
+        self.h_itl = Histogram(ITL_BUCKETS)
+        self.h_e2e = Histogram(LATENCY_BUCKETS)
+        self.h_queue = Histogram(LATENCY_BUCKETS)
+        self.h_prefill = Histogram(LATENCY_BUCKETS)
+        self.h_decode = Histogram(LATENCY_BUCKETS)
+        self.h_prompt = Histogram(TOKEN_BUCKETS)
+        self.h_gen = Histogram(TOKEN_BUCKETS)
+
+    def load(self):
+        return len(self.running) + len(self.waiting)
+
+    def admit(self, req):
+        """Blocks until `req` is first in line and fits (KV for prompt + planned output, max_num_seqs)."""
+        need = req.prompt_tokens + req.planned
+        with self.cond:
+            req.engine = self
+            self.waiting.append(req)
+            while not (self.waiting[0] is req and len(self.running) < self.max_num_seqs
+                       and (self.reserved + need <= self.kv_tokens or not self.running)):
+                self.cond.wait()
+            self.waiting.popleft()
+            self.running.add(req)
+            self.reserved += need
+            req.admitted = time.monotonic()
+            self.cond.notify_all()
+
+    def token(self, req, now):
+        req.generated += 1
+        if req.first_token_at is None:
+            req.first_token_at = now
+            with self.cond:
+                self.h_ttft.observe(now - req.arrival)
+                self.generation_tokens_total += 1
+        else:
+            with self.cond:
+                self.h_itl.observe(now - req.last_token_at)
+                self.generation_tokens_total += 1
+        req.last_token_at = now
+
+    def tokens_bulk(self, req, n, now):
+        """n tokens produced at once (hidden tool-call tokens): counted, ITL observed as evenly spaced."""
+        for _ in range(n):
+            self.token(req, now)
+
+    def release(self, req, finished_reason):
+        now = time.monotonic()
+        with self.cond:
+            if req in self.running:
+                self.running.discard(req)
+                self.reserved -= req.prompt_tokens + req.planned
+            elif req in self.waiting:
+                self.waiting.remove(req)
+            self.success[finished_reason] += 1
+            self.prompt_tokens_total += req.prompt_tokens if req.admitted else 0
+            if req.admitted is not None:
+                self.h_queue.observe(req.admitted - req.arrival)
+                self.h_e2e.observe(now - req.arrival)
+                self.h_prompt.observe(req.prompt_tokens)
+                self.h_gen.observe(req.generated)
+                if req.first_token_at is not None:
+                    self.h_prefill.observe(req.first_token_at - req.admitted)
+                    self.h_decode.observe(now - req.first_token_at)
+            self.cond.notify_all()
+
+    def kv_usage(self):
+        with self.cond:
+            held = sum(r.prompt_tokens + r.generated for r in self.running)
+        return min(1.0, held / float(self.kv_tokens)) if self.kv_tokens else 0.0
+
+
+class EngineGroup(object):
+    """The engines this HTTP server fronts; requests go to the least-loaded one."""
+
+    def __init__(self, indices, kv_tokens, max_num_seqs):
+        self.engines = [Engine(i, kv_tokens, max_num_seqs) for i in indices]
+        self.lock = threading.Lock()
+
+    def pick(self):
+        with self.lock:
+            return min(self.engines, key=lambda e: (e.load(), e.index))
+
+    def server_load(self):
+        return sum(e.load() for e in self.engines)
+
+
+def _fmt(v):
+    if isinstance(v, float):
+        if v == int(v) and abs(v) < 1e15:
+            return "%.1f" % v
+        return repr(v)
+    return str(v)
+
+
+def _labels(d):
+    return "{" + ",".join('%s="%s"' % (k, str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n"))
+                          for k, v in d.items()) + "}"
+
+
+def render_metrics(group, model_name, cache_info):
+    """Prometheus text exposition (0.0.4) with vLLM's metric names and labels."""
+    out = []
+
+    def family(name, mtype, help_text):
+        out.append("# HELP %s %s" % (name, help_text))
+        out.append("# TYPE %s %s" % (name, mtype))
+
+    engines = group.engines
+    base = [(e, {"model_name": model_name, "engine": str(e.index)}) for e in engines]
+    family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
+    for e, lb in base:
+        out.append("vllm:num_requests_running%s %s" % (_labels(lb), _fmt(float(len(e.running)))))
+    family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
+    for e, lb in base:
+        out.append("vllm:num_requests_waiting%s %s" % (_labels(lb), _fmt(float(len(e.waiting)))))
+    family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.")
+    for e, lb in base:
+        out.append("vllm:kv_cache_usage_perc%s %s" % (_labels(lb), _fmt(float(e.kv_usage()))))
+    family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+    for e, _ in base:
+        lb = dict(cache_info)
+        lb["engine"] = str(e.index)
+        out.append("vllm:cache_config_info%s 1.0" % _labels(lb))
+    for name, attr, help_text in (
+            ("vllm:num_preemptions", "preemptions", "Cumulative number of preemption from the engine."),
+            ("vllm:prompt_tokens", "prompt_tokens_total", "Number of prefill tokens processed."),
+            ("vllm:generation_tokens", "generation_tokens_total", "Number of generation tokens processed.")):
+        family(name, "counter", help_text)
+        for e, lb in base:
+            out.append("%s_total%s %s" % (name, _labels(lb), _fmt(float(getattr(e, attr)))))
+    family("vllm:request_success", "counter", "Count of successfully processed requests.")
+    for e, lb in base:
+        for reason in ("stop", "length", "abort", "error"):
+            l2 = dict(lb)
+            l2["finished_reason"] = reason
+            out.append("vllm:request_success_total%s %s" % (_labels(l2), _fmt(float(e.success.get(reason, 0)))))
+    for name, attr, help_text in (
+            ("vllm:time_to_first_token_seconds", "h_ttft", "Histogram of time to first token in seconds."),
+            ("vllm:inter_token_latency_seconds", "h_itl", "Histogram of inter-token latency in seconds."),
+            ("vllm:e2e_request_latency_seconds", "h_e2e", "Histogram of e2e request latency in seconds."),
+            ("vllm:request_queue_time_seconds", "h_queue", "Histogram of time spent in WAITING phase for request."),
+            ("vllm:request_prefill_time_seconds", "h_prefill", "Histogram of time spent in PREFILL phase for request."),
+            ("vllm:request_decode_time_seconds", "h_decode", "Histogram of time spent in DECODE phase for request."),
+            ("vllm:request_prompt_tokens", "h_prompt", "Number of prefill tokens processed."),
+            ("vllm:request_generation_tokens", "h_gen", "Number of generation tokens processed.")):
+        family(name, "histogram", help_text)
+        for e, lb in base:
+            with e.cond:
+                h = getattr(e, attr)
+                counts, total, count = list(h.counts), h.sum, h.count
+            cum = 0
+            for b, c in zip(h.buckets, counts):
+                cum += c
+                l2 = dict(lb)
+                l2["le"] = _fmt(float(b))
+                out.append("%s_bucket%s %s" % (name, _labels(l2), _fmt(float(cum))))
+            l2 = dict(lb)
+            l2["le"] = "+Inf"
+            out.append("%s_bucket%s %s" % (name, _labels(l2), _fmt(float(count))))
+            out.append("%s_count%s %s" % (name, _labels(lb), _fmt(float(count))))
+            out.append("%s_sum%s %s" % (name, _labels(lb), _fmt(float(total))))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,300 @@
+"""`vllm` entry point of the stand-in: `vllm serve MODEL [options]`, `vllm --version`."""
+import os
+import signal
+import sys
+import threading
+import time
+
+from . import cluster, vlog
+from . import flags as flagmod
+from .chat import ChatBehaviour
+from .config import GIB, Deployment, KVBudget, StartupError, env_bool, env_float
+from .engine import EngineGroup
+from .server import App, Timing, make_server, serve_in_thread
+
+DEFAULT_VERSION = "0.28.0"
+SHARDS = 96
+SUBCOMMANDS = ("bench", "chat", "collect-env", "complete", "run-batch", "serve")
+
+
+def _exit(code):
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def fatal(exc_type, message, where="core.py:1055"):
+    vlog.error(where, "EngineCore failed to start.")
+    vlog.raw("%s: %s" % (exc_type, message), sys.stderr)
+    _exit(1)
+
+
+def _fmt_non_default(values, explicit, model):
+    shown = {}
+    for dest in explicit:
+        shown[dest] = values.get(dest)
+    if model:
+        shown = dict([("model_tag", model)] + list(shown.items()))
+    return repr(shown)
+
+
+def _progress(pct_shards, elapsed, total_s):
+    pct = int(round(100.0 * pct_shards / SHARDS))
+    rate = pct_shards / elapsed if elapsed > 0 else 0.0
+    remain = (SHARDS - pct_shards) / rate if rate > 0 else 0
+    return ("Loading safetensors checkpoint shards: %3d%% Completed | %d/%d [%02d:%02d<%02d:%02d, %.2fit/s]"
+            % (pct, pct_shards, SHARDS, elapsed // 60, elapsed % 60, remain // 60, remain % 60, rate))
+
+
+def simulate_load(load_s, fault):
+    """Weight loading with tqdm-style progress; honours crash_on_start / hang_on_load."""
+    start = time.monotonic()
+    steps = 8
+    vlog.info("gpu_model_runner.py:3612", "Starting to load model ...")
+    vlog.raw(_progress(0, 0, load_s), sys.stderr)
+    for i in range(1, steps + 1):
+        if fault == "crash_on_start":
+            time.sleep(min(0.2, load_s / steps))
+            vlog.error("core.py:1063", "RuntimeError: CUDA error: an illegal memory access was encountered "
+                                       "(simulated: VLLM_STANDIN_FAULT=crash_on_start)")
+            fatal("RuntimeError", "Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+        if fault == "hang_on_load" and i > steps // 2:
+            vlog.warning("shm_broadcast.py:562", "No available shared memory broadcast block found in 60 seconds. "
+                                                 "This typically happens when some processes are hanging.")
+            while True:
+                time.sleep(3600)
+        sleep_to = start + load_s * i / steps
+        d = sleep_to - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        el = time.monotonic() - start
+        vlog.raw(_progress(SHARDS * i // steps, el, load_s), sys.stderr)
+    took = time.monotonic() - start
+    vlog.info("default_loader.py:291", "Loading weights took %.2f seconds" % took)
+    return took
+
+
+def run_serve(argv):
+    version = os.environ.get("VLLM_STANDIN_VERSION", DEFAULT_VERSION)
+    reported = os.environ.get("VLLM_STANDIN_REPORTED_VERSION", version)
+    try:
+        snap = flagmod.Snapshot(flagmod.load_snapshot(version))
+    except flagmod.ArgError as exc:
+        sys.stderr.write(exc.message + "\n")
+        return exc.code
+    try:
+        model, values, explicit = flagmod.parse_args(argv, snap)
+    except flagmod.ArgError as exc:
+        if exc.message is None:
+            print(flagmod.USAGE)
+            print("\nStart the vLLM OpenAI Compatible API server (stand-in, vLLM %s flag set)." % version)
+            return 0
+        sys.stderr.write("%s\n%s: error: %s\n" % (flagmod.USAGE, flagmod.PROG, exc.message))
+        return 2
+    vlog.info("api_server.py:1970", "vLLM API server version %s" % reported)
+    vlog.info("utils.py:326", "non-default args: %s" % _fmt_non_default(values, explicit, model))
+    try:
+        dep = Deployment(model, values, snap)
+        kv = KVBudget(dep, values)
+    except StartupError as exc:
+        vlog.error("api_server.py:2001", "%s: %s" % (exc.exc_type, exc.message))
+        vlog.raw("%s: %s" % (exc.exc_type, exc.message), sys.stderr)
+        return 1
+    except flagmod.ArgError as exc:
+        sys.stderr.write("%s\n%s: error: %s\n" % (flagmod.USAGE, flagmod.PROG, exc.message))
+        return 2
+
+    fault_spec = os.environ.get("VLLM_STANDIN_FAULT", "").strip()
+    fault, fault_arg = fault_spec, None
+    if ":" in fault_spec:
+        fault, fault_arg = fault_spec.split(":", 1)
+    load_s = env_float("VLLM_STANDIN_LOAD_S", 3.0)
+    grace = env_float("VLLM_STANDIN_DEAD_GRACE_S", 5.0)
+    timeout = cluster.engine_ready_timeout()
+    deadline = time.monotonic() + timeout
+    app_holder = {}
+    dead = threading.Event()
+
+    def die_later(reason):
+        if dead.is_set():
+            return
+        dead.set()
+        app = app_holder.get("app")
+        if app is not None:
+            app.healthy = False
+        vlog.error("core_client.py:721", reason)
+
+        def _later():
+            time.sleep(grace)
+            vlog.error("async_llm.py:527", "AsyncLLM output_handler failed.")
+            vlog.raw("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace "
+                     "(above) for the root cause.", sys.stderr)
+            _exit(1)
+        threading.Thread(target=_later, daemon=True).start()
+
+    vlog.info("model.py:554", "Resolved architecture: KimiK3ForConditionalGeneration")
+    vlog.info("model.py:1711", "Using max model len %d" % kv.max_model_len)
+    pdesc = "tensor_parallel_size=%d, pipeline_parallel_size=%d, data_parallel_size=%d" % (dep.tp, dep.pp, dep.dp)
+    vlog.info("llm_engine.py:84", "Initializing a V1 LLM engine (v%s) with config: model=%r, %s, "
+                                  "kv_cache_dtype=%s, served_model_name=%s"
+              % (reported, dep.model, pdesc, kv.cache_dtype, dep.served_names[0]))
+    if fault and fault not in ("crash_on_start", "hang_on_load", "exit_after_ready"):
+        vlog.warning("standin", "unknown VLLM_STANDIN_FAULT %r ignored" % fault_spec)
+
+    head = follower = None
+    if dep.kind in ("tp_head", "dp_head") and (dep.kind == "tp_head" or dep.needs_peers):
+        head = cluster.Head(dep, lambda desc: die_later(
+            "Engine core proc for %s died unexpectedly, shutting down client." % desc))
+        try:
+            head.start()
+        except OSError as exc:
+            vlog.error("parallel_state.py:1130", "Failed to bind %s:%d: %s" % (head.addr[0], head.addr[1], exc))
+            return 1
+    elif dep.kind in ("tp_follower", "dp_follower"):
+        follower = cluster.Follower(dep, lambda: die_later("Lost connection to the head node; shutting down."))
+        try:
+            ok = follower.connect(deadline)
+        except RuntimeError as exc:
+            vlog.error("parallel_state.py:1152", "Head refused this node: %s" % exc)
+            return 1
+        if not ok:
+            vlog.error("core_client.py:955", "TimeoutError: Timed out waiting for the head at %s:%d after %ds "
+                                             "(VLLM_ENGINE_READY_TIMEOUT_S)." % (follower.addr[0], follower.addr[1],
+                                                                                 timeout))
+            return 1
+        follower.start_monitor()
+
+    took = simulate_load(load_s, fault)
+    vlog.info("gpu_model_runner.py:3708", "Model loading took %.2f GiB memory and %.2f seconds"
+              % (kv.weights_per_gpu / GIB, took))
+    if follower is not None:
+        try:
+            follower.send_loaded()
+        except OSError:
+            pass
+    if head is not None and not head.peers_ready.is_set():
+        vlog.info("core_client.py:1030", "Waiting for %d peer(s) to finish loading ..." % len(head.expected))
+        if not head.peers_ready.wait(max(0.0, deadline - time.monotonic())):
+            missing = sorted(head.expected - head.loaded)
+            vlog.error("core_client.py:960", "TimeoutError: Timed out waiting for engines to send initial message on "
+                                             "input socket (missing %s, VLLM_ENGINE_READY_TIMEOUT_S=%ds)."
+                       % (cluster._ranges(missing), timeout))
+            return 1
+    if dead.is_set():
+        while True:
+            time.sleep(3600)
+    try:
+        kv.check()
+    except StartupError as exc:
+        vlog.error("core.py:1063", "%s: %s" % (exc.exc_type, exc.message))
+        fatal(exc.exc_type, exc.message)
+
+    vlog.info("gpu_worker.py:436", "Available KV cache memory: %.2f GiB" % (kv.available_bytes / GIB))
+    size_line = "GPU KV cache size: {:,} tokens".format(kv.kv_tokens)
+    conc_line = "Maximum concurrency for {:,} tokens per request: {:.2f}x".format(kv.max_model_len, kv.max_concurrency)
+    if version == "0.27.1":
+        vlog.info("kv_cache_utils.py:1087", size_line)
+        vlog.info("kv_cache_utils.py:1091", conc_line)
+    else:
+        vlog.info("kv_cache_utils.py:1306", "%s, %s" % (size_line, conc_line))
+    vlog.raw("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67 [00:01<00:00, "
+             "52.11it/s]", sys.stderr)
+    vlog.raw("Capturing CUDA graphs (decode, FULL): 100%|##########| 35/35 [00:00<00:00, 61.90it/s]", sys.stderr)
+    vlog.info("gpu_model_runner.py:4559", "Graph capturing finished in 2 secs, took 1.12 GiB")
+    vlog.info("core.py:254", "init engine (profile, create kv cache, warmup model) took %.2f seconds" % (took + 2.0))
+    for e in dep.engines:
+        vlog.info("loggers.py:246", "Engine %03d: vllm cache_config_info with initialization after num_gpu_blocks "
+                                    "is: %d" % (e, kv.num_gpu_blocks))
+
+    if head is not None:
+        head.broadcast_ready()
+
+    if fault == "exit_after_ready":
+        secs = float(fault_arg or 0)
+
+        def _exit_later():
+            time.sleep(secs)
+            vlog.error("core.py:1120", "EngineCore encountered a fatal error (simulated: VLLM_STANDIN_FAULT=%s)."
+                       % fault_spec)
+            die_later("Engine core proc EngineCore_DP%d died unexpectedly, shutting down client." % dep.engines[0])
+        threading.Thread(target=_exit_later, daemon=True).start()
+
+    if not dep.serves_http:
+        vlog.info("core.py:880", "Headless mode: engines running, no API server on this node.")
+        while True:
+            time.sleep(3600)
+    if follower is not None and not follower.ready.is_set():
+        vlog.info("core_client.py:1040", "Waiting for all DP ranks to join before serving ...")
+        while not follower.ready.wait(1.0):
+            if time.monotonic() > deadline:
+                vlog.error("core_client.py:960", "TimeoutError: Timed out waiting for the DP head to report ready.")
+                return 1
+
+    cache_info = {"block_size": str(kv.block_size), "cache_dtype": kv.cache_dtype,
+                  "enable_prefix_caching": str(bool(values.get("enable_prefix_caching"))),
+                  "gpu_memory_utilization": str(kv.gmu), "num_cpu_blocks": "None",
+                  "num_gpu_blocks": str(kv.num_gpu_blocks), "num_gpu_blocks_override": "None",
+                  "mamba_block_size": str(kv.block_size)}
+    if version != "0.27.1":
+        cache_info["kv_cache_size_tokens"] = str(kv.kv_tokens)
+        cache_info["kv_cache_max_concurrency"] = str(round(kv.max_concurrency, 4))
+    max_num_seqs = int(values.get("max_num_seqs") or 1024)
+    group = EngineGroup(dep.engines, kv.kv_tokens, max_num_seqs)
+    chat = ChatBehaviour(dep, kv.max_model_len)
+    if chat.unknown_faults:
+        vlog.warning("standin", "unknown VLLM_STANDIN_TOOL_FAULT entries ignored: %s" % ",".join(chat.unknown_faults))
+    timing = Timing(env_float("VLLM_STANDIN_TTFT_MS", 50.0) / 1000.0,
+                    env_float("VLLM_STANDIN_PREFILL_TOKENS_PER_S", 0.0),
+                    env_float("VLLM_STANDIN_ITL_MS", 10.0) / 1000.0)
+    access_log = env_bool("VLLM_STANDIN_ACCESS_LOG", True) and not values.get("disable_uvicorn_access_log")
+    app = App(dep, kv, chat, group, reported, timing, cache_info, access_log,
+              log_stats=not values.get("disable_log_stats"))
+    if dead.is_set():
+        app.healthy = False
+    app_holder["app"] = app
+    try:
+        httpd = make_server(app, dep.host, dep.port)
+    except OSError as exc:
+        vlog.error("api_server.py:2010", "OSError: [Errno %s] error while attempting to bind on address (%r, %d): %s"
+                   % (exc.errno, dep.host, dep.port, exc.strerror))
+        return 1
+    vlog.info("api_server.py:1999", "vLLM server version %s, serving model %s" % (reported, dep.model))
+    vlog.info("api_server.py:2040", "Starting vLLM API server 0 on http://%s:%d" % (dep.host, dep.port))
+    vlog.info("launcher.py:46", "Available routes are:")
+    for route, methods in (("/health", "GET"), ("/load", "GET"), ("/ping", "POST, GET"), ("/version", "GET"),
+                           ("/metrics", "GET"), ("/v1/models", "GET"), ("/v1/chat/completions", "POST")):
+        vlog.info("launcher.py:54", "Route: %s, Methods: %s" % (route, methods))
+    vlog.raw("INFO:     Started server process [%d]" % os.getpid())
+    vlog.raw("INFO:     Waiting for application startup.")
+    vlog.raw("INFO:     Application startup complete.")
+    serve_in_thread(httpd)
+    while True:
+        time.sleep(3600)
+
+
+def _on_signal(signum, _frame):
+    vlog.info("launcher.py:110", "Shutting down FastAPI HTTP server.")
+    vlog.raw("INFO:     Shutting down")
+    _exit(0)
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    sys.setswitchinterval(0.001)
+    if argv[:1] in (["--version"], ["-v"]):
+        print(os.environ.get("VLLM_STANDIN_REPORTED_VERSION", os.environ.get("VLLM_STANDIN_VERSION",
+                                                                            DEFAULT_VERSION)))
+        return 0
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: vllm [-h] [-v] {%s} ..." % ",".join(SUBCOMMANDS))
+        return 0 if argv else 2
+    if argv[0] != "serve":
+        sys.stderr.write("usage: vllm [-h] [-v] {%s} ...\nvllm: error: argument subparser: invalid choice: %r "
+                         "(choose from %s)\n" % (",".join(SUBCOMMANDS), argv[0],
+                                                 ", ".join(repr(s) for s in SUBCOMMANDS)))
+        return 2
+    return run_serve(argv[1:])
