@@ -236,6 +236,7 @@ def parse_nvidia_smi_xml(text):
             "pci_device_id": ("0x" + pci_device_id[:4].lower()) if pci_device_id and len(pci_device_id) >= 4
             else None,
             "memory_total_mib": mem,
+            "memory_used_mib": to_mib(_xml_text(gpu, "fb_memory_usage/used")),
             "compute_cap": None,
             "persistence_mode": _xml_text(gpu, "persistence_mode"),
             "mig_mode": _xml_text(gpu, "mig_mode/current_mig"),
@@ -277,13 +278,15 @@ def gpus_from_csv(text):
             "uuid": row.get("uuid"),
             "pci_bus_id": row.get("pci.bus_id"),
             "memory_total_mib": to_mib(row.get("memory.total")) if row.get("memory.total") else None,
+            "memory_used_mib": to_mib(row.get("memory.used")) if row.get("memory.used") else None,
             "compute_cap": row.get("compute_cap"),
             "driver_version": row.get("driver_version"),
         })
     return gpus
 
 
-NVIDIA_QUERY_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "compute_cap", "pci.bus_id")
+NVIDIA_QUERY_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "memory.used", "compute_cap",
+                       "pci.bus_id")
 
 _BANNER_DRIVER = re.compile(r"(?:Driver|KMD) Version:\s+([0-9]+(?:\.[0-9]+)+)")
 _BANNER_CUDA = re.compile(r"CUDA(?: UMD)? Version:\s+([0-9]+\.[0-9]+)")

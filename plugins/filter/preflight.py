@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the preflight role: thin wrappers over module_utils.preflight_checks / preflight_report."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: preflight_report
+short_description: Judge every node's probe facts and build the preflight report
+version_added: "0.1.0"
+description:
+  - Reads C(ansible_facts['node_probe']), C(preflight_expected) and C(preflight_probe_result) of each host from
+    O(_input) through O(hostvars), runs all preflight checks and returns the report (summary, findings,
+    drift table, nodes) with rendered C(table), C(markdown) and C(json) texts.
+  - Companion filters in the same file - C(preflight_findings) (probes dict, expected dict, thresholds) returns
+    the raw check result; C(preflight_table) and C(preflight_markdown) render a report.
+author:
+  - gpufleet maintainers
+options:
+  _input:
+    description: Hosts to report on (normally C(ansible_play_hosts_all)).
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description: The C(hostvars) magic variable.
+    type: raw
+    required: true
+  thresholds:
+    description: Threshold overrides (see C(preflight_checks.DEFAULT_THRESHOLDS) and the role defaults).
+    type: dict
+    default: {}
+"""
+
+EXAMPLES = r"""
+- name: Build the report
+  ansible.builtin.set_fact:
+    preflight_report: "{{ ansible_play_hosts_all | gpufleet.kimi_k3.preflight_report(hostvars, preflight_thresholds) }}"
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(ok) (no failing check), C(report) (schema, summary with ok/fail/warn/pass/failed_hosts/failed_checks,
+      findings with host/check/status/observed/expected/fix, drift, nodes, thresholds), and the rendered
+      C(table), C(markdown), C(json) texts and C(failure_message).
+  type: dict
+"""
+
+import json
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_checks as C
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_report as R
+
+
+def _plain(value):
+    """Turn templated Ansible containers into plain dict/list/str (JSON-safe)."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def _get(mapping, key):
+    try:
+        return mapping[key]
+    except (KeyError, TypeError):
+        return None
+    except Exception:  # pylint: disable=broad-except  # undefined/templating errors of a missing var
+        return None
+
+
+def preflight_report(hosts, hostvars, thresholds=None):
+    if hosts is None or hostvars is None:
+        raise AnsibleFilterError("preflight_report needs the host list and hostvars")
+    hosts = [str(h) for h in hosts]
+    probes, expected, failures = {}, {}, {}
+    for h in hosts:
+        hv = _get(hostvars, h)
+        facts = _get(_get(hv, "ansible_facts") or {}, "node_probe") if hv is not None else None
+        probes[h] = _plain(facts) if facts else None
+        expected[h] = _plain(_get(hv, "preflight_expected") or {}) if hv is not None else {}
+        res = _get(hv, "preflight_probe_result") if hv is not None else None
+        if res is not None and not facts:
+            res = _plain(res)
+            failures[h] = (res.get("msg") or ("unreachable" if res.get("unreachable") else "probe failed"))[:500]
+    report = R.build_report(hosts, probes, expected, _plain(thresholds or {}), failures)
+    return {
+        "ok": report["summary"]["ok"],
+        "report": report,
+        "table": R.render_table(report),
+        "markdown": R.render_markdown(report),
+        "json": json.dumps(report, indent=2, sort_keys=True) + "\n",
+        "failure_message": R.failure_message(report),
+    }
+
+
+def preflight_findings(probes, expected, thresholds=None):
+    return C.run_checks(_plain(probes), _plain(expected), _plain(thresholds or {}))
+
+
+def preflight_table(report, include_pass=True):
+    return R.render_table(_plain(report), include_pass=include_pass)
+
+
+def preflight_markdown(report):
+    return R.render_markdown(_plain(report))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "preflight_report": preflight_report,
+            "preflight_findings": preflight_findings,
+            "preflight_table": preflight_table,
+            "preflight_markdown": preflight_markdown,
+        }
