@@ -171,7 +171,7 @@ class Follower(object):
         last = None
         while time.monotonic() < deadline:
             try:
-                s = socket.create_connection(self.addr, timeout=2.0)
+                s = self._dial()
                 s.settimeout(None)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 _send(s, self.hello)
@@ -193,6 +193,16 @@ class Follower(object):
                 last = exc
                 time.sleep(0.2)
         return False
+
+    def _dial(self):
+        host = self.dep.host
+        if host and host not in ("0.0.0.0", "::", "") and ":" not in host:
+            try:
+                return socket.create_connection(self.addr, timeout=2.0, source_address=(host, 0))
+            except OSError as exc:
+                if getattr(exc, "errno", None) not in (99,):  # EADDRNOTAVAIL: host is not a local address
+                    raise
+        return socket.create_connection(self.addr, timeout=2.0)
 
     def start_monitor(self):
         threading.Thread(target=self._monitor, daemon=True).start()

@@ -99,7 +99,8 @@ def _norm_option(tok):
     """vLLM's FlexibleArgumentParser: underscores in long option names equal dashes (value part untouched)."""
     if tok.startswith("--"):
         name, eq, val = tok.partition("=")
-        return name.replace("_", "-") + eq + val
+        base, dot, sub = name.partition(".")  # dotted JSON keys keep their spelling
+        return base.replace("_", "-") + dot + sub + eq + val
     return tok
 
 
