@@ -265,10 +265,11 @@ def gpu_memory_summary(node_probes):
         for g in gpus or []:
             per.append({"index": g.get("index") if isinstance(g, dict) else None,
                         "used_mib": _first(g, _USED_KEYS), "total_mib": _first(g, _TOTAL_KEYS)})
-        used = sum(p["used_mib"] for p in per if p["used_mib"] is not None)
+        used_vals = [p["used_mib"] for p in per if p["used_mib"] is not None]
+        used = sum(used_vals) if used_vals else None  # the probe may report totals only
         total = sum(p["total_mib"] for p in per if p["total_mib"] is not None)
         out[host] = {"gpus": len(per), "used_mib": used, "total_mib": total,
-                     "used_frac": round(used / total, 4) if total else None, "per_gpu": per}
+                     "used_frac": round(used / total, 4) if total and used is not None else None, "per_gpu": per}
     return out
 
 

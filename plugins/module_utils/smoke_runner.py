@@ -265,11 +265,6 @@ async def run_smoke_async(p):
         "window": window, "metrics_urls": metrics_urls,
         "errors": info["errors"] + before.get("errors", []) + after.get("errors", []),
     }
-    logs = p.get("log_lines") or {}
-    kv_from_log = {h: sl.parse_kv_log(t if isinstance(t, str) else "\n".join(t)) for h, t in logs.items()}
-    kv_from_log = {h: v for h, v in kv_from_log.items() if v["kv_cache_size_tokens"] is not None}
-    if kv_from_log:
-        server["kv_from_log"] = kv_from_log
     reproduction = dict(p.get("reproduction") or {})
     reproduction.setdefault("vllm_version", info["version"])
     reproduction.setdefault("model", model)
@@ -277,15 +272,33 @@ async def run_smoke_async(p):
     facts = {
         "base_url": api, "model": model,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "started_epoch": int(started),
         "duration_s": round(time.time() - started, 3),
         "groups": groups, "server": server,
-        "gpu_memory": sl.gpu_memory_summary(p.get("node_probes")),
-        "log_findings": sl.log_findings(logs),
         "reproduction": reproduction,
         "settings": {"max_tokens": p["max_tokens"], "reasoning_effort": p.get("reasoning_effort"),
                      "concurrency": p["concurrency"], "long_context_tokens": p["long_context_tokens"],
                      "tool_call_retries": p["tool_call_retries"], "groups": list(p["groups"])},
     }
+    return finalise(facts, p)
+
+
+def finalise(facts, p):
+    """(Re)compute the parts that depend on inputs gathered around the run: log findings, KV figures from logs,
+    GPU memory, reproduction extras and the policy. Used at the end of a run and by ``from_facts`` (role: logs are
+    collected after the requests, then the facts are finalised without sending anything)."""
+    facts = dict(facts)
+    logs = p.get("log_lines") or {}
+    if logs or "log_findings" not in facts:
+        facts["log_findings"] = sl.log_findings(logs)
+        kv = {h: sl.parse_kv_log(t if isinstance(t, str) else "\n".join(t)) for h, t in logs.items()}
+        kv = {h: v for h, v in kv.items() if v["kv_cache_size_tokens"] is not None}
+        if kv:
+            facts["server"] = dict(facts.get("server") or {}, kv_from_log=kv)
+    if p.get("node_probes") or "gpu_memory" not in facts:
+        facts["gpu_memory"] = sl.gpu_memory_summary(p.get("node_probes"))
+    if p.get("reproduction"):
+        facts["reproduction"] = dict(facts.get("reproduction") or {}, **p["reproduction"])
     violations = sl.evaluate_policy(facts, p.get("fail_policy"))
     facts["policy"] = {"passed": not violations, "violations": violations}
     return facts

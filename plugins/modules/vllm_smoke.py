@@ -115,6 +115,12 @@ options:
     description: Facts needed to reproduce the run (image digest, driver, CUDA/ROCm, GPU model, interconnect,
       V2 runner, Rust frontend). Passed through; the vLLM version, model and max_model_len are added.
     type: dict
+  from_facts:
+    description:
+      - Earlier C(vllm_smoke) facts. When given, no request is sent; log findings, GPU memory, reproduction and the
+        policy are recomputed from O(log_lines), O(node_probes), O(reproduction) and O(fail_policy). The smoke
+        role uses it to add the container logs of the smoke window, which exist only after the requests.
+    type: dict
   fail_policy:
     description:
       - Evaluated into RV(ansible_facts.vllm_smoke.policy). Keys C(fail_on_group_failure) (bool, default true),
@@ -248,6 +254,7 @@ ARGUMENT_SPEC = dict(
     node_probes=dict(type="dict"),
     reproduction=dict(type="dict"),
     fail_policy=dict(type="dict"),
+    from_facts=dict(type="dict"),
 )
 
 
@@ -267,7 +274,10 @@ def main():
         module.fail_json(msg="max_tokens and concurrency must be >= 1, tool_call_retries >= 0")
     if p["reasoning_effort"] == "":
         p["reasoning_effort"] = None
-    facts = smoke_runner.run_smoke(p)
+    if p["from_facts"]:
+        facts = smoke_runner.finalise(p["from_facts"], p)
+    else:
+        facts = smoke_runner.run_smoke(p)
     module.exit_json(
         changed=False,
         ansible_facts={"vllm_smoke": facts},

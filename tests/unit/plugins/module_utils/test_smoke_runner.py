@@ -139,3 +139,31 @@ def test_log_probe_and_reproduction_inputs_flow_into_facts():
     assert facts["policy"]["violations"] == ["1 error line(s) in the container log of tray02"]
     md = sl.render_markdown(facts, facts["policy"]["violations"])
     assert "| text | ok |" in md and "FAIL" in md
+
+
+def test_finalise_from_facts_adds_logs_and_reapplies_policy_without_requests():
+    with FakeVLLM() as f:
+        facts = sr.run_smoke(params(f.base_url, groups=["text"], concurrency=1))
+        sent = len(f.requests)
+        again = sr.finalise(facts, {"log_lines": {"tray02": "ERROR 08-14 engine died: EngineDeadError"},
+                                    "fail_policy": {"fail_on_log_errors": True}})
+        assert len(f.requests) == sent
+    assert facts["policy"]["passed"] is True
+    assert again["log_findings"]["tray02"]["signatures"] == {"engine_dead": 1}
+    assert again["policy"]["passed"] is False
+    assert again["groups"] == facts["groups"]
+
+
+def test_role_log_reader_demultiplexes_docker_stream():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "smoke", "files",
+                        "container_logs.py")
+    spec = importlib.util.spec_from_file_location("container_logs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    frame = lambda stream, text: bytes([stream, 0, 0, 0]) + len(text).to_bytes(4, "big") + text  # noqa: E731
+    payload = frame(1, b"INFO up\n") + frame(2, b"WARNING " + b"x" * 300 + b"\n")
+    assert mod.demux(payload) == b"INFO up\nWARNING " + b"x" * 300 + b"\n"
+    assert mod.demux(b"plain tty output\n") == b"plain tty output\n"
