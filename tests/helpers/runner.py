@@ -6,6 +6,8 @@ import os
 import tempfile
 import time
 
+import sys
+
 import ansible_runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -17,6 +19,7 @@ def run_playbook(playbook, inventory, extravars=None, tags=None, skip_tags=None,
 
     Returns the ``ansible_runner.Runner``; ``runner.elapsed_s`` holds the wall time.
     """
+    _venv_on_path()
     pdd = tempfile.mkdtemp(prefix="runner-", dir=_runner_root())
     pb = playbook if os.path.isabs(playbook) else os.path.join(REPO, "playbooks", playbook)
     inv = inventory if os.path.isabs(inventory) else os.path.join(REPO, inventory)
@@ -70,3 +73,11 @@ def _runner_root():
     root = os.path.join(REPO, "build", "runner")
     os.makedirs(root, exist_ok=True)
     return root
+
+
+def _venv_on_path():
+    """ansible-runner looks up ansible-playbook on PATH: put this interpreter's bin directory first."""
+    bindir = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "")
+    if bindir not in path.split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + path

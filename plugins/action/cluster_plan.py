@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side action: read the cluster's hostvars, validate the topology and render every node's plan.
+
+Documentation lives in plugins/modules/cluster_plan.py. All logic is in module_utils.topology.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+
+NODE_VARS = ("ansible_host",)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("group", "head_group", "overrides", "recipe"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        group = args.get("group", "vllm_cluster")
+        head_group = args.get("head_group", "vllm_head")
+        overrides = args.get("overrides") or {}
+        if not isinstance(overrides, dict):
+            raise AnsibleActionFail("overrides must be a mapping of kimi_k3_* variables")
+        groups = task_vars.get("groups", {})
+        hosts = list(groups.get(group, []))
+        heads = set(groups.get(head_group, []))
+        hostvars = task_vars.get("hostvars", {})
+        nodes = []
+        for host in hosts:
+            hv = hostvars[host]
+            node_vars = {}
+            for key in hv:
+                if key.startswith(topology.PREFIX) or key in NODE_VARS:
+                    node_vars[key] = self._plain(hv[key])
+            node_vars.update(overrides)
+            nodes.append({"host": host, "head": host in heads, "vars": node_vars})
+        recipe = recipe_data.load_recipe(args.get("recipe", "kimi_k3"))
+        snapshots = recipe_data.load_snapshots()
+        plan = topology.build_cluster_plan(nodes, recipe, snapshots)
+        result["changed"] = False
+        result["ok"] = plan["ok"]
+        result["cluster"] = plan["cluster"]
+        result["plans"] = plan["plans"]
+        result["scripts"] = dict((h, topology.docker_run_command(p)) for h, p in plan["plans"].items())
+        result["errors"] = [topology.format_problem(p) for p in plan["errors"]]
+        result["problems"] = plan["errors"]
+        result["warnings_list"] = [topology.format_problem(p) for p in plan["warnings"]]
+        result["summary"] = topology.summary_table(plan).splitlines()
+        if not plan["ok"]:
+            result["failed"] = True
+            result["msg"] = ("The inventory was refused before contacting any host (%d problem(s)):\n%s"
+                             % (len(plan["errors"]), "\n".join(" - " + e for e in result["errors"])))
+        else:
+            result["msg"] = "planned %d node(s)" % len(plan["plans"])
+        return result
+
+    def _plain(self, value):
+        """Turn Ansible's lazy/tagged containers into plain Python values."""
+        if isinstance(value, dict):
+            return dict((str(k), self._plain(v)) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return [self._plain(v) for v in value]
+        if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+            return value
+        return str(value) if not isinstance(value, str) else "%s" % value

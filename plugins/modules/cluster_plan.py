@@ -1,0 +1,132 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: cluster_plan
+short_description: Validate a Kimi-K3 cluster inventory and render every node's vLLM launch plan
+version_added: 0.1.0
+description:
+  - Runs on the controller (action plugin) and contacts no host.
+  - Reads the C(kimi_k3_*) variables of every host in O(group) as the inventory resolves them, applies the
+    Kimi-K3 recipe layers (base, variant, strategy, strategy overrides, hardware overrides, features,
+    interconnect) and returns one plan per node (image by digest, environment, container parameters,
+    C(vllm serve) arguments).
+  - Every problem of the inventory is collected and returned together; each names the host, the variable and
+    the fix. Any problem fails the task, so nothing further runs.
+  - Every argument is checked against the flag snapshot of the target vLLM version
+    (C(data/vllm_flags/vllm-<version>.json)).
+options:
+  group:
+    description: Inventory group holding every node of the deployment.
+    type: str
+    default: vllm_cluster
+  head_group:
+    description: Inventory group holding the head (rank 0) node.
+    type: str
+    default: vllm_head
+  overrides:
+    description:
+      - C(kimi_k3_*) variables applied to every node on top of the inventory (for example a different
+        C(kimi_k3_max_model_len) per capacity step).
+    type: dict
+    default: {}
+  recipe:
+    description: Recipe document under C(data/recipes/).
+    type: str
+    default: kimi_k3
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  action:
+    support: full
+author:
+  - gpufleet maintainers
+"""
+
+EXAMPLES = r"""
+- name: Plan the deployment
+  gpufleet.kimi_k3.cluster_plan:
+    group: vllm_cluster
+  register: plan_result
+
+- name: Plan a capacity step with another context length
+  gpufleet.kimi_k3.cluster_plan:
+    overrides:
+      kimi_k3_max_model_len: 262144
+"""
+
+RETURN = r"""
+ok:
+  description: Whether the inventory passed validation.
+  returned: always
+  type: bool
+plans:
+  description: Per-host plan, keyed by inventory hostname (empty when refused).
+  returned: always
+  type: dict
+  sample:
+    tray01:
+      role: head
+      node_rank: 0
+      image: vllm/vllm-openai@sha256:0123...
+      env: {VLLM_USE_V2_MODEL_RUNNER: "1"}
+      secret_env: [VLLM_API_KEY]
+      container: {network_mode: host, ipc_mode: host}
+      vllm_args: [moonshotai/Kimi-K3, --trust-remote-code]
+cluster:
+  description: Cluster summary (strategy, sizes, head, endpoints, node order).
+  returned: always
+  type: dict
+scripts:
+  description: Per-host equivalent C(docker run) command, shell-quoted, secrets named but never valued.
+  returned: always
+  type: dict
+errors:
+  description: One line per problem, C(host: variable: message Fix: ...).
+  returned: always
+  type: list
+  elements: str
+problems:
+  description: The problems as structured records with C(host), C(variable), C(message), C(fix).
+  returned: always
+  type: list
+  elements: dict
+warnings_list:
+  description: Non-fatal remarks in the same format as O(errors).
+  returned: always
+  type: list
+  elements: str
+summary:
+  description: A short human table of the plan, one line per item.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            group=dict(type="str", default="vllm_cluster"),
+            head_group=dict(type="str", default="vllm_head"),
+            overrides=dict(type="dict", default={}),
+            recipe=dict(type="str", default="kimi_k3"),
+        ),
+        supports_check_mode=True,
+    )
+    module.fail_json(msg="gpufleet.kimi_k3.cluster_plan runs as an action plugin on the controller")
+
+
+if __name__ == "__main__":
+    main()

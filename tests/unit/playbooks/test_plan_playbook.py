@@ -1,0 +1,61 @@
+"""plan.yml end to end (no host contacted): example inventories plan cleanly, invalid ones are refused."""
+import glob
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+from tests.helpers.runner import REPO, failed_tasks, run_playbook
+
+SNAP = recipe_data.load_snapshots()
+EXAMPLES = ["inventories/gb300-cluster", "inventories/gb300-dep16", "inventories/mi355x-cluster",
+            "inventories/mi355x-rdma-2node"]
+
+
+@pytest.mark.parametrize("inventory", EXAMPLES)
+def test_example_inventory_plans_are_accepted_by_their_vllm_version(inventory, tmp_path):
+    r = run_playbook("plan.yml", inventory, extravars={"plan_dir": str(tmp_path)})
+    assert r.status == "successful", failed_tasks(r)
+    plans = sorted(glob.glob(str(tmp_path / "*.json")))
+    scripts = sorted(glob.glob(str(tmp_path / "*.sh")))
+    assert plans and len(plans) == len(scripts)
+    heads = 0
+    for path in plans:
+        with open(path) as handle:
+            p = json.load(handle)
+        for key in ("role", "node_rank", "image", "env", "container", "vllm_args"):
+            assert key in p
+        assert "@sha256:" in p["image"]
+        assert all(isinstance(v, str) for v in p["env"].values())
+        assert vllm_flags.check_argv(p["vllm_args"], SNAP[p["vllm_version"]]) == []
+        heads += p["role"] == "head"
+    assert heads == 1
+    # Nothing on the runner's side touched a node: every event is for a task delegated to localhost or skipped.
+    for ev in r.events:
+        data = ev.get("event_data", {})
+        assert ev.get("event") != "runner_on_unreachable"
+        res = data.get("res", {})
+        if ev.get("event") in ("runner_on_ok", "runner_item_on_ok") and "results" not in res and \
+                data.get("task_action") not in ("ansible.builtin.validate_argument_spec", "validate_argument_spec"):
+            delegated = data.get("res", {}).get("_ansible_delegated_vars", {})
+            assert delegated.get("ansible_connection") == "local", data.get("task")
+
+
+def test_second_run_changes_nothing(tmp_path):
+    run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path)})
+    r = run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path)})
+    assert r.status == "successful"
+    assert sum(h for h in r.stats["changed"].values()) == 0
+
+
+def test_invalid_inventory_refused_with_every_problem_and_no_files(tmp_path):
+    inv = os.path.join(REPO, "tests/unit/fixtures/inventories/invalid-gb300")
+    out = tmp_path / "plan"
+    r = run_playbook("plan.yml", inv, extravars={"plan_dir": str(out)})
+    assert r.status == "failed" and r.rc != 0
+    msgs = " ".join(m for _h, _t, m in failed_tasks(r))
+    for fragment in ("kimi_k3_image", "not pinned by digest", "kimi_k3_gpus_per_node", "single_node_tp runs on one node"):
+        assert fragment in msgs
+    assert not out.exists()
