@@ -155,8 +155,12 @@ def _fmt(v):
 
 
 def _labels(d):
-    return "{" + ",".join('%s="%s"' % (k, str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n"))
-                          for k, v in d.items()) + "}"
+    """Label set as prometheus_client writes it: sorted by name, escaped."""
+    return "{" + ",".join('%s="%s"' % (k, _esc(d[k])) for k in sorted(d)) + "}"
+
+
+def _esc(v):
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def render_metrics(group, model_name, cache_info):
@@ -187,10 +191,10 @@ def render_metrics(group, model_name, cache_info):
             ("vllm:num_preemptions", "preemptions", "Cumulative number of preemption from the engine."),
             ("vllm:prompt_tokens", "prompt_tokens_total", "Number of prefill tokens processed."),
             ("vllm:generation_tokens", "generation_tokens_total", "Number of generation tokens processed.")):
-        family(name, "counter", help_text)
+        family(name + "_total", "counter", help_text)  # prometheus_client names counter families with _total
         for e, lb in base:
             out.append("%s_total%s %s" % (name, _labels(lb), _fmt(float(getattr(e, attr)))))
-    family("vllm:request_success", "counter", "Count of successfully processed requests.")
+    family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
     for e, lb in base:
         for reason in ("stop", "length", "abort", "error"):
             l2 = dict(lb)
