@@ -101,7 +101,15 @@ stage_sanity() {
 
 stage_units() {
   need_venv
-  scripts/sanity.sh units
+  local rc
+  scripts/sanity.sh units 2>&1 | tee "$logdir/units.full.log"
+  rc=${PIPESTATUS[0]}
+  # ansible-test runs one pytest per group (modules, module_utils, plugins) and stops at the first failing group
+  local groups
+  groups="$(grep -E '^Unit test |^=+ .*(passed|failed|error|no tests ran).* =+$' "$logdir/units.full.log" \
+            | sed -E 's/^Unit test ([a-z_]+) with .*/\1:/; s/^=+ //; s/ =+$//' | paste -sd ' ' | sed 's/: /: /g')"
+  note "${groups:-no pytest summary} (rc $rc)"
+  return "$rc"
 }
 
 stage_build() {
