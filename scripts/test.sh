@@ -76,6 +76,11 @@ stage_unit() {
 stage_lint() {
   need_venv
   local rc=0 r
+  if [ ! -x .venv/bin/ansible-lint ]; then
+    say "ansible-lint is not installed in .venv: requirements.txt installs it only on Python >= 3.12 ($(.venv/bin/python --version 2>&1))"
+    note "ansible-lint MISSING (venv on $(.venv/bin/python --version 2>&1); needs Python >= 3.12)"
+    return 1
+  fi
   say "ansible-lint --profile production"
   ansible-lint --profile production --nocolor; r=$?
   if [ $r -eq 0 ]; then note "ansible-lint: passed"; else note "ansible-lint: FAILED (rc $r)"; rc=1; fi
@@ -197,6 +202,8 @@ stage_sim() {
   if [ ${#scenarios[@]} -eq 0 ]; then
     if [ "${KIMI_K3_ALLOW_EMPTY:-0}" = 1 ]; then note "molecule: no scenarios under molecule/ (allowed)"
     else note "molecule: EMPTY - no scenarios under molecule/ counts as failure"; rc=1; fi
+  elif ! command -v molecule >/dev/null; then
+    note "molecule MISSING from .venv (installed only on Python >= 3.12)"; rc=1
   else
     local ok=() bad=()
     for s in "${scenarios[@]}"; do
