@@ -37,7 +37,8 @@ def png_text_chunks(data):
 
 class FakeVLLM(object):
     def __init__(self, ttft=0.02, itl=0.005, tokens=8, reasoning_tokens=2, max_model_len=32768,
-                 kv_tokens=262144, tool_fault=None, status=200, api_key=None, with_cache_info=True):
+                 kv_tokens=262144, tool_fault=None, status=200, api_key=None, with_cache_info=True,
+                 max_running=None):
         self.ttft, self.itl, self.tokens, self.reasoning_tokens = ttft, itl, tokens, reasoning_tokens
         self.max_model_len, self.kv_tokens = max_model_len, kv_tokens
         self.tool_fault = tool_fault  # None | no_call | invalid_json | schema_violation | unknown_tool | leak | empty
@@ -45,6 +46,8 @@ class FakeVLLM(object):
         self.status = status
         self.api_key = api_key
         self.with_cache_info = with_cache_info
+        # engine slots: requests beyond max_running queue (num_requests_waiting > 0), like a full batch/KV pool
+        self.slots = threading.Semaphore(max_running) if max_running else None
         self.requests = []
         self.lock = threading.Lock()
         self.preemptions = 0
@@ -167,6 +170,12 @@ class FakeVLLM(object):
         return content, (name, json.dumps(args))
 
     def chat(self, handler, body):
+        if self.slots is not None:
+            with self.lock:
+                self.waiting += 1
+            self.slots.acquire()
+            with self.lock:
+                self.waiting -= 1
         with self.lock:
             self.running += 1
         try:
@@ -174,6 +183,8 @@ class FakeVLLM(object):
         finally:
             with self.lock:
                 self.running -= 1
+            if self.slots is not None:
+                self.slots.release()
 
     def _chat(self, handler, body):
         tools = body.get("tools")

@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+"""One concurrency sweep against a live endpoint (used by the ``vllm_capacity_step`` module)."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity as cap
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke_runner import FILLER, FILLER_TOKENS
+
+
+def unique_prompt(tokens, nonce):
+    """~``tokens`` tokens starting with a unique nonce so prefix caching cannot flatter the numbers."""
+    reps = max(1, int(tokens) // FILLER_TOKENS)
+    return ("Request %s. " % nonce) + FILLER * reps + "\nSummarise the text above in one sentence."
+
+
+async def run_step(client, model, concurrency, requests, prompt_tokens, body, metrics_urls, interval, nonce):
+    before = await asyncio.to_thread(sc.scrape, metrics_urls)
+    sampler = sc.GaugeSampler(metrics_urls, interval=interval)
+    sampler.start()
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i):
+        async with sem:
+            msgs = [{"role": "user", "content": unique_prompt(prompt_tokens, "%s-%d-%d" % (nonce, concurrency, i))}]
+            return await sc.stream_chat(client, model, msgs, **body)
+
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(one(i) for i in range(requests)))
+    wall = time.perf_counter() - t0
+    peaks = await sampler.stop()
+    after = await asyncio.to_thread(sc.scrape, metrics_urls)
+    agg = sc.aggregate(results, wall_s=wall)
+    delta = sl.snapshot_delta(before, after)
+    ok = len(results) - agg["failed_requests"]
+    return {
+        "concurrency": concurrency, "requests": requests, "failed_requests": agg["failed_requests"],
+        "wall_s": round(wall, 4), "throughput_tok_s": agg["tokens_per_s"],
+        "request_throughput_rps": round(ok / wall, 4) if wall else None,
+        "output_tokens": agg["output_tokens"], "prompt_tokens": agg["prompt_tokens"],
+        "ttft_s": agg["ttft_s"], "itl_s": agg["itl_s"], "tpot_s": agg["tpot_s"], "e2e_s": agg["e2e_s"],
+        "num_requests_waiting_max": peaks.get("num_requests_waiting_max"),
+        "num_requests_running_max": peaks.get("num_requests_running_max"),
+        "kv_cache_usage_perc_max": peaks.get("kv_cache_usage_perc_max"),
+        "preemptions": delta.get("num_preemptions"),
+        "server_ttft_mean_s": delta.get("time_to_first_token_seconds_mean"),
+        "errors": agg["errors"],
+    }
+
+
+async def run_sweep_async(p):
+    root, _ = sc.split_base_url(p["base_url"])
+    info = await asyncio.to_thread(sc.server_info, p["base_url"], p.get("api_key"), 30.0)
+    model = p.get("model") or info["model"]
+    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+    snap = await asyncio.to_thread(sc.scrape, metrics_urls)
+    summ = sl.summarise_snapshot(snap)
+    log_kv = sl.parse_kv_log(p.get("log_text") or "")
+    max_len = info["max_model_len"] or p.get("max_model_len")
+    kv = {
+        "kv_cache_size_tokens": summ["kv_cache_size_tokens"] or log_kv["kv_cache_size_tokens"],
+        "kv_cache_max_concurrency": summ["kv_cache_max_concurrency"] or log_kv["max_concurrency"],
+        "source": "metrics" if summ["kv_cache_size_tokens"] else ("log" if log_kv["kv_cache_size_tokens"] else None),
+        "from_metrics": {k: summ[k] for k in ("kv_cache_size_tokens", "kv_cache_max_concurrency", "num_gpu_blocks",
+                                              "block_size")},
+        "from_log": log_kv,
+    }
+    out = {"base_url": p["base_url"], "model": model, "max_model_len": max_len, "version": info["version"],
+           "kv": kv, "steps": [], "errors": list(info["errors"]) + snap.get("errors", [])}
+    if not model or not max_len:
+        out["errors"].append("cannot sweep: model or max_model_len unknown")
+        return out
+    theo = kv["kv_cache_max_concurrency"] or cap.theoretical_concurrency(kv["kv_cache_size_tokens"], max_len)
+    levels = p.get("concurrency_levels") or cap.sweep_levels(p["max_concurrency"], theo)
+    prompt_tokens = cap.prompt_tokens_for(max_len, p["output_tokens"], p["prompt_fraction"],
+                                          cap=p.get("max_prompt_tokens"))
+    out.update({"theoretical_max_concurrency": theo, "levels": levels, "prompt_tokens": prompt_tokens})
+    body = sc.request_body(p["output_tokens"], p.get("reasoning_effort"),
+                           dict({"ignore_eos": True, "min_tokens": p["output_tokens"]}, **(p.get("extra_body") or {})))
+    client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], max(levels))
+    nonce = "%x" % int(time.time() * 1000)
+    try:
+        prev = None
+        for level in levels:
+            n = max(level, int(p["requests_per_level"] * level))
+            step = await run_step(client, model, level, n, prompt_tokens, body, metrics_urls,
+                                  p["metrics_interval"], nonce)
+            step["saturation"] = cap.saturation_reasons(step, prev, p.get("ttft_limit_s"), p["plateau_gain"])
+            out["steps"].append(step)
+            prev = step
+            if step["saturation"] and p["stop_on_saturation"]:
+                # one level past the knee is enough to show it
+                if sum(1 for s in out["steps"] if s["saturation"]) >= 2:
+                    break
+    finally:
+        await client.close()
+    out["point"] = cap.point_summary(max_len, out["steps"], kv, restarted=p.get("restarted", False))
+    return out
+
+
+def run_sweep(p):
+    return asyncio.run(run_sweep_async(p))

@@ -1,0 +1,113 @@
+import pytest
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity as cap
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner as cr
+
+from test_smoke_fake import FakeVLLM
+
+
+def test_restart_plan_sorts_dedups_and_skips_running_value():
+    plan, restarts = cap.restart_plan([131072, 8192, 32768, 8192], running=32768)
+    assert [p["max_model_len"] for p in plan] == [32768, 8192, 131072]
+    assert [p["restart"] for p in plan] == [False, True, True]
+    assert restarts == 2
+    plan, restarts = cap.restart_plan([65536, 8192], running=16384)
+    assert [p["max_model_len"] for p in plan] == [8192, 65536] and restarts == 2
+    assert cap.restart_plan([8192], running=None)[1] == 1
+
+
+def test_theoretical_concurrency():
+    assert cap.theoretical_concurrency(1234567, 1048576) == round(1234567 / 1048576, 4)
+    assert cap.theoretical_concurrency(1 << 20, 8192, max_num_seqs=64) == 64
+    assert cap.theoretical_concurrency(None, 8192) is None
+
+
+def test_sweep_levels_geometric_and_knee():
+    assert cap.sweep_levels(16) == [1, 2, 4, 8, 16]
+    lv = cap.sweep_levels(256, theoretical=5.5)
+    assert lv == [1, 2, 4, 5, 6, 8, 11]
+    assert cap.sweep_levels(64, theoretical=0.3) == [1]
+
+
+def test_prompt_tokens_for():
+    assert cap.prompt_tokens_for(8192, 128) == 8192 - 128 - 256
+    assert cap.prompt_tokens_for(8192, 128, fraction=0.5, margin=0) == 4032
+    assert cap.prompt_tokens_for(1 << 20, 128, cap=100000) == 100000
+    assert cap.prompt_tokens_for(300, 128) == 16
+
+
+def step(c, tput, ttft_p99=0.1, waiting=0, pre=0, failed=0):
+    return {"concurrency": c, "throughput_tok_s": tput, "ttft_s": {"p99": ttft_p99},
+            "num_requests_waiting_max": waiting, "preemptions": pre, "failed_requests": failed}
+
+
+@pytest.mark.parametrize("s,prev,needle", [
+    (step(4, 400, ttft_p99=3.0), None, "ttft_p99"),
+    (step(4, 400, waiting=2), None, "waiting"),
+    (step(4, 400, pre=1), None, "preemption"),
+    (step(4, 400, failed=1), None, "failed"),
+    (step(8, 410), step(4, 400), "plateau"),
+])
+def test_saturation_reasons(s, prev, needle):
+    reasons = cap.saturation_reasons(s, prev, ttft_limit_s=2.0)
+    assert len(reasons) == 1 and needle in reasons[0]
+
+
+def test_no_saturation_when_scaling():
+    assert cap.saturation_reasons(step(8, 790), step(4, 400), ttft_limit_s=2.0) == []
+    assert cap.saturation_reasons(step(8, 790, ttft_p99=9), step(4, 400), ttft_limit_s=0) == []
+
+
+def test_max_sustainable_stops_at_first_saturated():
+    steps = [dict(step(1, 100), saturation=[]), dict(step(2, 200), saturation=[]),
+             dict(step(4, 210), saturation=["plateau"]), dict(step(8, 400), saturation=[])]
+    assert cap.max_sustainable(steps) == 2
+    assert cap.max_sustainable([dict(step(1, 1), saturation=["x"])]) is None
+
+
+def test_render_markdown_has_a_row_per_point():
+    pts = [cap.point_summary(8192, [dict(step(1, 100), saturation=[], requests=2)], {"kv_cache_size_tokens": 65536},
+                             restarted=True)]
+    md = cap.render_markdown({"points": pts, "restarts": 1, "ttft_limit_s": 2})
+    assert "| 8192 | 65536 | 8.0 | 1 | 100.0 |" in md
+    assert "restarts: 1" in md
+
+
+def sweep_params(base_url, **kw):
+    p = {"base_url": base_url, "model": None, "api_key": None, "max_model_len": None, "concurrency_levels": None,
+         "max_concurrency": 16, "requests_per_level": 2, "output_tokens": 8, "prompt_fraction": 1.0,
+         "max_prompt_tokens": 2000, "ttft_limit_s": 0, "plateau_gain": 0.05, "stop_on_saturation": True,
+         "reasoning_effort": "low", "extra_body": None, "metrics_urls": None, "metrics_interval": 0.02,
+         "log_text": None, "restarted": False, "timeout": 10}
+    p.update(kw)
+    return p
+
+
+def test_sweep_finds_the_knee_of_a_server_with_four_slots():
+    # 32768 KV tokens at max_model_len 8192 -> theoretical 4; the fake runs at most 4 requests, queues the rest
+    with FakeVLLM(ttft=0.05, itl=0.01, tokens=6, max_model_len=8192, kv_tokens=32768, max_running=4) as f:
+        out = cr.run_sweep(sweep_params(f.base_url))
+        body = f.requests[0]
+    assert out["theoretical_max_concurrency"] == 4.0 and out["kv"]["source"] == "metrics"
+    assert out["levels"] == [1, 2, 4, 8]
+    by_c = {s["concurrency"]: s for s in out["steps"]}
+    assert by_c[4]["saturation"] == []
+    assert any("waiting" in r for r in by_c[8]["saturation"])
+    assert out["point"]["measured_max_concurrency"] == 4
+    assert by_c[2]["throughput_tok_s"] > 1.5 * by_c[1]["throughput_tok_s"]
+    assert body["ignore_eos"] is True and body["min_tokens"] == 8
+    assert body["stream_options"] == {"include_usage": True}
+
+
+def test_sweep_takes_kv_from_log_when_metrics_lack_labels():
+    log = "INFO GPU KV cache size: 65,536 tokens\nINFO Maximum concurrency for 8,192 tokens per request: 8.00x\n"
+    with FakeVLLM(max_model_len=8192, with_cache_info=False, itl=0.001) as f:
+        out = cr.run_sweep(sweep_params(f.base_url, log_text=log, concurrency_levels=[1, 2]))
+    assert out["kv"]["source"] == "log"
+    assert out["kv"]["kv_cache_size_tokens"] == 65536 and out["theoretical_max_concurrency"] == 8.0
+    assert [s["concurrency"] for s in out["steps"]] == [1, 2]
+
+
+def test_sweep_against_dead_server_reports_errors():
+    out = cr.run_sweep(sweep_params("http://127.0.0.1:9/v1", timeout=2))
+    assert out["steps"] == [] and out["errors"]
