@@ -474,7 +474,7 @@ def run_checks(probes, expected, thresholds=None, hosts=None):
 
 def summarize(findings, hosts):
     counts = dict((s, sum(1 for f in findings if f["status"] == s)) for s in STATUSES)
-    failed_hosts = sorted(set(f["host"] for f in findings if f["status"] == "fail"))
+    failed_hosts = sorted(set(f["host"] for f in findings if f["status"] == "fail" and f["host"] != CLUSTER))
     return {"hosts": len(hosts), "ok": counts["fail"] == 0, "fail": counts["fail"], "warn": counts["warn"],
             "pass": counts["pass"], "failed_hosts": failed_hosts,
             "failed_checks": sorted(set("%s:%s" % (f["host"], f["check"]) for f in findings

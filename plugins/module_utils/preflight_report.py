@@ -109,4 +109,4 @@ def failure_message(report):
         return "preflight passed"
     parts = ["%s %s: %s (expected %s)" % (f["host"], f["check"], f["observed"], f["expected"]) for f in fails]
     return "Preflight failed on %s - %d failing check(s): %s" % (
-        ", ".join(report["summary"]["failed_hosts"]), len(fails), "; ".join(parts))
+        ", ".join(report["summary"]["failed_hosts"]) or "the cluster (drift)", len(fails), "; ".join(parts))

@@ -260,7 +260,7 @@ def collect_nvidia(ctx):
                 res["gpus"] = [dict(r, fabric={}) for r in rows]
                 if rows and res["driver_version"] is None:
                     res["driver_version"] = rows[0].get("driver_version")
-                if rows and res["smi_status"] != "ok":
+                if rows and res["smi_status"] in (None, "unparsable"):
                     res["smi_status"] = "csv_only"
             for g in res["gpus"]:
                 g.pop("driver_version", None)

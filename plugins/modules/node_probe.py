@@ -196,18 +196,18 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe_collect import ProbeIO, collect
 
 
+ARGUMENT_SPEC = dict(
+    docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+    model_cache_dir=dict(type="path", default="/data/hf-cache"),
+    model=dict(type="str"),
+    ports=dict(type="list", elements="raw", default=[]),
+    bind_addresses=dict(type="list", elements="str", default=["0.0.0.0"]),
+    command_timeout=dict(type="int", default=60),
+)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
-            model_cache_dir=dict(type="path", default="/data/hf-cache"),
-            model=dict(type="str"),
-            ports=dict(type="list", elements="raw", default=[]),
-            bind_addresses=dict(type="list", elements="str", default=["0.0.0.0"]),
-            command_timeout=dict(type="int", default=60),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
 
     def run(argv):
         return module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C", "LANG": "C"})
