@@ -38,7 +38,7 @@ TOOLS = [
         "parameters": {
             "type": "object",
             "properties": {
-                "order_id": {"type": "string", "pattern": "^[A-Z]-[0-9]{4}$"},
+                "order_id": {"type": "string", "minLength": 1, "maxLength": 32},
                 "include_items": {"type": "boolean"},
             },
             "required": ["order_id"],

@@ -160,7 +160,7 @@ class FakeVLLM(object):
         if fault == "invalid_json":
             return content, (name, '{"city": "Oslo", "unit": ')
         if fault == "schema_violation":
-            args = dict(args, days="3") if name == "get_weather" else dict(args, order_id="b2041")
+            args = dict(args, days="3") if name == "get_weather" else dict(args, order_id=2041)
         if fault == "unknown_tool":
             name = "get_wether"
         if fault == "empty":
