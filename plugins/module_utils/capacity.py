@@ -129,7 +129,7 @@ def render_markdown(curve):
                      "%.2f" % p["kv_cache_usage_perc_peak"] if p.get("kv_cache_usage_perc_peak") is not None else "-",
                      "yes" if p.get("restarted") else "no"])
     lines = ["# Kimi-K3 max-model-len capacity curve", "",
-             "- restarts: %s (values sorted; the value already running is measured without a restart)" %
+             "- restarts: %s (values sorted ascending; no relaunch when the running max_model_len already matches)" %
              curve.get("restarts"),
              "- theoretical max concurrency = KV cache size tokens / max_model_len (vllm:cache_config_info or the "
              "start-up log line); measured = highest swept concurrency with no queue, no preemption, no failed "
