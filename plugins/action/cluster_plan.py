@@ -14,14 +14,14 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
 
 NODE_VARS = ("ansible_host",)
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("group", "head_group", "overrides", "recipe"))
+    _VALID_ARGS = frozenset(("group", "head_group", "overrides", "recipe", "dest"))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -63,6 +63,15 @@ class ActionModule(ActionBase):
                              % (len(plan["errors"]), "\n".join(" - " + e for e in result["errors"])))
         else:
             result["msg"] = "planned %d node(s)" % len(plan["plans"])
+            if args.get("dest"):
+                files = {}
+                for host, node_plan in plan["plans"].items():
+                    files["%s.json" % host] = (topology.plan_json(node_plan), 0o644)
+                    files["%s.sh" % host] = (result["scripts"][host], 0o755)
+                written = plan_files.write_files(args["dest"], files, check_mode=self._task.check_mode)
+                result["changed"] = bool(written)
+                result["written"] = written
+                result["dest"] = args["dest"]
         return result
 
     def _plain(self, value):

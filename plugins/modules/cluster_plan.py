@@ -37,6 +37,11 @@ options:
         C(kimi_k3_max_model_len) per capacity step).
     type: dict
     default: {}
+  dest:
+    description:
+      - Controller directory that receives C(<host>.json) and C(<host>.sh) for every node. Files are only
+        rewritten when their content changes; nothing is written when the inventory is refused or in check mode.
+    type: path
   recipe:
     description: Recipe document under C(data/recipes/).
     type: str
@@ -105,6 +110,11 @@ warnings_list:
   returned: always
   type: list
   elements: str
+written:
+  description: Files (re)written under O(dest), or that would be in check mode.
+  returned: when O(dest) is set and the inventory is valid
+  type: list
+  elements: str
 summary:
   description: A short human table of the plan, one line per item.
   returned: always
@@ -122,6 +132,7 @@ def main():
             head_group=dict(type="str", default="vllm_head"),
             overrides=dict(type="dict", default={}),
             recipe=dict(type="str", default="kimi_k3"),
+            dest=dict(type="path"),
         ),
         supports_check_mode=True,
     )
