@@ -33,18 +33,19 @@ class Histogram(object):
 
 class Request(object):
     __slots__ = ("rid", "prompt_tokens", "planned", "generated", "arrival", "admitted", "engine", "first_token_at",
-                 "last_token_at")
+                 "last_token_at", "pending_itl")
 
-    def __init__(self, rid, prompt_tokens, planned):
+    def __init__(self, rid, prompt_tokens, planned, arrival=None):
         self.rid = rid
         self.prompt_tokens = prompt_tokens
         self.planned = planned
         self.generated = 0
-        self.arrival = time.monotonic()
+        self.arrival = time.monotonic() if arrival is None else arrival
         self.admitted = None
         self.engine = None
         self.first_token_at = None
         self.last_token_at = None
+        self.pending_itl = []
 
 
 class Engine(object):
@@ -73,21 +74,32 @@ class Engine(object):
         return len(self.running) + len(self.waiting)
 
     def admit(self, req):
-        """Blocks until `req` is first in line and fits (KV for prompt + planned output, max_num_seqs)."""
+        """Blocks until `req` is first in line and fits (KV for prompt + planned output, max_num_seqs).
+
+        Returns True when the request had to wait for capacity (queued), False when admitted at once.
+        """
         need = req.prompt_tokens + req.planned
+        waited = False
         with self.cond:
             req.engine = self
             self.waiting.append(req)
             while not (self.waiting[0] is req and len(self.running) < self.max_num_seqs
                        and (self.reserved + need <= self.kv_tokens or not self.running)):
+                if self.waiting[0] is req or len(self.running) >= self.max_num_seqs or \
+                        self.reserved + need > self.kv_tokens:
+                    waited = True
                 self.cond.wait()
             self.waiting.popleft()
             self.running.add(req)
             self.reserved += need
             req.admitted = time.monotonic()
             self.cond.notify_all()
+        return waited
+
+    FLUSH_EVERY = 16
 
     def token(self, req, now):
+        """One generated token; ITL samples are flushed in batches to keep lock traffic low under load."""
         req.generated += 1
         if req.first_token_at is None:
             req.first_token_at = now
@@ -95,18 +107,22 @@ class Engine(object):
                 self.h_ttft.observe(now - req.arrival)
                 self.generation_tokens_total += 1
         else:
-            with self.cond:
-                self.h_itl.observe(now - req.last_token_at)
-                self.generation_tokens_total += 1
+            req.pending_itl.append(now - req.last_token_at)
+            if len(req.pending_itl) >= self.FLUSH_EVERY:
+                self._flush(req)
         req.last_token_at = now
 
-    def tokens_bulk(self, req, n, now):
-        """n tokens produced at once (hidden tool-call tokens): counted, ITL observed as evenly spaced."""
-        for _ in range(n):
-            self.token(req, now)
+    def _flush(self, req):
+        with self.cond:
+            for v in req.pending_itl:
+                self.h_itl.observe(v)
+            self.generation_tokens_total += len(req.pending_itl)
+        req.pending_itl = []
 
     def release(self, req, finished_reason):
         now = time.monotonic()
+        if req.pending_itl:
+            self._flush(req)
         with self.cond:
             if req in self.running:
                 self.running.discard(req)

@@ -1,11 +1,14 @@
 """HTTP surface of the stand-in (ThreadingHTTPServer, HTTP/1.1, chunked SSE)."""
+import heapq
 import json
+import os
+import queue
 import socket
 import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from . import vlog
 from .chat import RequestError
@@ -49,11 +52,69 @@ class App(object):
         self.model_name = dep.served_names[0]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+_tls = threading.local()
+# Request parsing/preparation runs one request at a time: threads waiting here sleep on a futex instead of
+# convoying on the GIL, so the emitter thread gets the interpreter promptly when a deadline is due.
+FRONTEND = threading.Lock()
+
+
+class _Server(HTTPServer):
+    """HTTPServer with a growing pool of reusable worker threads (one per open connection).
+
+    The listener thread stamps each connection's accept time (cheap) and hands it to an idle worker, spawning one
+    only when none is idle; request timing is measured from that stamp, so thread start-up and request parsing under
+    load do not shift TTFT deadlines.
+    """
     request_queue_size = 2048
     allow_reuse_address = True
+    def server_activate(self):
+        HTTPServer.server_activate(self)
+        self._q = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        try:
+            prespawn = int(os.environ.get("VLLM_STANDIN_HTTP_THREADS", "320"))
+        except ValueError:
+            prespawn = 320
+        for _ in range(prespawn):
+            self._spawn(first_is_reserved=False)
+
+    def _spawn(self, first_is_reserved):
+        threading.Thread(target=self._worker, args=(first_is_reserved,), daemon=True).start()
+
+    def process_request(self, request, client_address):
+        stamp = time.monotonic()
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+                spawn = False
+            else:
+                spawn = True
+        self._q.put((request, client_address, stamp))
+        if spawn:
+            self._spawn(first_is_reserved=True)
+
+    def _worker(self, reserved):
+        while True:
+            if not reserved:
+                with self._lock:
+                    self._idle += 1
+            reserved = False
+            request, client_address, stamp = self._q.get()
+            _tls.accept_stamp = stamp
+            try:
+                self.finish_request(request, client_address)
+            except Exception:  # noqa: BLE001 - like socketserver: report and keep serving
+                self.handle_error(request, client_address)
+            finally:
+                _tls.accept_stamp = None
+                self.shutdown_request(request)
+
+    def handle_error(self, request, client_address):
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError, socket.timeout)):
+            return
+        vlog.error("launcher.py:120", "Exception in ASGI application: %r" % (exc,))
 
 
 def make_server(app, host, port):
@@ -72,6 +133,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):  # silence BaseHTTPRequestHandler's stderr lines
         pass
+
+    def parse_request(self):
+        # arrival = accept time for a connection's first request, else when its request line was read
+        stamp = getattr(_tls, "accept_stamp", None)
+        _tls.accept_stamp = None
+        self.arrival = stamp if stamp is not None else time.monotonic()
+        with FRONTEND:
+            return BaseHTTPRequestHandler.parse_request(self)
 
     def _access(self, code):
         if self.app.access_log:
@@ -144,6 +213,13 @@ class Handler(BaseHTTPRequestHandler):
     do_HEAD = do_GET
 
     def do_POST(self):
+        with FRONTEND:
+            prepared = self._prepare_post()
+        if prepared is not None:
+            self._chat(*prepared)
+
+    def _prepare_post(self):
+        """Everything before admission; returns (body, prompt_tokens, plan) or None once an error was sent."""
         path = self._path()
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -168,7 +244,7 @@ class Handler(BaseHTTPRequestHandler):
             prompt_tokens, plan = self.app.chat.prepare(body)
         except RequestError as exc:
             return self._error(exc.status, exc.message, exc.etype, exc.param)
-        self._chat(body, prompt_tokens, plan)
+        return body, prompt_tokens, plan
 
     # --- chat --------------------------------------------------------------------------------------------------
     def _chat(self, body, prompt_tokens, plan):
@@ -181,13 +257,14 @@ class Handler(BaseHTTPRequestHandler):
         events = [("r", p) for p in plan.reasoning] + [("c", p) for p in plan.content]
         if plan.tool_tokens:
             events += [("h", None)] * (plan.tool_tokens - 1) + [("t" if plan.tool_call else "h", None)]
-        req = Request(rid, prompt_tokens, len(events))
+        req = Request(rid, prompt_tokens, len(events), self.arrival)
         engine = app.group.pick()
-        engine.admit(req)
+        waited = engine.admit(req)
         finished = "abort"
         try:
-            t_first = req.admitted + app.timing.prefill(prompt_tokens)
-            itl = app.timing.itl_s
+            # not queued for capacity: prefill counts from arrival; queued: from admission
+            t_first = (req.admitted if waited else req.arrival) + app.timing.prefill(prompt_tokens)
+            base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
             if stream:
                 self.send_response_only(200)
                 self.send_header("date", self.date_time_string())
@@ -196,48 +273,20 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("transfer-encoding", "chunked")
                 self.send_header("cache-control", "no-cache")
                 self.end_headers()
+                self.wfile.flush()
                 self._access(200)
-            reasoning, content = [], []
-            base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
-
-            def chunk(delta, finish=None):
-                d = dict(base)
-                d["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
-                return "data: " + json.dumps(d) + "\n\n"
-
+            st = Stream(events, plan, engine, req, t_first, app.timing.itl_s, base,
+                        self.connection if stream else None)
+            if events:
+                EMITTER.add(st)
+                st.done.wait()
+            if st.error is not None:
+                raise st.error
             n = len(events)
-            for k, (kind, piece) in enumerate(events):
-                sleep_until(t_first + k * itl)
-                now = time.monotonic()
-                engine.token(req, now)
-                if kind == "r":
-                    reasoning.append(piece)
-                elif kind == "c":
-                    content.append(piece)
-                if not stream:
-                    continue
-                last = k == n - 1
-                out = ""
-                if k == 0:
-                    out += chunk({"role": "assistant", "content": ""})
-                if kind == "r":
-                    out += chunk({"reasoning": piece, "reasoning_content": piece},
-                                 plan.finish_reason if last else None)
-                elif kind == "c":
-                    out += chunk({"content": piece}, plan.finish_reason if last else None)
-                elif kind == "t":
-                    tc = plan.tool_call
-                    out += chunk({"tool_calls": [{"index": 0, "id": tc["id"], "type": "function",
-                                                  "function": {"name": tc["name"], "arguments": tc["arguments"]}}]})
-                    out += chunk({}, plan.finish_reason)
-                elif kind == "h" and last:
-                    out += chunk({}, plan.finish_reason)
-                if out:
-                    self._write_chunk(out.encode())
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n,
                      "prompt_tokens_details": None}
             if stream:
-                tail = ""
+                tail = "" if events else _chunk(base, {"role": "assistant", "content": ""}, plan.finish_reason)
                 if include_usage:
                     d = dict(base)
                     d["choices"] = []
@@ -247,15 +296,12 @@ class Handler(BaseHTTPRequestHandler):
                 self._write_chunk(tail.encode())
                 self.wfile.write(b"0\r\n\r\n")
             else:
+                content, reasoning = st.content, st.reasoning
                 msg = {"role": "assistant", "content": "".join(content) if (content or not plan.tool_call) else None,
                        "refusal": None, "annotations": None, "audio": None, "function_call": None,
                        "tool_calls": []}
-                if reasoning:
-                    msg["reasoning"] = "".join(reasoning)
-                    msg["reasoning_content"] = msg["reasoning"]
-                else:
-                    msg["reasoning"] = None
-                    msg["reasoning_content"] = None
+                msg["reasoning"] = "".join(reasoning) if reasoning else None
+                msg["reasoning_content"] = msg["reasoning"]
                 if plan.tool_call:
                     tc = plan.tool_call
                     msg["tool_calls"] = [{"id": tc["id"], "type": "function",
@@ -267,13 +313,148 @@ class Handler(BaseHTTPRequestHandler):
                         "prompt_logprobs": None, "kv_transfer_params": None}
                 self._send(200, resp)
             finished = plan.finish_reason if plan.finish_reason in ("stop", "length") else "stop"
-        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        except (BrokenPipeError, ConnectionResetError, socket.timeout, OSError):
             self.close_connection = True
         finally:
             engine.release(req, finished)
 
     def _write_chunk(self, data):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+def _chunk(base, delta, finish=None):
+    d = dict(base)
+    d["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+    return "data: " + json.dumps(d) + "\n\n"
+
+
+class Stream(object):
+    """One generating request as seen by the emitter: token k is due at t_first + k * itl."""
+
+    def __init__(self, events, plan, engine, req, t_first, itl, base, sock):
+        self.events = events
+        self.plan = plan
+        self.engine = engine
+        self.req = req
+        self.t_first = t_first
+        self.itl = itl
+        self.base = base
+        self.sock = sock
+        self.k = 0
+        self.reasoning = []
+        self.content = []
+        self.error = None
+        self.done = threading.Event()
+        if sock is not None:
+            # pre-rendered templates: per token only the piece is JSON-encoded
+            mark = "\u0000PIECE\u0000"
+            qm = json.dumps(mark)
+            r = _chunk(base, {"reasoning": mark, "reasoning_content": mark}).split(qm)
+            c = _chunk(base, {"content": mark}).split(qm)
+            self.r_tpl, self.c_tpl = r, c
+
+    def deadline(self):
+        return self.t_first + self.k * self.itl
+
+    def step(self, now):
+        """Emit token k; returns True while more tokens remain."""
+        kind, piece = self.events[self.k]
+        self.engine.token(self.req, now)
+        if kind == "r":
+            self.reasoning.append(piece)
+        elif kind == "c":
+            self.content.append(piece)
+        last = self.k == len(self.events) - 1
+        if self.sock is not None:
+            base, plan = self.base, self.plan
+            out = _chunk(base, {"role": "assistant", "content": ""}) if self.k == 0 else ""
+            if kind == "r":
+                if last:
+                    out += _chunk(base, {"reasoning": piece, "reasoning_content": piece}, plan.finish_reason)
+                else:
+                    q = json.dumps(piece)
+                    out += self.r_tpl[0] + q + self.r_tpl[1] + q + self.r_tpl[2]
+            elif kind == "c":
+                if last:
+                    out += _chunk(base, {"content": piece}, plan.finish_reason)
+                else:
+                    out += self.c_tpl[0] + json.dumps(piece) + self.c_tpl[1]
+            elif kind == "t":
+                tc = plan.tool_call
+                out += _chunk(base, {"tool_calls": [{"index": 0, "id": tc["id"], "type": "function",
+                                                     "function": {"name": tc["name"],
+                                                                  "arguments": tc["arguments"]}}]})
+                out += _chunk(base, {}, plan.finish_reason)
+            elif kind == "h" and last:
+                out += _chunk(base, {}, plan.finish_reason)
+            if out:
+                data = out.encode()
+                try:
+                    self.sock.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+                except OSError as exc:
+                    self.error = exc
+                    return False
+        self.k += 1
+        return not last
+
+
+class Emitter(object):
+    """Single thread that releases every stream's tokens at their deadlines (like an engine step loop).
+
+    One thread instead of one sleeping thread per stream keeps GIL hand-offs low, so 256+ concurrent streams keep
+    accurate TTFT/ITL on two cores. Deadlines are absolute (monotonic clock), so delays never accumulate.
+    """
+
+    def __init__(self):
+        self.heap = []
+        self.seq = 0
+        self.cond = threading.Condition()
+        self.thread = None
+
+    def add(self, st):
+        with self.cond:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="emitter", daemon=True)
+                self.thread.start()
+            self.seq += 1
+            heapq.heappush(self.heap, (st.deadline(), self.seq, st))
+            self.cond.notify()
+
+    def _run(self):
+        heap, cond = self.heap, self.cond
+        while True:
+            with cond:
+                while True:
+                    if not heap:
+                        cond.wait()
+                        continue
+                    delay = heap[0][0] - time.monotonic()
+                    if delay <= 0:
+                        break
+                    cond.wait(delay)
+                now = time.monotonic()
+                due = []
+                while heap and heap[0][0] <= now:
+                    due.append(heapq.heappop(heap)[2])
+            again = []
+            for st in due:
+                try:
+                    more = st.step(time.monotonic())
+                except Exception as exc:  # noqa: BLE001 - never let one stream kill the emitter
+                    st.error = exc
+                    more = False
+                if more:
+                    again.append(st)
+                else:
+                    st.done.set()
+            if again:
+                with cond:
+                    for st in again:
+                        self.seq += 1
+                        heapq.heappush(heap, (st.deadline(), self.seq, st))
+
+
+EMITTER = Emitter()
 
 
 def serve_in_thread(httpd):
