@@ -55,6 +55,7 @@ async def run_level(base_url, concurrency, tokens, rounds):
     client = sc.make_client(base_url, None, 600, concurrency)
     body = sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
     msgs = [{"role": "user", "content": "Say something."}]
+    await sc.warm_up(client)
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     results = await asyncio.gather(*(sc.stream_chat(client, "moonshotai/Kimi-K3", msgs, **body)

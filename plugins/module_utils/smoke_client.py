@@ -62,6 +62,15 @@ def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
     return AsyncOpenAI(**kwargs)
 
 
+async def warm_up(client):
+    """One untimed GET /v1/models so that connection/TLS-context setup of the HTTP client (hundreds of ms on the
+    first request) does not land in the first measured TTFT. Errors are ignored (the requests will report them)."""
+    try:
+        await client.models.list()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def describe_error(exc):
     """Short, secret-free text for an SDK/transport exception."""
     if HAS_OPENAI and isinstance(exc, openai.APIStatusError):

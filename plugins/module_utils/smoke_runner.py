@@ -230,6 +230,7 @@ async def run_smoke_async(p):
     client = None
     try:
         client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], p["concurrency"])
+        await sc.warm_up(client)
         ctx = {
             "client": client, "model": model, "concurrency": int(p["concurrency"]),
             "body": sc.request_body(p["max_tokens"], p.get("reasoning_effort"), p.get("extra_body")),
