@@ -213,6 +213,8 @@ class Handler(BaseHTTPRequestHandler):
     do_HEAD = do_GET
 
     def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        self._raw = self.rfile.read(length) if length else b""  # outside the lock: slow senders stall nobody
         with FRONTEND:
             prepared = self._prepare_post()
         if prepared is not None:
@@ -221,8 +223,7 @@ class Handler(BaseHTTPRequestHandler):
     def _prepare_post(self):
         """Everything before admission; returns (body, prompt_tokens, plan) or None once an error was sent."""
         path = self._path()
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self._raw
         if path == "/ping":
             return self._send(200 if self.app.healthy else 503, b"")
         if not self._authorized():
