@@ -1,0 +1,79 @@
+"""image and teardown roles without a cluster: argument specs match defaults, refusals happen before any host
+is contacted (the example inventory's hosts are not reachable from here)."""
+import os
+
+import pytest
+import yaml
+
+from tests.helpers.runner import REPO, failed_tasks, run_playbook
+
+EXAMPLE = os.path.join(REPO, "inventories", "gb300-cluster")
+
+
+@pytest.fixture
+def inventory(tmp_path):
+    """The gb300-cluster example with its hosts moved to closed loopback ports (nothing may reach them)."""
+    hosts = _load("inventories", "gb300-cluster", "hosts.yml")
+    for group in hosts["vllm_cluster"]["children"].values():
+        for i, (name, hv) in enumerate(sorted(group.get("hosts", {}).items())):
+            hv.update(ansible_host="127.0.0.%d" % (201 + len(name) % 10 + i), ansible_port=1)
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    os.symlink(os.path.join(EXAMPLE, "group_vars"), str(inv / "group_vars"))
+    return str(inv)
+
+
+def _load(*parts):
+    with open(os.path.join(REPO, *parts)) as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize("role", ["image", "teardown"])
+def test_argument_specs_document_every_default_with_the_role_prefix(role):
+    defaults = _load("roles", role, "defaults", "main.yml")
+    options = _load("roles", role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    for name in defaults:
+        assert name.startswith(role + "_"), name
+    public = set(defaults) - {"image_allow_unpinned", "image_lookup_names"}
+    assert public == set(options), set(options) ^ public
+    for name, spec in options.items():
+        if "default" in spec:
+            assert spec["default"] == defaults[name], name
+
+
+def test_defaults_are_commented():
+    for role in ("image", "teardown"):
+        with open(os.path.join(REPO, "roles", role, "defaults", "main.yml")) as handle:
+            lines = handle.read().splitlines()
+        for i, line in enumerate(lines):
+            if line and not line.startswith((" ", "#", "-")) and ":" in line:
+                assert lines[i - 1].startswith("#"), "%s: %s has no comment above it" % (role, line)
+
+
+def test_tag_only_image_reference_is_refused_on_every_node_before_contacting_it(inventory):
+    r = run_playbook("image.yml", inventory, extravars=dict(image_reference="vllm/vllm-openai:latest"))
+    assert r.status == "failed"
+    failures = failed_tasks(r)
+    hosts = {h for h, task, _ in failures if task == "Check the image reference"}
+    assert hosts and len(hosts) == len(failures), failures
+    for host, _task, msg in failures:
+        assert msg.startswith(host + ": 'vllm/vllm-openai:latest' is not pinned by digest")
+        assert "kimi_k3_allow_unpinned_image" in msg
+
+
+def test_cache_removal_without_the_phrase_is_refused_before_contacting_nodes(inventory):
+    r = run_playbook("teardown.yml", inventory, extravars=dict(teardown_remove_cache=True,
+                                                                 teardown_confirm_remove_cache="yes"))
+    assert r.status == "failed"
+    failures = failed_tasks(r)
+    assert failures and all(t == "Refuse to delete the weights without the confirmation phrase" for _, t, _ in failures)
+    assert all("yes-delete-weights" in msg for _, _, msg in failures)
+
+
+def test_shallow_cache_dir_is_refused_even_with_the_phrase(inventory):
+    r = run_playbook("teardown.yml", inventory, extravars=dict(teardown_remove_cache=True,
+                                                                 teardown_confirm_remove_cache="yes-delete-weights",
+                                                                 teardown_model_cache_dir="/data"))
+    failures = failed_tasks(r)
+    assert failures and all(t == "Refuse to delete the weights without the confirmation phrase" for _, t, _ in failures)
