@@ -82,8 +82,29 @@ class _Server(HTTPServer):
     def _spawn(self, first_is_reserved):
         threading.Thread(target=self._worker, args=(first_is_reserved,), daemon=True).start()
 
+    def serve_forever(self, poll_interval=0.5):
+        """Accept loop that drains the whole backlog per wake-up (one GIL acquisition for a burst of connects)."""
+        import selectors
+        self.socket.setblocking(False)
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.socket, selectors.EVENT_READ)
+            while True:
+                sel.select(poll_interval)
+                while True:
+                    try:
+                        conn, addr = self.socket.accept()
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError:
+                        break
+                    stamp = time.monotonic()
+                    conn.setblocking(True)
+                    self._dispatch(conn, addr, stamp)
+
     def process_request(self, request, client_address):
-        stamp = time.monotonic()
+        self._dispatch(request, client_address, time.monotonic())
+
+    def _dispatch(self, request, client_address, stamp):
         with self._lock:
             if self._idle > 0:
                 self._idle -= 1
