@@ -103,7 +103,7 @@ class Deployment(object):
             raise StartupError("`--data-parallel-hybrid-lb` requires `--data-parallel-size-local`")
         if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
             raise StartupError("node_rank (%d) must be in [0, nnodes=%d)" % (self.node_rank, self.nnodes))
-        world = self.tp * self.pp * (1 if self.dp > 1 else 1)
+        world = self.tp * self.pp
         if self.nnodes > 1 and self.dp == 1 and world % self.nnodes != 0:
             raise StartupError("world_size (%d) must be divisible by nnodes (%d)" % (world, self.nnodes))
         if self.dp_local is not None and int(self.dp_local) > self.dp:
@@ -212,8 +212,8 @@ class KVBudget(object):
             raise StartupError(
                 "User-specified max_model_len (%d) is greater than the derived max_model_len "
                 "(max_position_embeddings=%d or model_max_length=None in model's config.json). To allow "
-                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN "
-                "must be used with extreme caution." % (self.requested_len, self.model_max))
+                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution." % (self.requested_len, self.model_max))
         self.max_model_len = min(self.model_max, self.kv_tokens) if self.auto_len else self.requested_len
 
     def check(self):
