@@ -34,7 +34,7 @@ def fatal(exc_type, message, where="core.py:1055"):
 def _fmt_non_default(values, explicit, model):
     shown = {}
     for dest in explicit:
-        shown[dest] = values.get(dest)
+        shown[dest] = "<redacted>" if dest in ("api_key", "hf_token") else values.get(dest)
     if model:
         shown = dict([("model_tag", model)] + list(shown.items()))
     return repr(shown)

@@ -75,6 +75,7 @@ def get(server, path, headers=None):
 
 def test_open_endpoints_and_auth(server):
     assert get(server, "/health")[0] == 200
+    assert KEY not in server[2].log()  # the key never reaches the log
     st, body = get(server, "/version")
     assert st == 200 and json.loads(body) == {"version": "0.28.0"}
     assert json.loads(get(server, "/load")[1]) == {"server_load": 0}
