@@ -375,6 +375,9 @@ def drift_table(probes, hosts):
             if not facts:
                 continue
             v = _attr(facts, attr)
+            # Unknown values are not drift: the per-host checks already fail them (missing tool, no GPUs).
+            if v is None or v == "unknown" or (attr == "gpu_count" and not v):
+                continue
             if attr in ("cuda_version",) and facts.get("vendor") != "nvidia":
                 continue
             if attr in ("rocm_version",) and facts.get("vendor") != "amd":
