@@ -21,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import hashlib
 import json
 import re
 import shlex
@@ -617,6 +618,14 @@ def serves_http(ctx, node):
     return ctx["launch"] == "dp" and ctx["lb_mode"] in ("hybrid", "external")
 
 
+def start_phase(ctx, node):
+    """0 = start first, 1 = start once phase 0 runs. Followers that dial the head start after it; hybrid-LB
+    nodes (each with its own API server) start together."""
+    if node["rank"] == 0 or (ctx["launch"] == "dp" and ctx["lb_mode"] in ("hybrid", "external")):
+        return 0
+    return 1
+
+
 def _node_env(ctx, recipe):
     s = ctx["settings"]
     env = {}
@@ -755,6 +764,7 @@ def build_cluster_plan(nodes, recipe, snapshots):
                 "image": str(ctx["settings"]["image"]),
                 "internal_address": _address(node),
                 "serves_http": serves_http(ctx, node),
+                "start_phase": start_phase(ctx, node),
                 "api_url": None,
                 "env": dict(env),
                 "secret_env": list(secret_env),
@@ -765,6 +775,7 @@ def build_cluster_plan(nodes, recipe, snapshots):
                 host = _api_host(node)
                 host = _address(node) if host in ("0.0.0.0", "::", "") else host
                 plan["api_url"] = "http://%s:%d" % (host, ctx["ports"]["api_port"])
+            plan["container"]["labels"]["io.gpufleet.kimi_k3.plan_hash"] = plan_hash(plan)
             plans[node["host"]] = plan
     cluster = _cluster_summary(ctx, plans) if not errors else {}
     return {"ok": not errors, "errors": errors, "warnings": warnings,
@@ -853,6 +864,16 @@ def summary_table(result):
     for w in result["warnings"]:
         lines.append("warning: " + format_problem(w))
     return "\n".join(lines)
+
+
+def plan_hash(plan):
+    """Short hash of what the container runs (image, env, secret names, container settings, argv)."""
+    container = dict(plan["container"])
+    container["labels"] = dict((k, v) for k, v in container.get("labels", {}).items()
+                               if not k.endswith(".plan_hash"))
+    material = json.dumps([plan["image"], plan["env"], plan["secret_env"], container, plan["vllm_args"]],
+                          sort_keys=True)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:16]
 
 
 def plan_json(plan):

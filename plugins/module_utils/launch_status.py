@@ -1,0 +1,188 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Status of a vLLM container on a node: engine state, start-up phase read from its log, health.
+
+Pure parsing functions plus a small Docker Engine API client over the unix socket (standard library only,
+so it runs on any node with Python >= 3.9).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+import socket
+import struct
+
+try:
+    import http.client as httplib
+    from urllib.parse import quote, urlparse
+except ImportError:  # pragma: no cover - Python 2 is not supported on nodes
+    import httplib
+    from urllib import quote
+    from urlparse import urlparse
+
+# Start-up phases in the order vLLM passes them; the last matching line of the log wins when it is later in
+# this order than the current phase, except that errors always win.
+PHASES = (
+    ("starting", re.compile(r"non-default args|vLLM API server version|Initializing a V1 LLM engine")),
+    ("joining", re.compile(r"Waiting for .*(peer|rank|engine)|Connecting to|not reachable yet|"
+                           r"init_distributed|world_size=")),
+    ("loading weights", re.compile(r"Starting to load model|Loading safetensors checkpoint shards|"
+                                   r"Loading weights")),
+    ("profiling / KV cache", re.compile(r"Model loading took|Available KV cache memory|KV cache size")),
+    ("capturing graphs", re.compile(r"Capturing CUDA graph|Graph capturing|init engine")),
+    ("serving", re.compile(r"Application startup complete|Starting vLLM API server|Uvicorn running|"
+                           r"Headless mode: engines running")),
+)
+ERROR_RE = re.compile(r"^(ERROR|CRITICAL)\b|Traceback \(most recent call last\)|EngineCore failed|"
+                      r"RuntimeError|TimeoutError|vllm serve: error:|unrecognized arguments")
+PROGRESS_RE = re.compile(r"Loading safetensors checkpoint shards:\s*(\d+)% Completed")
+
+
+def classify_phase(lines):
+    """Return ``(phase, detail)`` for a container log (list of lines)."""
+    phase_index = -1
+    detail = ""
+    error = None
+    for line in lines:
+        if ERROR_RE.search(line):
+            error = line.strip()
+        for index, (_name, pattern) in enumerate(PHASES):
+            if pattern.search(line) and index >= phase_index:
+                phase_index = index
+                detail = line.strip()
+        m = PROGRESS_RE.search(line)
+        if m:
+            detail = "checkpoint shards %s%%" % m.group(1)
+    if error:
+        return "error", error
+    if phase_index < 0:
+        return "created", ""
+    return PHASES[phase_index][0], detail
+
+
+def demux_docker_log(raw):
+    """Split Docker's multiplexed log stream (8-byte frame headers) into text; plain text passes through."""
+    out = []
+    pos = 0
+    if len(raw) >= 8 and raw[0:1] in (b"\x00", b"\x01", b"\x02") and raw[1:4] == b"\x00\x00\x00":
+        while pos + 8 <= len(raw):
+            size = struct.unpack(">I", raw[pos + 4:pos + 8])[0]
+            out.append(raw[pos + 8:pos + 8 + size])
+            pos += 8 + size
+        return b"".join(out).decode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
+class _UnixHTTPConnection(httplib.HTTPConnection):
+    def __init__(self, path, timeout=10):
+        httplib.HTTPConnection.__init__(self, "localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class DockerError(Exception):
+    pass
+
+
+class DockerAPI(object):
+    """Minimal read-only Docker Engine API client (unix socket or tcp://)."""
+
+    def __init__(self, docker_host="unix:///var/run/docker.sock", timeout=10):
+        self.docker_host = docker_host
+        self.timeout = timeout
+
+    def _conn(self):
+        if self.docker_host.startswith("unix://"):
+            return _UnixHTTPConnection(self.docker_host[len("unix://"):], timeout=self.timeout)
+        parsed = urlparse(self.docker_host.replace("tcp://", "http://"))
+        return httplib.HTTPConnection(parsed.hostname, parsed.port or 2375, timeout=self.timeout)
+
+    def get(self, path):
+        conn = self._conn()
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            body = resp.read()
+        except (OSError, socket.error, httplib.HTTPException) as exc:
+            raise DockerError("cannot reach the container engine at %s: %s" % (self.docker_host, exc))
+        finally:
+            conn.close()
+        return resp.status, body
+
+    def inspect(self, name):
+        status, body = self.get("/containers/%s/json" % quote(name))
+        if status == 404:
+            return None
+        if status != 200:
+            raise DockerError("inspect %s: HTTP %d %s" % (name, status, body[:200]))
+        return json.loads(body.decode("utf-8"))
+
+    def logs(self, name, tail=200):
+        status, body = self.get("/containers/%s/logs?stdout=1&stderr=1&tail=%d" % (quote(name), tail))
+        if status != 200:
+            return ""
+        return demux_docker_log(body)
+
+
+def check_health(url, timeout=5):
+    """GET ``url``; return the HTTP status code, or None when nothing answers."""
+    parsed = urlparse(url)
+    conn = httplib.HTTPConnection(parsed.hostname, parsed.port or 80, timeout=timeout)
+    try:
+        conn.request("GET", parsed.path or "/")
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    except (OSError, socket.error, httplib.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+def node_status(api, container, health_urls=(), tail=200):
+    """One look at a node: container state, exit code, phase from the log, health of ``health_urls``."""
+    info = api.inspect(container)
+    result = {"container": container, "exists": info is not None, "running": False, "restarting": False,
+              "exit_code": None, "status": "absent", "phase": "absent", "phase_detail": "", "health": {},
+              "healthy": False, "log_tail": [], "image": None, "started_at": None}
+    if info is None:
+        return result
+    state = info.get("State", {})
+    result.update(running=bool(state.get("Running")), restarting=bool(state.get("Restarting")),
+                  exit_code=state.get("ExitCode"), status=state.get("Status", "unknown"),
+                  image=info.get("Config", {}).get("Image"), started_at=state.get("StartedAt"))
+    lines = api.logs(container, tail=tail).splitlines()
+    result["log_tail"] = lines[-tail:]
+    result["phase"], result["phase_detail"] = classify_phase(lines)
+    if not result["running"]:
+        result["phase"] = "exited" if result["status"] in ("exited", "dead") else result["status"]
+    for url in health_urls:
+        result["health"][url] = check_health(url)
+    result["healthy"] = result["running"] and all(code == 200 for code in result["health"].values())
+    return result
+
+
+def failure_report(statuses, tail=40):
+    """A failure message from ``{host: node_status}``: which nodes are up, and every node's log tail."""
+    up = sorted(h for h, s in statuses.items() if s.get("running") and s.get("healthy"))
+    running = sorted(h for h, s in statuses.items() if s.get("running") and not s.get("healthy"))
+    down = sorted(h for h, s in statuses.items() if not s.get("running"))
+    lines = ["Nodes up and healthy: %s" % (", ".join(up) or "none"),
+             "Nodes running but not ready: %s" % (", ".join(running) or "none"),
+             "Nodes not running: %s" % (", ".join(down) or "none")]
+    for host in sorted(statuses):
+        s = statuses[host]
+        lines.append("--- %s: %s (exit code %s), phase %s%s" % (
+            host, s.get("status"), s.get("exit_code"), s.get("phase"),
+            (": " + s["phase_detail"]) if s.get("phase_detail") else ""))
+        lines += ["    " + line for line in (s.get("log_tail") or [])[-tail:]]
+    return "\n".join(lines)
