@@ -203,6 +203,9 @@ def test_fault_rewrites_profile_in_place(gb300):
     ctl = ["docker", "-H", "unix:///run/kimi-sim/control/docker.sock", "inspect", "--format",
            "{{.State.StartedAt}}", "kimi-sim-" + node]
     started = subprocess.run(ctl, capture_output=True, text=True).stdout
+    before = json.loads(subprocess.run([SIMCTL, "fault", node], capture_output=True, text=True).stdout)
+    inode = gb300.ssh(node, "stat -c %i /etc/kimi-sim/profile.json").stdout
+    faults = [f for f in faults if f not in before]
     for fault in faults:
         p = subprocess.run([SIMCTL, "fault", node, fault], capture_output=True, text=True, timeout=60)
         if p.returncode == 0:
@@ -212,8 +215,10 @@ def test_fault_rewrites_profile_in_place(gb300):
     try:
         prof = json.loads(gb300.ssh(node, "cat /etc/kimi-sim/profile.json").stdout)
         assert fault in prof.get("faults", [])
-    finally:
-        assert subprocess.run([SIMCTL, "fault", node, "--clear"], capture_output=True).returncode == 0
+    finally:  # restore what was there (other tests may share the sim)
+        restore = [SIMCTL, "fault", node] + (before or ["--clear"])
+        assert subprocess.run(restore, capture_output=True).returncode == 0
     prof = json.loads(gb300.ssh(node, "cat /etc/kimi-sim/profile.json").stdout)
-    assert prof.get("faults", []) == []
+    assert fault not in prof.get("faults", [])
+    assert gb300.ssh(node, "stat -c %i /etc/kimi-sim/profile.json").stdout == inode, "profile file replaced"
     assert subprocess.run(ctl, capture_output=True, text=True).stdout == started, "node container restarted"
