@@ -14,8 +14,6 @@ description:
   - Reads C(ansible_facts['node_probe']), C(preflight_expected) and C(preflight_probe_result) of each host from
     O(_input) through O(hostvars), runs all preflight checks and returns the report (summary, findings,
     drift table, nodes) with rendered C(table), C(markdown) and C(json) texts.
-  - Companion filters in the same file - C(preflight_findings) (probes dict, expected dict, thresholds) returns
-    the raw check result; C(preflight_table) and C(preflight_markdown) render a report.
 author:
   - gpufleet maintainers
 options:
@@ -32,6 +30,10 @@ options:
     description: Threshold overrides (see C(preflight_checks.DEFAULT_THRESHOLDS) and the role defaults).
     type: dict
     default: {}
+  show_pass:
+    description: Include passing checks in the rendered C(table) (the JSON and Markdown always have all).
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -53,7 +55,6 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_checks as C
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_report as R
 
 
@@ -77,7 +78,7 @@ def _get(mapping, key):
         return None
 
 
-def preflight_report(hosts, hostvars, thresholds=None):
+def preflight_report(hosts, hostvars, thresholds=None, show_pass=True):
     if hosts is None or hostvars is None:
         raise AnsibleFilterError("preflight_report needs the host list and hostvars")
     hosts = [str(h) for h in hosts]
@@ -95,30 +96,15 @@ def preflight_report(hosts, hostvars, thresholds=None):
     return {
         "ok": report["summary"]["ok"],
         "report": report,
-        "table": R.render_table(report),
+        "table": R.render_table(report, include_pass=bool(show_pass)),
         "markdown": R.render_markdown(report),
         "json": json.dumps(report, indent=2, sort_keys=True) + "\n",
         "failure_message": R.failure_message(report),
     }
 
 
-def preflight_findings(probes, expected, thresholds=None):
-    return C.run_checks(_plain(probes), _plain(expected), _plain(thresholds or {}))
-
-
-def preflight_table(report, include_pass=True):
-    return R.render_table(_plain(report), include_pass=include_pass)
-
-
-def preflight_markdown(report):
-    return R.render_markdown(_plain(report))
-
-
 class FilterModule(object):
     def filters(self):
         return {
             "preflight_report": preflight_report,
-            "preflight_findings": preflight_findings,
-            "preflight_table": preflight_table,
-            "preflight_markdown": preflight_markdown,
         }

@@ -1,5 +1,4 @@
 """Report assembly and rendering (module_utils.preflight_report) and the preflight filters."""
-import copy
 import importlib.util
 import json
 import os
@@ -118,11 +117,12 @@ def test_filter_host_missing_from_hostvars():
     assert out["report"]["summary"]["failed_checks"] == ["ghost:probe"]
 
 
-def test_other_filters():
+def test_filter_module_and_show_pass():
     fm = F.FilterModule().filters()
-    assert set(fm) == {"preflight_report", "preflight_findings", "preflight_table", "preflight_markdown"}
-    res = fm["preflight_findings"]({"t": facts("gb300-gpu-missing")}, {"t": copy.deepcopy(expected("head"))})
-    assert ("t", "gpu_count") in [(f["host"], f["check"]) for f in res["findings"] if f["status"] == "fail"]
-    rep = report()
-    assert fm["preflight_table"](rep, False).startswith("HOST")
-    assert fm["preflight_markdown"](rep).startswith("# Preflight report")
+    assert set(fm) == {"preflight_report"}
+    hv = FakeHostvars({"t": {"ansible_facts": {"node_probe": facts("gb300-tray01")},
+                             "preflight_expected": dict(expected("head"), nnodes=1)}})
+    full = fm["preflight_report"](["t"], hv, None)
+    short = fm["preflight_report"](["t"], hv, None, False)
+    assert " PASS " in full["table"] and " PASS " not in short["table"]
+    assert full["report"] == short["report"] and full["ok"] is True
