@@ -85,10 +85,15 @@ def preflight_report(hosts, hostvars, thresholds=None, show_pass=True):
     probes, expected, failures = {}, {}, {}
     for h in hosts:
         hv = _get(hostvars, h)
-        facts = _get(_get(hv, "ansible_facts") or {}, "node_probe") if hv is not None else None
+        # The registered result is read first: it is strictly per host. (With ansible-core 2.21, after a
+        # run_once + delegate_to task in an earlier play, hostvars[h].ansible_facts was seen to return another
+        # host's module facts.)
+        res = _get(hv, "preflight_probe_result") if hv is not None else None
+        facts = _get(_get(res, "ansible_facts") or {}, "node_probe") if res is not None else None
+        if not facts and hv is not None:
+            facts = _get(_get(hv, "ansible_facts") or {}, "node_probe")
         probes[h] = _plain(facts) if facts else None
         expected[h] = _plain(_get(hv, "preflight_expected") or {}) if hv is not None else {}
-        res = _get(hv, "preflight_probe_result") if hv is not None else None
         if res is not None and not facts:
             res = _plain(res)
             failures[h] = (res.get("msg") or ("unreachable" if res.get("unreachable") else "probe failed"))[:500]

@@ -232,7 +232,11 @@ def check_host(host, facts, exp, th):
         pct = float(th.get("max_gpu_memory_used_pct") or 0)
         busy = [g for g in facts["gpus"] if g.get("memory_used_mib") and g.get("memory_total_mib")
                 and 100.0 * g["memory_used_mib"] / g["memory_total_mib"] > pct]
-        if busy:
+        held = (facts.get("deployment") or {}).get("running")
+        if busy and held:
+            out.append(_f(host, "gpu_busy", "pass", "held by the running deployment (container %s)"
+                          % facts["deployment"].get("container"), "<= %g %% used per GPU" % pct))
+        elif busy:
             obs = ", ".join("GPU %s: %s of %s MiB used" % (g.get("index"), g["memory_used_mib"],
                                                            g["memory_total_mib"]) for g in busy)
             out.append(_f(host, "gpu_busy", "fail", obs, "<= %g %% used per GPU" % pct))
@@ -336,6 +340,9 @@ def check_host(host, facts, exp, th):
         label = "%s %s:%s" % (p.get("name"), p.get("address"), p.get("port"))
         if st == "free":
             out.append(_f(host, "ports", "pass", "%s free" % label, "free"))
+        elif st == "in_use" and (facts.get("deployment") or {}).get("running"):
+            out.append(_f(host, "ports", "pass", "%s in use by the running deployment (container %s)"
+                          % (label, facts["deployment"].get("container")), "free or held by this deployment"))
         elif st == "in_use":
             severity = "fail" if _role(exp) == "head" or p.get("name") == "api" else "warn"
             out.append(_f(host, "ports", severity, "%s in use" % label, "free"))

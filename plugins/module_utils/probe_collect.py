@@ -443,6 +443,27 @@ def collect_engine(ctx, docker_host):
     return res
 
 
+def collect_deployment(io, docker_host, name):
+    """State of this collection's own vLLM container, so a re-run does not mistake it for a foreign GPU user."""
+    res = {"container": name, "exists": False, "running": False, "image": None}
+    if not name:
+        return res
+    try:
+        status, body = io.http_get(docker_host, "/containers/%s/json" % name)
+    except Exception:  # pylint: disable=broad-except
+        return res
+    if status != 200:
+        return res
+    try:
+        info = json.loads(body) if isinstance(body, str) else json.loads(body.decode("utf-8"))
+    except (ValueError, AttributeError):
+        return res
+    res["exists"] = True
+    res["running"] = bool((info.get("State") or {}).get("Running"))
+    res["image"] = (info.get("Config") or {}).get("Image")
+    return res
+
+
 def collect_time_sync(ctx):
     if ctx.have("timedatectl"):
         rc, out, err = ctx.run(TIMEDATECTL_CMD)
@@ -580,6 +601,8 @@ def collect(io, options=None):
     }
     facts["engine"] = collect_engine(ctx, options.get("docker_host") or "unix:///var/run/docker.sock")
     facts["engine"]["gpu_support"] = _engine_gpu_support(vendor, facts["engine"], facts["devices"])
+    facts["deployment"] = collect_deployment(io, options.get("docker_host") or "unix:///var/run/docker.sock",
+                                             options.get("deployment_container"))
 
     shm = io.statvfs("/dev/shm")
     facts["shm_bytes"] = shm["total"] if shm else None

@@ -61,6 +61,12 @@ options:
       - Seconds after which a vendor tool is killed (through C(timeout(1)) when present). C(0) disables it.
     type: int
     default: 60
+  deployment_container:
+    description:
+      - Name of this collection's vLLM container. When it runs, the ports and GPU memory it holds are reported as
+        held by the deployment (a re-run of deploy.yml) rather than by a foreign process. Empty disables the lookup.
+    type: str
+    default: vllm-kimi-k3
 attributes:
   check_mode:
     support: full
@@ -182,6 +188,9 @@ ansible_facts:
             C(not_local), C(error ...)).
           type: list
           elements: dict
+        deployment:
+          description: This collection's vLLM container on the node - container, exists, running, image.
+          type: dict
         tools:
           description: Tool name -> path, or null when not found.
           type: dict
@@ -203,6 +212,7 @@ ARGUMENT_SPEC = dict(
     ports=dict(type="list", elements="raw", default=[]),
     bind_addresses=dict(type="list", elements="str", default=["0.0.0.0"]),
     command_timeout=dict(type="int", default=60),
+    deployment_container=dict(type="str", default="vllm-kimi-k3"),
 )
 
 

@@ -301,3 +301,18 @@ def test_expected_for_host_defaults():
     e = C.expected_for_host({"kimi_k3_accelerator": "gb300", "ansible_host": "10.0.0.11"}, ["vllm_head"], 2)
     assert e["role"] == "head" and e["internal_address"] == "10.0.0.11" and e["api_port"] == 8000
     assert e["memlock"] == -1 and e["shm_size"] == "64g"
+
+
+def test_running_deployment_holds_its_ports_and_gpu_memory():
+    """A re-run of deploy.yml must not fail preflight on the ports and GPU memory of its own container."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_checks as pc
+    facts = {"gpus": [{"index": 0, "memory_total_mib": 284208, "memory_used_mib": 270000}],
+             "ports": [{"name": "api", "address": "127.0.0.11", "port": 8000, "state": "in_use"}],
+             "deployment": {"container": "vllm-kimi-k3", "exists": True, "running": True}}
+    idle = dict(facts, deployment={"container": "vllm-kimi-k3", "exists": False, "running": False})
+    th = {"min_gpu_memory_mib": {"gb300": 280000}, "max_gpu_memory_used_pct": 5, "min_free_disk_gb": 1}
+    exp = {"accelerator": "gb300", "gpus_per_node": 4, "groups": ["vllm_head"]}
+    held = [f for f in pc.check_host("n1", facts, exp, pc.merge_thresholds(th)) if f["check"] in ("gpu_busy", "ports")]
+    free = [f for f in pc.check_host("n1", idle, exp, pc.merge_thresholds(th)) if f["check"] in ("gpu_busy", "ports")]
+    assert held and all(f["status"] == "pass" for f in held)
+    assert {f["check"]: f["status"] for f in free} == {"gpu_busy": "fail", "ports": "fail"}
