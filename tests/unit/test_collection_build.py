@@ -99,7 +99,7 @@ def test_build_ignore_excludes_local_dirs(tmp_path):
 
     out = tmp_path / "out"
     out.mkdir()
-    _, names = _build(src, out)
+    names = _build(src, out)[1]
     assert "plugins/modules/dummy.py" in names
     assert "sim/simctl" in names  # sim/ itself ships (docs, rehearsal tooling); only its state does not
     assert _offenders(names) == []
