@@ -122,7 +122,7 @@ def test_tarball_without_repo_digests_needs_the_expected_id(gb300, tmp_path):
     res = task_results(r, VERDICT)
     for n in gb300.nodes:
         if absent[n["name"]]:
-            verdict = json.loads(task_results(r, "Judge the node")[n["name"]]["stdout"])
+            verdict = task_results(r, "Judge the node")[n["name"]]["ansible_facts"]["image_verdict"]
             if verdict["ok"]:
                 # containerd image store: the archive kept the digest
                 assert res[n["name"]]["ansible_facts"]["image_pulled"]["verified_by"] == "repo_digests"

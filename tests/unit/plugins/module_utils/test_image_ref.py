@@ -1,17 +1,11 @@
-"""roles/image/files/image_verify.py: reference parsing, RepoDigests verification, the per-node verdict."""
-import importlib.util
-import io
-import json
-import os
-
+"""module_utils.image_ref: reference parsing, RepoDigests verification, the per-node verdict; and the thin filters of
+plugins/filter/image.py that expose it to the image role."""
 import pytest
 
-from tests.helpers.runner import REPO
+from ansible.errors import AnsibleFilterError
 
-_SPEC = importlib.util.spec_from_file_location("image_verify", os.path.join(REPO, "roles", "image", "files",
-                                                                            "image_verify.py"))
-iv = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(iv)
+from ansible_collections.gpufleet.kimi_k3.plugins.filter import image as image_filters
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import image_ref as iv
 
 D1 = "sha256:" + "1" * 64
 D2 = "sha256:" + "2" * 64
@@ -155,11 +149,26 @@ def test_failed_load_names_the_tarball():
     assert not out["ok"] and out["msg"].startswith("n1: cannot load %s from the tarball /srv/vllm.tar" % SIM_REF)
 
 
-def test_json_entry_point_round_trip():
-    out = io.StringIO()
-    rc = iv.main(io.StringIO(json.dumps({"op": "outcome", "reference": SIM_REF, "host": "n1",
-                                         "images": [_img([SIM_REF])]})), out)
-    assert rc == 0 and json.loads(out.getvalue())["ok"] is True
-    out = io.StringIO()
-    assert iv.main(io.StringIO('{"op": "nope", "reference": "x"}'), out) == 2
-    assert "bad request" in json.loads(out.getvalue())["error"]
+def test_filters_are_registered_under_their_documented_names():
+    filters = image_filters.FilterModule().filters()
+    assert filters == {"image_reference_parse": image_filters.image_reference_parse,
+                       "image_verdict": image_filters.image_verdict}
+
+
+def test_filters_give_the_module_utils_answers():
+    assert image_filters.image_reference_parse("vllm/vllm-openai:latest") == iv.image_reference_parse(
+        "vllm/vllm-openai:latest")
+    assert image_filters.image_reference_parse(None)["problem"] == "the image reference is empty"
+    images = [_img([SIM_REF])]
+    assert image_filters.image_verdict(SIM_REF, "n1", images=images, action={"changed": True}) == iv.image_outcome(
+        SIM_REF, "n1", images, action={"changed": True})
+    # the role passes tuples/mapping-likes from templating; None means "nothing registered"
+    out = image_filters.image_verdict(SIM_REF, "n1", images=tuple(images), action=None)
+    assert out["ok"] and out["fact"]["changed"] is False
+
+
+@pytest.mark.parametrize("kwargs,word", [
+    ({"images": {"Id": ID1}}, "images"), ({"action": ["failed"]}, "action"), ({"source": "rsync"}, "source")])
+def test_verdict_filter_refuses_malformed_inputs(kwargs, word):
+    with pytest.raises(AnsibleFilterError, match=word):
+        image_filters.image_verdict(SIM_REF, "n1", **kwargs)

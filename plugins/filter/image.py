@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the image role: thin wrappers over module_utils.image_ref.
+
+This file holds two filters. ansible-doc reads the DOCUMENTATION of a filter's Python file when it has one, which
+would give both filters the same page; so, like ansible.builtin's core.py, this file carries none and each filter is
+documented (DOCUMENTATION, EXAMPLES, RETURN) by its adjacent YAML file: image_reference_parse.yml, image_verdict.yml.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import image_ref
+
+
+def _plain(value):
+    """Templated Ansible containers -> plain dict/list/str."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def _str(value):
+    return "" if value is None else str(value)
+
+
+def image_reference_parse(reference, allow_unpinned=False):
+    """gpufleet.kimi_k3.image_reference_parse: see image_reference_parse.yml."""
+    return image_ref.image_reference_parse(_str(reference), allow_unpinned=allow_unpinned)
+
+
+def image_verdict(reference, host, images=None, action=None, source="pull", expected_id="", allow_unpinned=False,
+                  check_mode=False, tarball=""):
+    """gpufleet.kimi_k3.image_verdict: see image_verdict.yml."""
+    images = _plain(images) if images is not None else []
+    if not isinstance(images, list):
+        raise AnsibleFilterError("image_verdict: images must be a list of docker_image_info images, got %s"
+                                 % type(images).__name__)
+    action = _plain(action) if action is not None else {}
+    if not isinstance(action, dict):
+        raise AnsibleFilterError("image_verdict: action must be the registered result of the pull/load task, got %s"
+                                 % type(action).__name__)
+    if source not in ("pull", "tarball"):
+        raise AnsibleFilterError("image_verdict: source must be pull or tarball, got %r" % (source,))
+    return image_ref.image_outcome(_str(reference), _str(host), images=images, action=action, source=source,
+                                   expected_id=_str(expected_id), allow_unpinned=allow_unpinned,
+                                   check_mode=check_mode, tarball=_str(tarball))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"image_reference_parse": image_reference_parse, "image_verdict": image_verdict}
