@@ -49,7 +49,7 @@ attributes:
 EXAMPLES = r"""
 - name: Write the capacity curve
   gpufleet.kimi_k3.vllm_capacity_report:
-    points: "{{ capacity_points }}"
+    points: "{{ smoke_capacity_points }}"
     restarts: 2
     dest: "{{ kimi_k3_artifacts_dir }}/capacity"
   delegate_to: localhost
