@@ -7,27 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-DOCUMENTATION = r"""
----
-name: env_file
-short_description: Render C(NAME=value) lines for a Docker env file from selected keys of a mapping
-version_added: 0.1.0
-description:
-  - Keeps only O(names) from the input mapping, drops empty values, and renders one C(NAME=value) line per key,
-    sorted. Used to pass secrets to the container through a mode-0600 env file instead of argv or plan files.
-options:
-  _input:
-    description: Mapping of variable name to value.
-    type: dict
-    required: true
-  names:
-    description: Keys to keep.
-    type: list
-    elements: str
-    required: true
-author:
-  - gpufleet maintainers
-"""
+# Documentation: env_file.yml and launch_failure_report.yml beside this file (one page per filter).
 
 from ansible.errors import AnsibleFilterError
 

@@ -33,8 +33,8 @@ options:
     default: vllm_head
   overrides:
     description:
-      - C(kimi_k3_*) variables applied to every node on top of the inventory (for example a different
-        C(kimi_k3_max_model_len) per capacity step).
+      - Variables named C(kimi_k3_*) applied to every node on top of the inventory, for example a different
+        C(kimi_k3_max_model_len) per capacity step.
     type: dict
     default: {}
   dest:
@@ -96,7 +96,7 @@ scripts:
   returned: always
   type: dict
 errors:
-  description: One line per problem, C(host: variable: message Fix: ...).
+  description: One line per problem in the form C(host), C(variable), message, then C(Fix) and what to do.
   returned: always
   type: list
   elements: str
