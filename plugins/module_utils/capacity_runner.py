@@ -81,7 +81,7 @@ async def run_sweep_async(p):
     body = sc.request_body(p["output_tokens"], p.get("reasoning_effort"),
                            dict({"ignore_eos": True, "min_tokens": p["output_tokens"]}, **(p.get("extra_body") or {})))
     client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], max(levels))
-    await sc.warm_up(client)
+    await sc.warm_up(client, max(levels))
     nonce = "%x" % int(time.time() * 1000)
     try:
         prev = None

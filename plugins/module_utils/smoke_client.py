@@ -4,14 +4,23 @@
 
 Timing definitions (recorded with every result, see docs/smoke.md):
 
-- ``ttft_s``: ``perf_counter()`` taken as the last step before ``create()`` -> first SSE chunk whose delta carries
-  content **or** reasoning text (``reasoning``, falling back to ``reasoning_content``) or a tool call. The role-only
-  first chunk does not count. ``ttft_content_s`` / ``ttft_reasoning_s`` are kept separately.
-- ``itl_s``: gaps between successive token-carrying chunks (per SSE chunk, like ``vllm bench serve``; a K3 tool call
-  delivered in one delta is one big gap).
+- ``ttft_s``: ``perf_counter()`` taken as the last step before ``create()`` -> arrival of the first SSE event whose
+  delta carries content **or** reasoning text (``reasoning``, falling back to ``reasoning_content``) or a tool call.
+  The role-only first chunk does not count. ``ttft_content_s`` / ``ttft_reasoning_s`` are kept separately.
+- ``itl_s``: gaps between successive token-carrying SSE events (per SSE chunk, like ``vllm bench serve``; a K3 tool
+  call delivered in one delta is one big gap).
 - ``e2e_s``: request sent -> last token-carrying chunk.
 - ``output_tokens``/``prompt_tokens``: from the usage chunk (``stream_options.include_usage``); reasoning included.
 - The SDK's own retries are off (``max_retries=0``) so that timings are honest; errors become results, never raise.
+
+How the client keeps its own overhead out of the figures (measured in ``benchmarks/smoke_client_overhead.py``):
+
+- The SDK sends the request (auth, body, HTTP errors -> ``APIStatusError``), but the streamed body is read through
+  ``with_streaming_response`` and its SSE events are parsed here with ``json.loads`` into plain dicts; the timestamp
+  is taken once per socket read, before any parsing. The SDK's per-chunk pydantic ``ChatCompletionChunk``
+  construction cost ~0.2 ms per chunk, which at 64+ streams queued every chunk behind the others' parsing.
+- ``warm_up`` resolves the SDK's lazily imported resources and opens the keep-alive connections the run will use
+  (``concurrency`` of them), so first-request costs (imports, connection set-up) are not inside a measured TTFT.
 """
 from __future__ import annotations
 
@@ -62,13 +71,25 @@ def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
     return AsyncOpenAI(**kwargs)
 
 
-async def warm_up(client):
-    """One untimed GET /v1/models so that connection/TLS-context setup of the HTTP client (hundreds of ms on the
-    first request) does not land in the first measured TTFT. Errors are ignored (the requests will report them)."""
-    try:
-        await client.models.list()
-    except Exception:  # noqa: BLE001
-        pass
+async def warm_up(client, connections=1):
+    """Take first-request costs out of the measured window; errors are ignored (the requests will report them).
+
+    - resolves ``client.chat.completions.with_streaming_response`` (the SDK imports its chat resources lazily:
+      ~0.2 s on the first ``create()``, which used to land in the first measured TTFT);
+    - opens ``connections`` keep-alive connections with concurrent untimed ``GET /v1/models`` (the pool of
+      ``make_client(concurrency=...)`` keeps them), so connection set-up is not inside the streams' TTFT. No chat
+      request is sent, so the server's request counters and histograms see only the measured requests.
+    """
+    _ = client.chat.completions.with_streaming_response
+    n = max(1, int(connections or 1))
+
+    async def one_get():
+        try:
+            await client.models.list()
+        except Exception:  # noqa: BLE001
+            pass
+
+    await asyncio.gather(*(one_get() for _ in range(n)))
 
 
 def describe_error(exc):
@@ -82,6 +103,13 @@ def describe_error(exc):
     if HAS_OPENAI and isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         return "connection error: %s%s" % (exc, (" (%s)" % cause) if cause else "")
+    if isinstance(exc, StreamError):
+        return "stream error: %s" % str(exc)[:400]
+    # the streamed body is read by this module, so transport errors while streaming arrive as httpx exceptions
+    if _httpx is not None and isinstance(exc, _httpx.TimeoutException):
+        return "timeout: %s: %s" % (type(exc).__name__, str(exc)[:400])
+    if _httpx is not None and isinstance(exc, _httpx.TransportError):
+        return "connection error: %s: %s" % (type(exc).__name__, str(exc)[:400])
     return "%s: %s" % (type(exc).__name__, str(exc)[:400])
 
 
@@ -109,53 +137,102 @@ def request_body(max_tokens, reasoning_effort=None, extra_body=None, tools=None,
     return kw
 
 
+class StreamError(Exception):
+    """An ``{"error": ...}`` event inside an SSE stream."""
+
+
+def _sse_error(payload):
+    """``{"error": ...}`` inside the stream -> message text (the SDK raises ``APIError`` for these)."""
+    err = payload.get("error")
+    msg = err.get("message") if isinstance(err, dict) else None
+    return msg if isinstance(msg, str) and msg else "An error occurred during streaming"
+
+
 async def stream_chat(client, model, messages, **kw):
-    """One streaming chat request. Returns a result dict (``ok`` False with ``error`` on any failure)."""
+    """One streaming chat request. Returns a result dict (``ok`` False with ``error`` on any failure).
+
+    The body is read as raw bytes; ``perf_counter()`` is taken right after each read returns and applies to every
+    SSE event completed by that read, then the events are parsed (``json.loads``, plain dicts).
+    """
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
 
     res = {"ok": False, "error": None, "stream": True, "ttft_s": None, "ttft_content_s": None,
            "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "", "reasoning": "",
            "tool_calls": [], "prompt_tokens": None, "output_tokens": None, "finish_reason": None}
     content, reasoning, acc = [], [], {}
+    itl = res["itl_s"]
     last = None
+    create = client.chat.completions.with_streaming_response.create  # resolved (lazy imports) before the clock
+    loads = json.loads
     t0 = time.perf_counter()
     try:
-        stream = await client.chat.completions.create(
-            model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **kw)
-        async for chunk in stream:
-            now = time.perf_counter()
-            res["chunks"] += 1
-            if getattr(chunk, "usage", None) is not None:
-                res["prompt_tokens"] = chunk.usage.prompt_tokens
-                res["output_tokens"] = chunk.usage.completion_tokens
-            if not chunk.choices:
-                continue
-            choice = chunk.choices[0]
-            if choice.finish_reason:
-                res["finish_reason"] = choice.finish_reason
-            delta = choice.delta
-            if delta is None:
-                continue
-            c = delta.content or ""
-            r = _reasoning_of(delta) or ""
-            tcs = delta.tool_calls or []
-            if not (c or r or tcs):
-                continue
-            if c:
-                content.append(c)
-                if res["ttft_content_s"] is None:
-                    res["ttft_content_s"] = now - t0
-            if r:
-                reasoning.append(r)
-                if res["ttft_reasoning_s"] is None:
-                    res["ttft_reasoning_s"] = now - t0
-            if tcs:
-                tv.accumulate_stream_tool_calls(acc, tcs)
-            if last is None:
-                res["ttft_s"] = now - t0
-            else:
-                res["itl_s"].append(now - last)
-            last = now
+        async with create(model=model, messages=messages, stream=True, stream_options={"include_usage": True},
+                          **kw) as response:
+            pending = b""
+            data_lines = []
+            done = False
+            async for raw in response.iter_bytes():
+                now = time.perf_counter()
+                if done:
+                    continue  # drain to the end of the body so the connection can be reused
+                pending += raw
+                if b"\n" not in raw:
+                    continue
+                lines = pending.split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if line.endswith(b"\r"):
+                        line = line[:-1]
+                    if line:
+                        if line.startswith(b"data:"):
+                            data_lines.append(line[5:].lstrip(b" "))
+                        continue  # event:/id:/retry: fields and ":" comments carry nothing we need
+                    if not data_lines:
+                        continue
+                    data = data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines)
+                    data_lines = []
+                    if data.startswith(b"[DONE]"):
+                        done = True
+                        break
+                    chunk = loads(data)
+                    if not isinstance(chunk, dict):
+                        continue
+                    if chunk.get("error"):
+                        raise StreamError(_sse_error(chunk))
+                    res["chunks"] += 1
+                    usage = chunk.get("usage")
+                    if usage:
+                        res["prompt_tokens"] = usage.get("prompt_tokens")
+                        res["output_tokens"] = usage.get("completion_tokens")
+                    choices = chunk.get("choices")
+                    if not choices:
+                        continue
+                    choice = choices[0]
+                    if choice.get("finish_reason"):
+                        res["finish_reason"] = choice["finish_reason"]
+                    delta = choice.get("delta")
+                    if not delta:
+                        continue
+                    c = delta.get("content") or ""
+                    r = delta.get("reasoning") or delta.get("reasoning_content") or ""
+                    tcs = delta.get("tool_calls") or []
+                    if not (c or r or tcs):
+                        continue
+                    if c:
+                        content.append(c)
+                        if res["ttft_content_s"] is None:
+                            res["ttft_content_s"] = now - t0
+                    if r:
+                        reasoning.append(r)
+                        if res["ttft_reasoning_s"] is None:
+                            res["ttft_reasoning_s"] = now - t0
+                    if tcs:
+                        tv.accumulate_stream_tool_calls(acc, tcs)
+                    if last is None:
+                        res["ttft_s"] = now - t0
+                    else:
+                        itl.append(now - last)
+                    last = now
         res["e2e_s"] = (last if last is not None else time.perf_counter()) - t0
         res["ok"] = True
     except Exception as exc:  # noqa: BLE001 - reported, never raised

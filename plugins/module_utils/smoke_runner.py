@@ -223,14 +223,17 @@ async def run_smoke_async(p):
     info = await asyncio.to_thread(sc.server_info, p["base_url"], p.get("api_key"), 30.0)
     model = p.get("model") or info["model"]
     metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
-    before = await asyncio.to_thread(sc.scrape, metrics_urls)
-    sampler = sc.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5))
-    sampler.start()
     groups = {}
     client = None
+    sampler = None
+    before = None
     try:
         client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], p["concurrency"])
-        await sc.warm_up(client)
+        # before the "before" scrape, so the warm-up GETs stay out of the server-side window
+        await sc.warm_up(client, p["concurrency"])
+        before = await asyncio.to_thread(sc.scrape, metrics_urls)
+        sampler = sc.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5))
+        sampler.start()
         ctx = {
             "client": client, "model": model, "concurrency": int(p["concurrency"]),
             "body": sc.request_body(p["max_tokens"], p.get("reasoning_effort"), p.get("extra_body")),
@@ -248,10 +251,12 @@ async def run_smoke_async(p):
             except Exception as exc:  # noqa: BLE001 - a group failure never crashes the module
                 groups[name] = _failed(sc.describe_error(exc))
     finally:
-        peaks = await sampler.stop()
+        peaks = await sampler.stop() if sampler is not None else {}
         if client is not None:
             await client.close()
     after = await asyncio.to_thread(sc.scrape, metrics_urls)
+    if before is None:  # the client could not even be set up: an empty window
+        before = after
     summ = sl.summarise_snapshot(after)
     window = sl.snapshot_delta(before, after)
     window.update({k: v for k, v in peaks.items()})
