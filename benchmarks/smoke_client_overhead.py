@@ -109,6 +109,7 @@ async def run_round(base_url, concurrency, tokens, preopen=True):
             "ttft_p99_s": agg["ttft_s"]["p99"],
             "itl_mean_s": agg["itl_s"]["mean"], "itl_p50_s": agg["itl_s"]["p50"],
             "tpot_mean_s": agg["tpot_s"]["mean"], "e2e_mean_s": agg["e2e_s"]["mean"],
+            "client_queue_max_s": (agg.get("client_queue_s") or {}).get("max"),
             "tokens_per_s": agg["tokens_per_s"], "output_tokens": agg["output_tokens"], "wall_s": round(wall, 4),
             "client_cpu_frac": round(cpu / wall, 3) if wall else None,
             "server_ttft_mean_s": delta.get("time_to_first_token_seconds_mean"),
@@ -133,16 +134,17 @@ def measure(base_url, concurrencies, tokens, repeats, ttft_s, itl_s, label="", p
     out = {}
     print("%s configured TTFT %.1f ms, ITL %.1f ms, %d output tokens, %d rounds per level" % (
         label, ttft_s * 1000, itl_s * 1000, tokens, repeats))
-    print("%5s | %-22s %7s | %-22s %7s | %-22s %7s | %-21s %7s | %8s %5s %6s %4s" % (
+    print("%5s | %-22s %7s | %-22s %7s | %-22s %7s | %-21s %7s | %8s %5s %6s %4s %6s" % (
         "conc", "TTFT mean med (min..max)", "err%", "TTFT p50 med (min..max)", "err%",
-        "ITL mean med (min..max)", "err%", "server TTFT / ITL", "srv err", "tok/s", "cpu", "load", "fail"))
+        "ITL mean med (min..max)", "err%", "server TTFT / ITL", "srv err", "tok/s", "cpu", "load", "fail",
+        "queue"))
     for c in concurrencies:
         rounds = []
         for _ in range(repeats):
             rounds.append(asyncio.run(run_round(base_url, c, tokens, preopen)))
             time.sleep(pause)
         s = {k: summarise(rounds, k) for k in ("ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "itl_mean_s", "itl_p50_s",
-                                               "tpot_mean_s", "tokens_per_s", "client_cpu_frac",
+                                               "tpot_mean_s", "tokens_per_s", "client_cpu_frac", "client_queue_max_s",
                                                "server_ttft_mean_s", "server_itl_mean_s", "loadavg_1m")}
         s["err_pct"] = {"ttft_mean": pct(s["ttft_mean_s"]["median"], ttft_s),
                         "ttft_p50": pct(s["ttft_p50_s"]["median"], ttft_s),
@@ -162,12 +164,12 @@ def measure(base_url, concurrencies, tokens, repeats, ttft_s, itl_s, label="", p
                 return "-"
             return (fmt + " (" + fmt + ".." + fmt + ")") % (d["median"] * scale, d["min"] * scale, d["max"] * scale)
 
-        print("%5d | %-22s %+7.2f | %-22s %+7.2f | %-22s %+7.2f | %9.1f / %-9.2f %+7.2f | %8.1f %5.2f %6.2f %4d" % (
+        print("%5d | %-22s %+7.2f | %-22s %+7.2f | %-22s %+7.2f | %9.1f / %-9.2f %+7.2f | %8.1f %5.2f %6.2f %4d %6.3f" % (
             c, rng("ttft_mean_s"), e["ttft_mean"] or 0, rng("ttft_p50_s"), e["ttft_p50"] or 0,
             rng("itl_mean_s", fmt="%.2f"), e["itl_mean"] or 0,
             (s["server_ttft_mean_s"]["median"] or 0) * 1000, (s["server_itl_mean_s"]["median"] or 0) * 1000,
             e["server_ttft"] or 0, s["tokens_per_s"]["median"] or 0, s["client_cpu_frac"]["median"] or 0,
-            s["loadavg_1m"]["median"] or 0, s["failed"]))
+            s["loadavg_1m"]["median"] or 0, s["failed"], s["client_queue_max_s"]["median"] or 0))
         sys.stdout.flush()
     return out
 

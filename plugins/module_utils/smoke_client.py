@@ -25,6 +25,7 @@ How the client keeps its own overhead out of the figures (measured in ``benchmar
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 import urllib.error
@@ -59,28 +60,160 @@ def split_base_url(base_url):
     return root, root + "/v1"
 
 
+# Connections per httpx pool: httpcore's pool scans all of its connections and queued requests on every
+# acquire/release, so one pool of 256 connections costs ~1 ms of CPU per request start and end; several smaller pools
+# behind one round-robin transport keep that scan short.
+POOL_SHARD_SIZE = 16
+
+# The release function of the current request's send gate (see ``stream_chat``), per asyncio task.
+_SEND_RELEASE = contextvars.ContextVar("kimi_k3_smoke_send_release", default=None)
+
+
+async def _trace(name, info):
+    """httpcore ``trace`` extension: the request body is on the socket -> let the next request start sending."""
+    if name.endswith("send_request_body.complete") or name.endswith("send_request_body.failed"):
+        release = _SEND_RELEASE.get()
+        if release is not None:
+            release()
+
+
+async def _install_trace(request):
+    request.extensions["trace"] = _trace
+
+
+if _httpx is not None:
+    class _ShardedTransport(_httpx.AsyncBaseTransport):
+        """Round-robin over several connection pools (each a plain ``AsyncHTTPTransport``)."""
+
+        def __init__(self, shards):
+            self._shards = list(shards)
+            self._next = 0
+
+        async def handle_async_request(self, request):
+            shard = self._shards[self._next]
+            self._next = (self._next + 1) % len(self._shards)
+            return await shard.handle_async_request(request)
+
+        async def aclose(self):
+            for shard in self._shards:
+                await shard.aclose()
+
+
 def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
-    """AsyncOpenAI with ``max_retries=0``, explicit timeout and a connection pool sized to ``concurrency``."""
+    """AsyncOpenAI with ``max_retries=0``, explicit timeout and connection pools sized to ``concurrency``.
+
+    The pools are split into shards of ``POOL_SHARD_SIZE`` connections (round-robin), every request carries an
+    httpcore trace hook that opens the client's send gate once its body is written, and the client gets a
+    ``_smoke_send_gate`` lock used by ``stream_chat``/``plain_chat``.
+    """
     _, api = split_base_url(base_url)
     kwargs = {"base_url": api, "api_key": api_key or "EMPTY", "max_retries": 0,
               "timeout": openai.Timeout(float(timeout), connect=min(10.0, float(timeout)))}
+    gate = False
     if _httpx is not None and hasattr(openai, "DefaultAsyncHttpxClient"):
         n = max(int(concurrency), 1)
+        shards = max(1, -(-n // POOL_SHARD_SIZE))
+        per = -(-n // shards)
+        ssl_context = _httpx.create_ssl_context()  # one for all shards (loading the CA bundle takes ~80 ms)
+        transports = [_httpx.AsyncHTTPTransport(verify=ssl_context,
+                                                limits=_httpx.Limits(max_connections=n + 4,
+                                                                     max_keepalive_connections=per + 4))
+                      for _ in range(shards)]
         kwargs["http_client"] = openai.DefaultAsyncHttpxClient(
-            limits=_httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4))
-    return AsyncOpenAI(**kwargs)
+            transport=transports[0] if shards == 1 else _ShardedTransport(transports),
+            event_hooks={"request": [_install_trace]})
+        gate = True
+    client = AsyncOpenAI(**kwargs)
+    client._smoke_send_gate = asyncio.Lock() if gate else None
+    return client
+
+
+class _SendGate(object):
+    """Lets one request at a time go from ``create()`` to "body written" (then the next one starts).
+
+    In one event loop, N simultaneous ``create()`` calls otherwise interleave at every await: request k's headers go
+    out, then every other request's set-up runs (the SDK's ~1-2 ms of CPU each) before k's body follows, so with 256
+    streams the bodies reached the server hundreds of ms after the clock had started. Waiting for the gate happens
+    before the clock starts and is reported separately as ``client_queue_s``.
+    """
+
+    def __init__(self, client):
+        self.lock = getattr(client, "_smoke_send_gate", None)
+        self.held = False
+        self.token = None
+        self.queue_s = 0.0
+
+    async def __aenter__(self):
+        if self.lock is not None:
+            q0 = time.perf_counter()
+            await self.lock.acquire()
+            self.queue_s = time.perf_counter() - q0
+            self.held = True
+            self.token = _SEND_RELEASE.set(self.release)
+        return self
+
+    def release(self):
+        if self.held:
+            self.held = False
+            self.lock.release()
+
+    async def __aexit__(self, *exc):
+        self.release()
+        if self.token is not None:
+            _SEND_RELEASE.reset(self.token)
+            self.token = None
+        return False
+
+
+_SDK_WARM = []
+_MOCK_SSE = (
+    b'data: {"id":"w","object":"chat.completion.chunk","created":0,"model":"w","choices":[{"index":0,"delta":'
+    b'{"role":"assistant","content":"w"},"finish_reason":"length"}]}\n\n'
+    b'data: {"id":"w","object":"chat.completion.chunk","created":0,"model":"w","choices":[],"usage":'
+    b'{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}\n\ndata: [DONE]\n\n')
+_MOCK_JSON = (
+    b'{"id":"w","object":"chat.completion","created":0,"model":"w","choices":[{"index":0,"message":'
+    b'{"role":"assistant","content":"w","tool_calls":[]},"finish_reason":"length"}],'
+    b'"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}')
+
+
+async def _warm_sdk_paths():
+    """Run ``stream_chat``/``plain_chat`` once per process against an in-memory transport (``httpx.MockTransport``):
+    the SDK's first ``create()`` costs ~0.2 s of one-off work (lazy imports, request-transform type caches) that
+    otherwise lands in the first measured request. Nothing goes over the network."""
+    if _SDK_WARM or _httpx is None or not hasattr(_httpx, "MockTransport"):
+        return
+    _SDK_WARM.append(True)
+
+    def handler(request):
+        if b'"stream":true' in request.content.replace(b" ", b""):
+            return _httpx.Response(200, headers={"content-type": "text/event-stream"}, content=_MOCK_SSE)
+        return _httpx.Response(200, headers={"content-type": "application/json"}, content=_MOCK_JSON)
+
+    mock = AsyncOpenAI(base_url="http://warm-up.invalid/v1", api_key="EMPTY", max_retries=0,
+                       http_client=openai.DefaultAsyncHttpxClient(transport=_httpx.MockTransport(handler)))
+    try:
+        msgs = [{"role": "user", "content": "warm-up"}]
+        await stream_chat(mock, "w", msgs, **request_body(1, "low", {"ignore_eos": True}))
+        await plain_chat(mock, "w", msgs, **request_body(1, "low"))
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+    finally:
+        await mock.close()
 
 
 async def warm_up(client, connections=1):
     """Take first-request costs out of the measured window; errors are ignored (the requests will report them).
 
-    - resolves ``client.chat.completions.with_streaming_response`` (the SDK imports its chat resources lazily:
-      ~0.2 s on the first ``create()``, which used to land in the first measured TTFT);
+    - resolves ``client.chat.completions.with_streaming_response`` and runs the request paths once in memory
+      (``_warm_sdk_paths``): the SDK's first ``create()`` in a process costs ~0.2 s, which used to land in the
+      first measured TTFT;
     - opens ``connections`` keep-alive connections with concurrent untimed ``GET /v1/models`` (the pool of
       ``make_client(concurrency=...)`` keeps them), so connection set-up is not inside the streams' TTFT. No chat
       request is sent, so the server's request counters and histograms see only the measured requests.
     """
     _ = client.chat.completions.with_streaming_response
+    await _warm_sdk_paths()
     n = max(1, int(connections or 1))
 
     async def one_get():
@@ -158,20 +291,29 @@ async def stream_chat(client, model, messages, **kw):
 
     res = {"ok": False, "error": None, "stream": True, "ttft_s": None, "ttft_content_s": None,
            "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "", "reasoning": "",
-           "tool_calls": [], "prompt_tokens": None, "output_tokens": None, "finish_reason": None}
+           "tool_calls": [], "prompt_tokens": None, "output_tokens": None, "finish_reason": None,
+           "client_queue_s": None}
     content, reasoning, acc = [], [], {}
     itl = res["itl_s"]
     last = None
     create = client.chat.completions.with_streaming_response.create  # resolved (lazy imports) before the clock
     loads = json.loads
+    gate = _SendGate(client)
+    await gate.__aenter__()
+    res["client_queue_s"] = gate.queue_s
     t0 = time.perf_counter()
     try:
         async with create(model=model, messages=messages, stream=True, stream_options={"include_usage": True},
                           **kw) as response:
+            gate.release()  # response headers are in, so the body is out (in case the trace hook did not fire)
+            http = response.http_response
+            # raw body reads (two async-generator layers fewer per chunk) unless the body is content-encoded
+            body_iter = http.aiter_bytes() if http.headers.get("content-encoding", "identity") != "identity" \
+                else http.aiter_raw()
             pending = b""
             data_lines = []
             done = False
-            async for raw in response.iter_bytes():
+            async for raw in body_iter:
                 now = time.perf_counter()
                 if done:
                     continue  # drain to the end of the body so the connection can be reused
@@ -238,6 +380,8 @@ async def stream_chat(client, model, messages, **kw):
     except Exception as exc:  # noqa: BLE001 - reported, never raised
         res["error"] = describe_error(exc)
         res["e2e_s"] = time.perf_counter() - t0
+    finally:
+        await gate.__aexit__(None, None, None)
     res["content"] = "".join(content)
     res["reasoning"] = "".join(reasoning)
     res["tool_calls"] = tv.stream_calls_list(acc)
@@ -251,10 +395,20 @@ async def plain_chat(client, model, messages, **kw):
     res = {"ok": False, "error": None, "stream": False, "ttft_s": None, "e2e_s": None, "itl_s": [],
            "content": "", "reasoning": "", "tool_calls": [], "prompt_tokens": None, "output_tokens": None,
            "finish_reason": None}
-    t0 = time.perf_counter()
-    try:
-        resp = await client.chat.completions.create(model=model, messages=messages, stream=False, **kw)
+    create = client.chat.completions.create
+    async with _SendGate(client) as gate:
+        res["client_queue_s"] = gate.queue_s
+        t0 = time.perf_counter()
+        try:
+            resp = await create(model=model, messages=messages, stream=False, **kw)
+            res["e2e_s"] = time.perf_counter() - t0
+        except Exception as exc:  # noqa: BLE001
+            resp = exc
+    if isinstance(resp, Exception):
+        res["error"] = describe_error(resp)
         res["e2e_s"] = time.perf_counter() - t0
+        return res
+    try:
         if resp.usage is not None:
             res["prompt_tokens"] = resp.usage.prompt_tokens
             res["output_tokens"] = resp.usage.completion_tokens
@@ -291,6 +445,7 @@ def aggregate(results, wall_s=None):
         "itl_s": sl.stats(itl),
         "tpot_s": sl.stats(tpots),
         "e2e_s": sl.stats([r.get("e2e_s") for r in ok]),
+        "client_queue_s": sl.stats([r.get("client_queue_s") for r in ok]),
         "output_tokens": total_out,
         "prompt_tokens": sum(r["prompt_tokens"] for r in ok if r.get("prompt_tokens") is not None),
         "tokens_per_s": round(total_out / wall, 3) if wall and total_out else None,
