@@ -185,8 +185,11 @@ def main():
     ap.add_argument("--server-nice", type=int, default=-5, help="niceness of the stand-in process (root only)")
     ap.add_argument("--no-preopen", action="store_true",
                     help="warm up one connection only (each stream then opens its own inside the measured window)")
+    ap.add_argument("--gate-width", type=int, help="override smoke_client.SEND_GATE_WIDTH (exploration)")
     ap.add_argument("--json", help="write all rounds and summaries here")
     args = ap.parse_args()
+    if args.gate_width and hasattr(sc, "SEND_GATE_WIDTH"):
+        sc.SEND_GATE_WIDTH = args.gate_width
     nice = set_nice(args.nice)
     port = free_port()
     base = "http://%s:%d/v1" % (HOST, port)

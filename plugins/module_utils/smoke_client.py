@@ -65,6 +65,9 @@ def split_base_url(base_url):
 # behind one round-robin transport keep that scan short.
 POOL_SHARD_SIZE = 16
 
+# Requests allowed between create() and "body written" at the same time (see ``_SendGate``).
+SEND_GATE_WIDTH = 1
+
 # The release function of the current request's send gate (see ``stream_chat``), per asyncio task.
 _SEND_RELEASE = contextvars.ContextVar("kimi_k3_smoke_send_release", default=None)
 
@@ -124,17 +127,20 @@ def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
             event_hooks={"request": [_install_trace]})
         gate = True
     client = AsyncOpenAI(**kwargs)
-    client._smoke_send_gate = asyncio.Lock() if gate else None
+    client._smoke_send_gate = asyncio.Semaphore(SEND_GATE_WIDTH) if gate else None
     return client
 
 
 class _SendGate(object):
-    """Lets one request at a time go from ``create()`` to "body written" (then the next one starts).
+    """Lets at most ``SEND_GATE_WIDTH`` requests at a time go from ``create()`` to "body written".
 
     In one event loop, N simultaneous ``create()`` calls otherwise interleave at every await: request k's headers go
-    out, then every other request's set-up runs (the SDK's ~1-2 ms of CPU each) before k's body follows, so with 256
-    streams the bodies reached the server hundreds of ms after the clock had started. Waiting for the gate happens
-    before the clock starts and is reported separately as ``client_queue_s``.
+    out, then every other request's set-up runs (the SDK's ~2 ms of CPU each) before k's body follows, so with 256
+    streams the bodies reached the server hundreds of ms after the clock had started. Width 1 (default) serialises
+    the sends completely; each hand-over waits for an event-loop pass, so at 256 streams on a loaded 2-core host the
+    last stream starts 1-3 s after the first (``client_queue_s``). Width 4 shortened that ramp in some runs but made
+    TTFT less accurate (benchmarks/smoke_client_overhead.py ``--gate-width``). Waiting for the gate happens before
+    the clock starts and is reported separately as ``client_queue_s``.
     """
 
     def __init__(self, client):
