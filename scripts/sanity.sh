@@ -114,7 +114,7 @@ fi
 if [ ! -f "$dest/tests/unit/requirements.txt" ] && [ -d "$dest/tests/unit" ]; then
   "$py" - "$here/requirements.txt" "$dest/tests/unit/requirements.txt" <<'EOF'
 import re, sys
-keep = {"openai", "jsonschema", "prometheus-client", "requests", "pyyaml"}
+keep = {"openai", "jsonschema", "prometheus-client", "requests", "pyyaml", "ansible-runner"}
 out = []
 for line in open(sys.argv[1]):
     line = line.split("#", 1)[0].strip()
