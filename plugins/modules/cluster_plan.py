@@ -48,13 +48,17 @@ options:
     default: kimi_k3
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Validates and renders the plans; no file is written under O(dest) in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   action:
+    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
     support: full
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
@@ -106,7 +110,7 @@ problems:
   type: list
   elements: dict
 warnings_list:
-  description: Non-fatal remarks in the same format as O(errors).
+  description: Non-fatal remarks in the same format as RV(errors).
   returned: always
   type: list
   elements: str

@@ -24,7 +24,7 @@ description:
   - Changes nothing on the node; runs in check mode as well and always returns C(changed=false).
   - Standard library only (Python 3.9 or newer on the node).
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 options:
   docker_host:
     description:
@@ -69,11 +69,14 @@ options:
     default: vllm-kimi-k3
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
-    description: The probe only reads, so it runs unchanged in check mode.
+    details: The probe only reads, so it runs unchanged in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
 notes:
   - Facts are returned under C(ansible_facts['node_probe']); read them through C(ansible_facts), not injected vars.

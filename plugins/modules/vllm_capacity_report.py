@@ -14,7 +14,7 @@ description:
   - The plot shows max_model_len (log scale) against theoretical and measured max concurrency (left axis) and peak
     throughput (right axis).
 author:
-  - gpufleet
+  - gpufleet maintainers (@gpufleet)
 requirements:
   - matplotlib (for the PNG; without it only JSON and Markdown are written)
 options:
@@ -40,9 +40,11 @@ options:
     type: dict
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode nothing is written; C(changed) tells whether the files would change.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 """
 

@@ -19,7 +19,7 @@ description:
     first saturated step when O(stop_on_saturation).
   - Requests are read-only; check mode sends them too (they change nothing) and the module never reports a change.
 author:
-  - gpufleet
+  - gpufleet maintainers (@gpufleet)
 requirements:
   - openai
   - prometheus_client
@@ -34,7 +34,6 @@ options:
   api_key:
     description: API key.
     type: str
-    no_log: true
   max_model_len:
     description: Fallback when C(/v1/models) does not report max_model_len.
     type: int
@@ -102,8 +101,10 @@ options:
     default: 3600
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 """
 
@@ -167,9 +168,9 @@ ARGUMENT_SPEC = dict(
     concurrency_levels=dict(type="list", elements="int"),
     max_concurrency=dict(type="int", default=64),
     requests_per_level=dict(type="float", default=2),
-    output_tokens=dict(type="int", default=128),
+    output_tokens=dict(type="int", default=128, no_log=False),
     prompt_fraction=dict(type="float", default=1.0),
-    max_prompt_tokens=dict(type="int"),
+    max_prompt_tokens=dict(type="int", no_log=False),
     ttft_limit_s=dict(type="float", default=0),
     plateau_gain=dict(type="float", default=0.05),
     stop_on_saturation=dict(type="bool", default=True),

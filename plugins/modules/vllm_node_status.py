@@ -43,11 +43,14 @@ options:
     default: 0
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Read-only; runs unchanged in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

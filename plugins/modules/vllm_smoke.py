@@ -24,7 +24,7 @@ description:
   - Server errors, timeouts and HTTP 4xx/5xx make the group C(failed) with the error text; the module itself does
     not fail for them. Apply O(fail_policy) and check RV(ansible_facts.vllm_smoke.policy.passed) to fail a play.
 author:
-  - gpufleet
+  - gpufleet maintainers (@gpufleet)
 requirements:
   - openai >= 1.40 (tested with 3.51)
   - jsonschema >= 4.18
@@ -40,7 +40,6 @@ options:
   api_key:
     description: API key (C(--api-key) of the server). Sent as bearer token.
     type: str
-    no_log: true
   groups:
     description: Groups to run.
     type: list
@@ -129,9 +128,11 @@ options:
     type: dict
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Requests are read-only; they are sent in check mode too. Never reports a change.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 notes:
   - Facts are namespaced as C(ansible_facts['vllm_smoke']); read them through C(ansible_facts), not as injected
@@ -213,8 +214,18 @@ ansible_facts:
           description: The request settings used (max_tokens, reasoning_effort, concurrency, ...).
           type: dict
         policy:
-          description: C(passed) (bool) and C(violations) (list of str) of O(fail_policy).
+          description: Outcome of O(fail_policy).
           type: dict
+          contains:
+            passed:
+              description: Whether every criterion of O(fail_policy) holds.
+              type: bool
+              sample: true
+            violations:
+              description: One line per violated criterion; empty when RV(ansible_facts.vllm_smoke.policy.passed).
+              type: list
+              elements: str
+              sample: []
 """
 
 import traceback
@@ -237,12 +248,12 @@ ARGUMENT_SPEC = dict(
     api_key=dict(type="str", no_log=True),
     groups=dict(type="list", elements="str", choices=["vision", "text", "long_context", "tool_calling"],
                 default=["vision", "text", "long_context", "tool_calling"]),
-    max_tokens=dict(type="int", default=2048),
+    max_tokens=dict(type="int", default=2048, no_log=False),
     reasoning_effort=dict(type="str", default="low"),
     extra_body=dict(type="dict"),
     timeout=dict(type="float", default=3600),
     concurrency=dict(type="int", default=4),
-    long_context_tokens=dict(type="int", default=32000),
+    long_context_tokens=dict(type="int", default=32000, no_log=False),
     tool_call_retries=dict(type="int", default=2),
     tool_call_rounds=dict(type="int", default=1),
     tool_choice=dict(type="str", choices=["auto", "required"], default="auto"),

@@ -50,13 +50,17 @@ options:
     default: 200
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Only reads the container state and the health URLs, so it waits in check mode too.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   action:
+    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
     support: full
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""
