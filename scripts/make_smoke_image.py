@@ -7,7 +7,9 @@ do OCR and "reads" that chunk instead. A real Kimi-K3 reads the pixels.
 
 Output: ``plugins/module_utils/smoke_image.py`` holding ``SAMPLE_PNG_B64``, ``SAMPLE_TEXT`` and
 ``SAMPLE_REQUIRED_TOKENS`` (what the vision check requires in the answer). Deterministic: running it twice yields the
-same file (fixed metadata, no timestamps).
+same file (fixed metadata, no timestamps). Every line of the output stays below ``MAX_LINE`` characters
+(ansible-test's pep8 limit is 160): the text is written one receipt line per literal, the base64 in 100-character
+chunks.
 
 Usage: .venv/bin/python scripts/make_smoke_image.py [--out PATH] [--png PATH]
 """
@@ -16,12 +18,6 @@ import base64
 import io
 import os
 import textwrap
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from PIL import Image, PngImagePlugin  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO, "plugins", "module_utils", "smoke_image.py")
@@ -47,6 +43,14 @@ REQUIRED_TOKENS = ["NORTHWIND", "4471-K3", "16.75", "1.34", "18.09"]
 
 
 def render_png():
+    """The receipt as greyscale PNG bytes (matplotlib and Pillow are imported here, so that ``render_module``
+    works without them)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image, PngImagePlugin
+
     fig = plt.figure(figsize=(3.6, 4.4), dpi=100)
     fig.patch.set_facecolor("white")
     ax = fig.add_axes([0, 0, 1, 1])
@@ -77,12 +81,29 @@ The PNG carries the same text in a ``tEXt`` chunk with keyword ``kimi-sim-ocr`` 
 from __future__ import annotations
 
 SAMPLE_MIME = "image/png"
-SAMPLE_TEXT = {text!r}
+SAMPLE_TEXT = "\\n".join([
+{text}
+])
 SAMPLE_REQUIRED_TOKENS = {tokens!r}
 SAMPLE_PNG_B64 = (
 {b64}
 )
 '''
+
+
+MAX_LINE = 160
+
+
+def render_module(png):
+    """The text of ``smoke_image.py`` for the PNG bytes ``png`` (every line shorter than ``MAX_LINE``)."""
+    b64 = base64.b64encode(png).decode("ascii")
+    body = "\n".join('    "%s"' % chunk for chunk in textwrap.wrap(b64, 100))
+    text = "\n".join("    %r," % line for line in LINES)
+    src = MODULE_TEMPLATE.format(text=text, tokens=REQUIRED_TOKENS, b64=body)
+    too_long = [n for n, line in enumerate(src.splitlines(), 1) if len(line) >= MAX_LINE]
+    if too_long:
+        raise ValueError("generated lines %s are %d characters or longer" % (too_long, MAX_LINE))
+    return src
 
 
 def main():
@@ -91,10 +112,8 @@ def main():
     ap.add_argument("--png", help="also write the PNG here")
     args = ap.parse_args()
     png = render_png()
-    b64 = base64.b64encode(png).decode("ascii")
-    body = "\n".join('    "%s"' % chunk for chunk in textwrap.wrap(b64, 100))
     with open(args.out, "w", encoding="utf-8") as fh:
-        fh.write(MODULE_TEMPLATE.format(text="\n".join(LINES), tokens=REQUIRED_TOKENS, b64=body))
+        fh.write(render_module(png))
     if args.png:
         with open(args.png, "wb") as fh:
             fh.write(png)

@@ -7,7 +7,22 @@ The PNG carries the same text in a ``tEXt`` chunk with keyword ``kimi-sim-ocr`` 
 from __future__ import annotations
 
 SAMPLE_MIME = "image/png"
-SAMPLE_TEXT = 'NORTHWIND GPU CAFE\nReceipt No. 4471-K3\n2026-08-14  10:42\n\nEspresso x2          7.00\nBagel                3.25\nGreen tea            2.90\nBlueberry muffin     3.60\n\nSUBTOTAL            16.75\nTAX 8%               1.34\nTOTAL               18.09\n\nCard ****1234   THANK YOU'
+SAMPLE_TEXT = "\n".join([
+    'NORTHWIND GPU CAFE',
+    'Receipt No. 4471-K3',
+    '2026-08-14  10:42',
+    '',
+    'Espresso x2          7.00',
+    'Bagel                3.25',
+    'Green tea            2.90',
+    'Blueberry muffin     3.60',
+    '',
+    'SUBTOTAL            16.75',
+    'TAX 8%               1.34',
+    'TOTAL               18.09',
+    '',
+    'Card ****1234   THANK YOU',
+])
 SAMPLE_REQUIRED_TOKENS = ['NORTHWIND', '4471-K3', '16.75', '1.34', '18.09']
 SAMPLE_PNG_B64 = (
     "iVBORw0KGgoAAAANSUhEUgAAAWgAAAG4CAAAAABNsCImAAABGHRFWHRraW1pLXNpbS1vY3IATk9SVEhXSU5EIEdQVSBDQUZFClJl"
