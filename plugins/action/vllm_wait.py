@@ -49,11 +49,11 @@ class ActionModule(ActionBase):
             if phase != last_phase:
                 history.append({"t_s": round(elapsed, 1), "phase": phase, "detail": status.get("phase_detail")})
             if phase != last_phase or elapsed - last_print >= every:
-                display.display("[%s] %5.0fs  %s%s" % (host, elapsed, phase,
-                                                       (": " + status["phase_detail"]) if status.get("phase_detail") else ""))
+                detail = (": " + status["phase_detail"]) if status.get("phase_detail") else ""
+                display.display("[%s] %5.0fs  %s%s" % (host, elapsed, phase, detail))
                 last_phase, last_print = phase, elapsed
-            base = dict((k, status.get(k)) for k in ("running", "status", "exit_code", "phase", "phase_detail",
-                                                      "health", "healthy", "log_tail", "image"))
+            base = {k: status.get(k) for k in ("running", "status", "exit_code", "phase", "phase_detail",
+                                               "health", "healthy", "log_tail", "image")}
             result.update(base, elapsed_s=round(elapsed, 1), rounds=rounds, phases=history, changed=False)
             if status.get("healthy"):
                 result["msg"] = "%s: ready after %.0f s" % (host, elapsed)

@@ -196,8 +196,8 @@ def image_outcome(reference, host, images=None, action=None, source="pull", expe
                "type as the node), or stage an archive of the registry-pushed image that keeps its digest"
                % (host, tarball or "?", ref["reference"], v["reason"]))
     else:
-        msg = "%s: pulled %s but cannot verify it: %s. %s" % (host, ref["reference"], v["reason"],
-                                                             VERIFY_HINT % ref["reference"])
+        msg = "%s: pulled %s but cannot verify it: %s. %s" % (
+            host, ref["reference"], v["reason"], VERIFY_HINT % ref["reference"])
     return {"ok": False, "msg": msg, "fact": fact}
 
 

@@ -283,8 +283,8 @@ def check_host(host, facts, exp, th):
         obs = "%d of %d ports ACTIVE (%s)" % (active, len(ports), rdma.get("source") or "no RDMA devices found")
         if down:
             obs += "; not active: " + ", ".join(down)
-        exp_txt = ">= %d ACTIVE port(s)%s" % (th["rdma_min_active_ports"],
-                                             "" if th["rdma_allow_down_ports"] else ", none down")
+        exp_txt = ">= %d ACTIVE port(s)%s" % (
+            th["rdma_min_active_ports"], "" if th["rdma_allow_down_ports"] else ", none down")
         bad = active < th["rdma_min_active_ports"] or (down and not th["rdma_allow_down_ports"])
         out.append(_f(host, "rdma", "fail" if bad else "pass", obs, exp_txt))
         if want_vendor == "nvidia":
@@ -323,9 +323,8 @@ def check_host(host, facts, exp, th):
     weights = facts.get("weights") or {}
     min_disk = int(float(th["min_free_disk_gb"]) * 1000 ** 3)
     if weights.get("present"):
-        out.append(_f(host, "disk", "pass", "weights present at %s (%s)" % (weights.get("path"),
-                                                                          fmt_bytes(weights.get("bytes"))),
-                      ">= %s GB free or weights present" % th["min_free_disk_gb"]))
+        obs = "weights present at %s (%s)" % (weights.get("path"), fmt_bytes(weights.get("bytes")))
+        out.append(_f(host, "disk", "pass", obs, ">= %s GB free or weights present" % th["min_free_disk_gb"]))
     else:
         free = disk.get("free_bytes")
         where = disk.get("path") if disk.get("exists") else "%s (missing; measured on %s)" % (

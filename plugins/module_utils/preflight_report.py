@@ -55,8 +55,8 @@ def render_table(report, include_pass=True, width=None):
                              _cell(f["expected"], exp_w))).rstrip())
     s = report["summary"]
     lines.append("")
-    lines.append("%s: %d hosts, %d fail, %d warn, %d pass" % ("PREFLIGHT OK" if s["ok"] else "PREFLIGHT FAILED",
-                                                             s["hosts"], s["fail"], s["warn"], s["pass"]))
+    lines.append("%s: %d hosts, %d fail, %d warn, %d pass" % (
+        "PREFLIGHT OK" if s["ok"] else "PREFLIGHT FAILED", s["hosts"], s["fail"], s["warn"], s["pass"]))
     todo = [f for f in report["findings"] if f["status"] != "pass"]
     if todo:
         lines.append("")

@@ -383,8 +383,8 @@ def render_markdown(facts, violations=None):
     if lf:
         lines += ["## Container logs (warnings/errors)", ""]
         for host, f in sorted(lf.items()):
-            lines.append("- %s: %d warning(s), %d error(s) %s" % (host, f["warnings"], f["errors"],
-                                                                   f["signatures"] or ""))
+            lines.append("- %s: %d warning(s), %d error(s) %s" % (
+                host, f["warnings"], f["errors"], f["signatures"] or ""))
         lines.append("")
     rep = facts.get("reproduction") or {}
     if rep:

@@ -301,8 +301,8 @@ def _resolve(nodes, recipe, snapshots, errors, warnings):
             gpn = None
     if hw and gpn is not None and (gpn < 1 or gpn > hw["gpus_per_node"]):
         errors.append(_problem(where, PREFIX + "gpus_per_node",
-                               "%d GPUs per node, but a %s node has %d." % (gpn, ctx["accelerator"],
-                                                                              hw["gpus_per_node"]),
+                               "%d GPUs per node, but a %s node has %d." % (
+                                   gpn, ctx["accelerator"], hw["gpus_per_node"]),
                                "use at most %d (a %s node%s)." % (hw["gpus_per_node"], ctx["accelerator"],
                                                                   " is one 4-GPU tray" if hw.get("gb_tray") else "")))
     ctx["gpus_per_node"] = gpn
