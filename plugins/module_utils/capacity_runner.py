@@ -11,13 +11,39 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logi
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke_runner import FILLER, FILLER_TOKENS
 
 
-def unique_prompt(tokens, nonce):
-    """~``tokens`` tokens starting with a unique nonce so prefix caching cannot flatter the numbers."""
-    reps = max(1, int(tokens) // FILLER_TOKENS)
+def unique_prompt(tokens, nonce, filler_tokens=FILLER_TOKENS):
+    """~``tokens`` tokens starting with a unique nonce so prefix caching cannot flatter the numbers.
+
+    ``filler_tokens`` is how many tokens the server's tokenizer makes of one FILLER (see calibrate_filler).
+    """
+    reps = max(1, int(int(tokens) / max(1.0, float(filler_tokens))))
     return ("Request %s. " % nonce) + FILLER * reps + "\nSummarise the text above in one sentence."
 
 
-async def run_step(client, model, concurrency, requests, prompt_tokens, body, metrics_urls, interval, nonce):
+async def calibrate_filler(client, model, body, low=4, high=12):
+    """Tokens per FILLER by the server's own tokenizer: two short requests, difference of usage.prompt_tokens.
+
+    Prompts near max-model-len must not overshoot (HTTP 400) because the client guessed another tokenizer.
+    Returns (tokens per filler, note); falls back to FILLER_TOKENS when the server reports no usage.
+    """
+    kw = dict(body, max_tokens=1)
+    extra = dict((k, v) for k, v in (body.get("extra_body") or {}).items() if k not in ("min_tokens", "ignore_eos"))
+    kw.pop("extra_body", None)
+    if extra:
+        kw["extra_body"] = extra
+    counts = []
+    for reps in (low, high):
+        msgs = [{"role": "user", "content": unique_prompt(reps * FILLER_TOKENS, "calibration")}]
+        res = await sc.plain_chat(client, model, msgs, **kw)
+        counts.append(res.get("prompt_tokens"))
+    if all(isinstance(c, int) for c in counts) and counts[1] > counts[0]:
+        per = (counts[1] - counts[0]) / float(high - low)
+        return per, "calibrated: %.1f tokens per filler (usage.prompt_tokens)" % per
+    return float(FILLER_TOKENS), "not calibrated (no usage in the response): assumed %d tokens per filler" % FILLER_TOKENS
+
+
+async def run_step(client, model, concurrency, requests, prompt_tokens, body, metrics_urls, interval, nonce,
+                   filler_tokens=FILLER_TOKENS):
     before = await asyncio.to_thread(sc.scrape, metrics_urls)
     sampler = sc.GaugeSampler(metrics_urls, interval=interval)
     sampler.start()
@@ -25,7 +51,8 @@ async def run_step(client, model, concurrency, requests, prompt_tokens, body, me
 
     async def one(i):
         async with sem:
-            msgs = [{"role": "user", "content": unique_prompt(prompt_tokens, "%s-%d-%d" % (nonce, concurrency, i))}]
+            msgs = [{"role": "user", "content": unique_prompt(prompt_tokens, "%s-%d-%d" % (nonce, concurrency, i),
+                                                              filler_tokens)}]
             return await sc.stream_chat(client, model, msgs, **body)
 
     t0 = time.perf_counter()
@@ -83,12 +110,13 @@ async def run_sweep_async(p):
     client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], max(levels))
     await sc.warm_up(client, max(levels))
     nonce = "%x" % int(time.time() * 1000)
+    filler_tokens, out["prompt_calibration"] = await calibrate_filler(client, model, body)
     try:
         prev = None
         for level in levels:
             n = max(level, int(p["requests_per_level"] * level))
             step = await run_step(client, model, level, n, prompt_tokens, body, metrics_urls,
-                                  p["metrics_interval"], nonce)
+                                  p["metrics_interval"], nonce, filler_tokens)
             step["saturation"] = cap.saturation_reasons(step, prev, p.get("ttft_limit_s"), p["plateau_gain"])
             out["steps"].append(step)
             prev = step

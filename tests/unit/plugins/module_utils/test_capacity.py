@@ -87,7 +87,11 @@ def test_sweep_finds_the_knee_of_a_server_with_four_slots():
     # 32768 KV tokens at max_model_len 8192 -> theoretical 4; the fake runs at most 4 requests, queues the rest
     with FakeVLLM(ttft=0.05, itl=0.01, tokens=6, max_model_len=8192, kv_tokens=32768, max_running=4) as f:
         out = cr.run_sweep(sweep_params(f.base_url))
-        body = f.requests[0]
+        calibration = [r for r in f.requests if not r.get("stream")]
+        body = [r for r in f.requests if r.get("stream")][0]
+    # Two non-streaming calibration requests measure the server's tokens per filler before the sweep.
+    assert len(calibration) == 2 and all(r["max_tokens"] == 1 for r in calibration)
+    assert "ignore_eos" not in calibration[0]
     assert out["theoretical_max_concurrency"] == 4.0 and out["kv"]["source"] == "metrics"
     assert out["levels"] == [1, 2, 4, 8]
     by_c = {s["concurrency"]: s for s in out["steps"]}
