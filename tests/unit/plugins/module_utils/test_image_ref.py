@@ -1,10 +1,10 @@
-"""module_utils.image_ref: reference parsing, RepoDigests verification, the per-node verdict; and the thin filters of
-plugins/filter/image.py that expose it to the image role."""
+"""module_utils.image_ref: reference parsing, RepoDigests verification, the per-node verdict.
+
+The filters of plugins/filter/image.py that expose it to the image role are tested in
+tests/unit/plugins/filter/test_image_filters.py (controller imports are not allowed in module_utils tests).
+"""
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpufleet.kimi_k3.plugins.filter import image as image_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import image_ref as iv
 
 D1 = "sha256:" + "1" * 64
@@ -147,28 +147,3 @@ def test_failed_load_names_the_tarball():
     out = iv.image_outcome(SIM_REF, "n1", [], action={"failed": True, "msg": "Error loading image archive: EOF"},
                            source="tarball", tarball="/srv/vllm.tar")
     assert not out["ok"] and out["msg"].startswith("n1: cannot load %s from the tarball /srv/vllm.tar" % SIM_REF)
-
-
-def test_filters_are_registered_under_their_documented_names():
-    filters = image_filters.FilterModule().filters()
-    assert filters == {"image_reference_parse": image_filters.image_reference_parse,
-                       "image_verdict": image_filters.image_verdict}
-
-
-def test_filters_give_the_module_utils_answers():
-    assert image_filters.image_reference_parse("vllm/vllm-openai:latest") == iv.image_reference_parse(
-        "vllm/vllm-openai:latest")
-    assert image_filters.image_reference_parse(None)["problem"] == "the image reference is empty"
-    images = [_img([SIM_REF])]
-    assert image_filters.image_verdict(SIM_REF, "n1", images=images, action={"changed": True}) == iv.image_outcome(
-        SIM_REF, "n1", images, action={"changed": True})
-    # the role passes tuples/mapping-likes from templating; None means "nothing registered"
-    out = image_filters.image_verdict(SIM_REF, "n1", images=tuple(images), action=None)
-    assert out["ok"] and out["fact"]["changed"] is False
-
-
-@pytest.mark.parametrize("kwargs,word", [
-    ({"images": {"Id": ID1}}, "images"), ({"action": ["failed"]}, "action"), ({"source": "rsync"}, "source")])
-def test_verdict_filter_refuses_malformed_inputs(kwargs, word):
-    with pytest.raises(AnsibleFilterError, match=word):
-        image_filters.image_verdict(SIM_REF, "n1", **kwargs)

@@ -4,7 +4,7 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner as sr
 
-from test_smoke_fake import FakeVLLM
+from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 
 
 def params(base_url, **kw):
@@ -163,7 +163,10 @@ def test_role_log_reader_demultiplexes_docker_stream():
     spec = importlib.util.spec_from_file_location("container_logs", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    frame = lambda stream, text: bytes([stream, 0, 0, 0]) + len(text).to_bytes(4, "big") + text  # noqa: E731
+
+    def frame(stream, text):
+        return bytes([stream, 0, 0, 0]) + len(text).to_bytes(4, "big") + text
+
     payload = frame(1, b"INFO up\n") + frame(2, b"WARNING " + b"x" * 300 + b"\n")
     assert mod.demux(payload) == b"INFO up\nWARNING " + b"x" * 300 + b"\n"
     assert mod.demux(b"plain tty output\n") == b"plain tty output\n"

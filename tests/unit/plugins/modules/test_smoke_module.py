@@ -1,8 +1,6 @@
 """vllm_smoke as a module: argument spec, check mode, exit shape, documentation consistency."""
 import json
-import os
 import re
-import sys
 
 import pytest
 import yaml
@@ -10,8 +8,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "module_utils"))
-from test_smoke_fake import FakeVLLM  # noqa: E402
+from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 
 
 def run_module(args, capsys):
