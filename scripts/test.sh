@@ -66,6 +66,22 @@ run_pytest() {
 
 # ---------------------------------------------------------------------------------------------------- stages
 stage_setup() {
+  # On a fresh Debian/Ubuntu machine (as root) the README's test command installs what the stages need:
+  # git (ansible-test's file list), python3-venv (setup.sh), the rehearsal cluster's host packages (sim/install.sh).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    local missing=()
+    for b in git ssh; do command -v "$b" >/dev/null || missing+=("$b"); done
+    if [ ${#missing[@]} -gt 0 ]; then
+      say "installing git/openssh-client (missing: ${missing[*]})"
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git openssh-client || return 1
+    fi
+    if [ -x sim/install.sh ] && { ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
+         || ! command -v docker-registry >/dev/null; }; then
+      say "sim/install.sh (Docker engine, registry, debootstrap for the rehearsal cluster)"
+      sim/install.sh || return 1
+    fi
+  fi
   scripts/setup.sh
 }
 
