@@ -60,7 +60,7 @@ def task_span(runner, task):
 
 def bring_up(n):
     p = subprocess.run([SIMCTL, "up", "--cluster", "bench", "--nodes", str(n)], capture_output=True, text=True,
-                       timeout=3600)
+                       timeout=3600, check=False)
     if p.returncode != 0:
         sys.exit("simctl up --cluster bench --nodes %d failed:\n%s" % (n, p.stderr[-2000:]))
 
@@ -76,7 +76,7 @@ def main():
     for n in sizes:
         if not args.no_up:
             bring_up(n)
-        for _ in range(args.repeat):
+        for _run in range(args.repeat):
             art = tempfile.mkdtemp(prefix="pf-bench-")
             r = run_playbook("preflight.yml", "inventories/sim-bench", extravars=dict(EXTRA, preflight_artifacts_dir=art),
                              forks=max(n, 5), timeout=1800)
@@ -89,7 +89,7 @@ def main():
     print()
     print("| nodes | wall (s) | probe span (s) | probe per host, median (s) | judge + report (s) | probe calls |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-    for n, wall, span, med, judge, calls, _ in rows:
+    for n, wall, span, med, judge, calls, _status in rows:
         print("| %d | %.2f | %.2f | %.2f | %.2f | %d |" % (n, wall, span or -1, med or -1, judge, calls))
 
 

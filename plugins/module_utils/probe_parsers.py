@@ -323,7 +323,7 @@ def parse_nvidia_smi_q(text):
             continue
         indent = len(raw) - len(raw.lstrip(" "))
         if " : " in raw or raw.rstrip().endswith(" :"):
-            key, _, value = raw.partition(" : ")
+            key, _sep, value = raw.partition(" : ")
             key = key.strip().rstrip(":").strip()
             value = value.strip()
         else:

@@ -338,7 +338,7 @@ SUMMARY_HEADER = ["group", "status", "ttft mean s", "ttft p99 s", "itl p50 s", "
 
 
 def markdown_table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _col in header) + "|"]
     for r in rows:
         lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |")
     return "\n".join(lines)

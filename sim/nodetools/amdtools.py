@@ -17,7 +17,7 @@ def _err(text):
 
 def amd_smi_major(profile):
     try:
-        return int(str(profile["rocm"]["amd_smi_tool"]).split(".")[0])
+        return int(str(profile["rocm"]["amd_smi_tool"]).split(".", maxsplit=1)[0])
     except (KeyError, ValueError):
         return 26
 
@@ -170,8 +170,9 @@ def amd_smi(profile, argv):
                 _out(json.dumps(rows, indent=4) + "\n")
             else:
                 _out("".join("GPU: %d\n    BDF: %s\n    UUID: %s\n    KFD_ID: %s\n    NODE_ID: %s\n"
-                             "    PARTITION_ID: %s\n\n" % (r["gpu"], r["bdf"], r["uuid"], r["kfd_id"], r["node_id"],
-                                                          r["partition_id"]) for r in rows))
+                             "    PARTITION_ID: %s\n\n" % (
+                                 r["gpu"], r["bdf"], r["uuid"], r["kfd_id"], r["node_id"], r["partition_id"])
+                             for r in rows))
             return 0
         if cmd == "static":
             sections, as_json, idx = _parse_amd_args(rest, STATIC_FLAGS)

@@ -581,12 +581,12 @@ def imex_nodes_text(profile, now=None):
     imex = profile["imex"]
     t = time.localtime(now) if now is not None else time.localtime()
     ms = int(((now if now is not None else time.time()) % 1) * 1000)
-    lines = [_IMEX_LEGEND, "%d/%d/%d %02d:%02d:%02d.%03d" % (t.tm_mon, t.tm_mday, t.tm_year, t.tm_hour, t.tm_min,
-                                                           t.tm_sec, ms), "Nodes:"]
+    stamp = "%d/%d/%d %02d:%02d:%02d.%03d" % (t.tm_mon, t.tm_mday, t.tm_year, t.tm_hour, t.tm_min, t.tm_sec, ms)
+    lines = [_IMEX_LEGEND, stamp, "Nodes:"]
     nodes = imex["nodes"]
     for k, n in enumerate(nodes):
-        lines.append("Node #%s- %s- %s- Version: %s" % (str(k).ljust(4), n["address"].ljust(16),
-                                                       n["status"].ljust(21), imex["version"]))
+        lines.append("Node #%s- %s- %s- Version: %s" % (
+            str(k).ljust(4), n["address"].ljust(16), n["status"].ljust(21), imex["version"]))
     lines.append("")
     lines.append(" Nodes From\\To  " + "".join(str(k).ljust(4) for k in range(len(nodes))).rstrip())
     for a, na in enumerate(nodes):
@@ -613,8 +613,8 @@ def nvidia_imex_ctl(profile, argv):
 def nvidia_ctk(profile, argv):
     ctk = profile.get("container_toolkit") or {}
     if argv in (["--version"], ["-v"], ["version"]):
-        _out("NVIDIA Container Toolkit CLI version %s\ncommit: %s\n" % (ctk.get("version", "1.18.0"),
-                                                                          ctk.get("commit", "0" * 40)))
+        _out("NVIDIA Container Toolkit CLI version %s\ncommit: %s\n" % (
+            ctk.get("version", "1.18.0"), ctk.get("commit", "0" * 40)))
         return 0
     if argv[:2] == ["cdi", "list"]:
         devs = profile.get("cdi_devices") or []

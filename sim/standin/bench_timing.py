@@ -47,7 +47,7 @@ async def one(host, port, tokens, results):
 
 async def level(host, port, conc, tokens):
     results = []
-    await asyncio.gather(*[one(host, port, tokens, results) for _ in range(conc)])
+    await asyncio.gather(*[one(host, port, tokens, results) for _unused in range(conc)])
     return results
 
 

@@ -54,7 +54,7 @@ def png_ocr_text(url):
     """Text of a `kimi-sim-ocr` tEXt/zTXt/iTXt chunk in a PNG data URL, else None. Never fetches http(s) URLs."""
     if not isinstance(url, str) or not url.startswith("data:"):
         return None
-    header, _, payload = url.partition(",")
+    header, _sep, payload = url.partition(",")
     if ";base64" not in header:
         return None
     try:
@@ -70,20 +70,20 @@ def png_ocr_text(url):
         pos += 12 + length
         try:
             if ctype == b"tEXt":
-                key, _, text = body.partition(b"\x00")
+                key, _sep, text = body.partition(b"\x00")
                 if key == OCR_KEYWORD:
                     return text.decode("latin-1")
             elif ctype == b"zTXt":
-                key, _, rest = body.partition(b"\x00")
+                key, _sep, rest = body.partition(b"\x00")
                 if key == OCR_KEYWORD:
                     return zlib.decompress(rest[1:]).decode("latin-1")
             elif ctype == b"iTXt":
-                key, _, rest = body.partition(b"\x00")
+                key, _sep, rest = body.partition(b"\x00")
                 if key == OCR_KEYWORD:
                     comp_flag = rest[0]
                     rest = rest[2:]
-                    _lang, _, rest = rest.partition(b"\x00")
-                    _tkey, _, text = rest.partition(b"\x00")
+                    _lang, _sep, rest = rest.partition(b"\x00")
+                    _tkey, _sep, text = rest.partition(b"\x00")
                     if comp_flag:
                         text = zlib.decompress(text)
                     return text.decode("utf-8")
@@ -421,7 +421,7 @@ def _gen_value(schema, key, text, depth):
         n = max(1, int(schema.get("minItems", 1)))
         if "maxItems" in schema:
             n = min(n, int(schema["maxItems"]))
-        return [_gen_value(schema.get("items", {"type": "string"}), key, text, depth + 1) for _ in range(n)]
+        return [_gen_value(schema.get("items", {"type": "string"}), key, text, depth + 1) for _unused in range(n)]
     if stype in ("integer", "number"):
         nums = re.findall(r"-?\d+(?:\.\d+)?", text)
         val = None

@@ -28,7 +28,7 @@ class LineReader(object):
             if not data:
                 return None
             self.buf += data
-        line, _, self.buf = self.buf.partition(b"\n")
+        line, _sep, self.buf = self.buf.partition(b"\n")
         return json.loads(line.decode())
 
 

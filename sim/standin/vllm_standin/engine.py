@@ -199,7 +199,7 @@ def render_metrics(group, model_name, cache_info):
     for e, lb in base:
         out.append("vllm:kv_cache_usage_perc%s %s" % (_labels(lb), _fmt(float(e.kv_usage()))))
     family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
-    for e, _ in base:
+    for e, _unused in base:
         lb = dict(cache_info)
         lb["engine"] = str(e.index)
         out.append("vllm:cache_config_info%s 1.0" % _labels(lb))

@@ -160,7 +160,7 @@ def parse_args(argv, snap):
             raise ArgError(None, 0)
         dotted = None
         if name not in snap.lookup and name.startswith("--") and "." in name:
-            base, _, dotted = name.partition(".")
+            base, _sep, dotted = name.partition(".")
             if base in snap.lookup:
                 name = base
             else:

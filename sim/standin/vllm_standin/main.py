@@ -286,8 +286,8 @@ def main(argv=None):
     signal.signal(signal.SIGINT, _on_signal)
     sys.setswitchinterval(0.001)
     if argv[:1] in (["--version"], ["-v"]):
-        print(os.environ.get("VLLM_STANDIN_REPORTED_VERSION", os.environ.get("VLLM_STANDIN_VERSION",
-                                                                            DEFAULT_VERSION)))
+        print(os.environ.get("VLLM_STANDIN_REPORTED_VERSION",
+                             os.environ.get("VLLM_STANDIN_VERSION", DEFAULT_VERSION)))
         return 0
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: vllm [-h] [-v] {%s} ..." % ",".join(SUBCOMMANDS))

@@ -67,6 +67,7 @@ class _Server(HTTPServer):
     """
     request_queue_size = 2048
     allow_reuse_address = True
+
     def server_activate(self):
         HTTPServer.server_activate(self)
         self._q = queue.SimpleQueue()
@@ -76,7 +77,7 @@ class _Server(HTTPServer):
             prespawn = int(os.environ.get("VLLM_STANDIN_HTTP_THREADS", "320"))
         except ValueError:
             prespawn = 320
-        for _ in range(prespawn):
+        for _worker in range(prespawn):
             self._spawn(first_is_reserved=False)
 
     def _spawn(self, first_is_reserved):
