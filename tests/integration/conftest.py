@@ -37,7 +37,7 @@ def _status():
     if os.geteuid() != 0:
         return None, "the rehearsal cluster needs root"
     try:
-        p = subprocess.run([SIMCTL, "status", "--json"], capture_output=True, text=True, timeout=60)
+        p = subprocess.run([SIMCTL, "status", "--json"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, "simctl status failed: %s" % e
     try:
@@ -79,7 +79,7 @@ class SimCluster(object):
 
     def docker(self, node, *args, check=True, timeout=120):
         p = subprocess.run([self._docker, *args], capture_output=True, text=True, timeout=timeout,
-                           env=self.docker_env(node))
+                           env=self.docker_env(node), check=False)
         if check and p.returncode != 0:
             raise AssertionError("docker %s on %s failed (%d): %s" % (
                 " ".join(args), self.node(node)["name"], p.returncode, p.stderr.strip()))
@@ -90,7 +90,7 @@ class SimCluster(object):
         return subprocess.run(
             ["ssh", "-i", SSH_KEY, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
              "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10",
-             "root@" + n["address"], command], capture_output=True, text=True, timeout=timeout)
+             "root@" + n["address"], command], capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="session")
@@ -109,7 +109,7 @@ def sim_cluster():
             if why and st is None and not os.path.exists(SIMCTL):
                 pytest.skip(why)
             p = subprocess.run([SIMCTL, "up", "--cluster", "all" if auto == "all" else name],
-                               capture_output=True, text=True, timeout=1800)
+                               capture_output=True, text=True, timeout=1800, check=False)
             if p.returncode != 0:
                 pytest.fail("simctl up --cluster %s failed:\n%s" % (name, p.stderr[-3000:]))
             st, why = _status()

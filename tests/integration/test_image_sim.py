@@ -88,7 +88,7 @@ def test_digest_missing_from_the_registry_fails_naming_every_node_and_the_refere
     r = run_playbook("image.yml", gb300.inventory, extravars={"kimi_k3_image": missing})
     assert r.status == "failed"
     failures = failed_tasks(r)
-    assert sorted(h for h, _, _ in failures) == sorted(n["name"] for n in gb300.nodes), failures
+    assert sorted(h for h, _task, _msg in failures) == sorted(n["name"] for n in gb300.nodes), failures
     for host, task, msg in failures:
         assert task == "Require the pinned digest on every node"
         assert msg.startswith("%s: cannot pull %s: " % (host, missing)), msg
@@ -100,7 +100,7 @@ def test_unreachable_registry_fails_with_the_engine_error(gb300):
     ref = "127.0.0.1:5999/vllm/vllm-openai@sha256:" + "0" * 64
     r = run_playbook("image.yml", gb300.inventory, extravars={"kimi_k3_image": ref})
     failures = failed_tasks(r)
-    assert sorted(h for h, _, _ in failures) == sorted(n["name"] for n in gb300.nodes), failures
+    assert sorted(h for h, _task, _msg in failures) == sorted(n["name"] for n in gb300.nodes), failures
     for host, _task, msg in failures:
         assert msg.startswith("%s: cannot pull %s: " % (host, ref)) and "127.0.0.1:5999" in msg
         assert "Check that the registry is reachable from the node" in msg

@@ -52,12 +52,12 @@ class fault(object):
         self.node, self.name = node, name
 
     def __enter__(self):
-        p = subprocess.run([SIMCTL, "fault", self.node, self.name], capture_output=True, text=True, timeout=120)
+        p = subprocess.run([SIMCTL, "fault", self.node, self.name], capture_output=True, text=True, timeout=120, check=False)
         if p.returncode != 0:
             pytest.fail("simctl fault %s %s failed: %s" % (self.node, self.name, p.stderr[-500:]))
 
     def __exit__(self, *exc):
-        subprocess.run([SIMCTL, "fault", self.node, "--clear"], capture_output=True, text=True, timeout=120)
+        subprocess.run([SIMCTL, "fault", self.node, "--clear"], capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize("cluster,model,count", [("gb300", "gb300", 4), ("mi355x", "mi355x", 8)])
@@ -95,7 +95,7 @@ def test_one_faulty_node_fails_naming_node_and_check(sim_cluster, cluster, node_
     node = sim.nodes[node_index]["name"]
     extra = {"preflight_max_gpu_memory_used_pct": 5} if check == "gpu_busy" else None
     with fault(node, fault_name):
-        r, report, _ = preflight(sim, extra=extra)
+        r, report, _art = preflight(sim, extra=extra)
     assert r.status == "failed"
     assert (node, check) in failing(report), failing(report)
     # the healthy node has no failing per-host check - except 'ports': the sim is shared, and another session's
@@ -109,7 +109,7 @@ def test_one_faulty_node_fails_naming_node_and_check(sim_cluster, cluster, node_
 def test_check_mode_still_probes_and_reports(sim_cluster):
     sim = sim_cluster("gb300")
     with fault(sim.nodes[1]["name"], "old_driver"):
-        r, report, _ = preflight(sim, check=True)
+        r, report, _art = preflight(sim, check=True)
     assert r.status == "failed"                       # check mode tells the truth
     assert (sim.nodes[1]["name"], "gpu_driver") in failing(report)
 

@@ -202,12 +202,12 @@ def test_fault_rewrites_profile_in_place(gb300):
     faults = [k for k in json.loads(faults_json.stdout) if not k.startswith("_")]
     ctl = ["docker", "-H", "unix:///run/kimi-sim/control/docker.sock", "inspect", "--format",
            "{{.State.StartedAt}}", "kimi-sim-" + node]
-    started = subprocess.run(ctl, capture_output=True, text=True).stdout
-    before = json.loads(subprocess.run([SIMCTL, "fault", node], capture_output=True, text=True).stdout)
+    started = subprocess.run(ctl, capture_output=True, text=True, check=False).stdout
+    before = json.loads(subprocess.run([SIMCTL, "fault", node], capture_output=True, text=True, check=False).stdout)
     inode = gb300.ssh(node, "stat -c %i /etc/kimi-sim/profile.json").stdout
     faults = [f for f in faults if f not in before]
     for fault in faults:
-        p = subprocess.run([SIMCTL, "fault", node, fault], capture_output=True, text=True, timeout=60)
+        p = subprocess.run([SIMCTL, "fault", node, fault], capture_output=True, text=True, timeout=60, check=False)
         if p.returncode == 0:
             break
     else:
@@ -217,8 +217,8 @@ def test_fault_rewrites_profile_in_place(gb300):
         assert fault in prof.get("faults", [])
     finally:  # restore what was there (other tests may share the sim)
         restore = [SIMCTL, "fault", node] + (before or ["--clear"])
-        assert subprocess.run(restore, capture_output=True).returncode == 0
+        assert subprocess.run(restore, capture_output=True, check=False).returncode == 0
     prof = json.loads(gb300.ssh(node, "cat /etc/kimi-sim/profile.json").stdout)
     assert fault not in prof.get("faults", [])
     assert gb300.ssh(node, "stat -c %i /etc/kimi-sim/profile.json").stdout == inode, "profile file replaced"
-    assert subprocess.run(ctl, capture_output=True, text=True).stdout == started, "node container restarted"
+    assert subprocess.run(ctl, capture_output=True, text=True, check=False).stdout == started, "node container restarted"

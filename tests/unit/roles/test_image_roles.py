@@ -24,6 +24,9 @@ def inventory(tmp_path):
     return str(inv)
 
 
+REFUSAL = "Refuse to delete the weights without the confirmation phrase"
+
+
 def _load(*parts):
     with open(os.path.join(REPO, *parts)) as handle:
         return yaml.safe_load(handle)
@@ -55,7 +58,7 @@ def test_tag_only_image_reference_is_refused_on_every_node_before_contacting_it(
     r = run_playbook("image.yml", inventory, extravars=dict(image_reference="vllm/vllm-openai:latest"))
     assert r.status == "failed"
     failures = failed_tasks(r)
-    hosts = {h for h, task, _ in failures if task == "Check the image reference"}
+    hosts = {h for h, task, _msg in failures if task == "Check the image reference"}
     assert hosts and len(hosts) == len(failures), failures
     for host, _task, msg in failures:
         assert msg.startswith(host + ": 'vllm/vllm-openai:latest' is not pinned by digest")
@@ -63,17 +66,17 @@ def test_tag_only_image_reference_is_refused_on_every_node_before_contacting_it(
 
 
 def test_cache_removal_without_the_phrase_is_refused_before_contacting_nodes(inventory):
-    r = run_playbook("teardown.yml", inventory, extravars=dict(teardown_remove_cache=True,
-                                                                 teardown_confirm_remove_cache="yes"))
+    r = run_playbook("teardown.yml", inventory,
+                     extravars=dict(teardown_remove_cache=True, teardown_confirm_remove_cache="yes"))
     assert r.status == "failed"
     failures = failed_tasks(r)
-    assert failures and all(t == "Refuse to delete the weights without the confirmation phrase" for _, t, _ in failures)
-    assert all("yes-delete-weights" in msg for _, _, msg in failures)
+    assert failures and all(t == REFUSAL for _host, t, _msg in failures)
+    assert all("yes-delete-weights" in msg for _host, _task, msg in failures)
 
 
 def test_shallow_cache_dir_is_refused_even_with_the_phrase(inventory):
-    r = run_playbook("teardown.yml", inventory, extravars=dict(teardown_remove_cache=True,
-                                                                 teardown_confirm_remove_cache="yes-delete-weights",
-                                                                 teardown_model_cache_dir="/data"))
+    r = run_playbook("teardown.yml", inventory,
+                     extravars=dict(teardown_remove_cache=True, teardown_confirm_remove_cache="yes-delete-weights",
+                                    teardown_model_cache_dir="/data"))
     failures = failed_tasks(r)
-    assert failures and all(t == "Refuse to delete the weights without the confirmation phrase" for _, t, _ in failures)
+    assert failures and all(t == REFUSAL for _host, t, _msg in failures)

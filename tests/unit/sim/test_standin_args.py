@@ -73,8 +73,8 @@ def test_recipe_commands_accepted(version, name):
 
 
 def test_values_and_spellings():
-    model, v, _ = parse("m --tensor_parallel_size=8 -pp 2 --served-model-name a b --no-enable-prefix-caching "
-                        "--eplb-config.num_redundant_experts 32 --headless --port=9000")
+    model, v, _explicit = parse("m --tensor_parallel_size=8 -pp 2 --served-model-name a b --no-enable-prefix-caching "
+                                "--eplb-config.num_redundant_experts 32 --headless --port=9000")
     assert (v["tensor_parallel_size"], v["pipeline_parallel_size"], v["port"]) == (8, 2, 9000)
     assert v["served_model_name"] == ["a", "b"]
     assert v["enable_prefix_caching"] is False and v["headless"] is True
@@ -82,7 +82,7 @@ def test_values_and_spellings():
 
 
 def test_legacy_hidden_aliases_only_in_033():
-    _, v, _ = parse("m --disable-prefix-caching --no-enable-flashinfer-autotune", "0.33.0")
+    _model, v, _explicit = parse("m --disable-prefix-caching --no-enable-flashinfer-autotune", "0.33.0")
     assert v["enable_prefix_caching"] is False and v["enable_flashinfer_autotune"] is False
     with pytest.raises(flags.ArgError) as exc:
         parse("m --disable-prefix-caching", "0.28.0")
@@ -113,19 +113,19 @@ def test_human_readable_int(raw, want):
 
 def run_cli(args, **env):
     p = subprocess.run([sys.executable, testing.VLLM_BIN] + args, capture_output=True, text=True, timeout=30,
-                       env=testing.fast_env(**env))
+                       env=testing.fast_env(**env), check=False)
     return p.returncode, p.stdout, p.stderr
 
 
 def test_cli_exit_codes_and_argparse_output():
-    rc, _, err = run_cli(["serve", "m", "--no-such-flag", "1"])
+    rc, _out, err = run_cli(["serve", "m", "--no-such-flag", "1"])
     assert rc == 2
     assert err.splitlines()[-1] == "vllm serve: error: unrecognized arguments: --no-such-flag 1"
-    rc, _, err = run_cli(["serve", "m", "--dcp-comm-backend", "zz"])
+    rc, _out, err = run_cli(["serve", "m", "--dcp-comm-backend", "zz"])
     assert rc == 2 and "argument --dcp-comm-backend: invalid choice: 'zz' (choose from" in err
-    rc, out, _ = run_cli(["--version"], VLLM_STANDIN_REPORTED_VERSION="0.28.0+standin")
+    rc, out, _err = run_cli(["--version"], VLLM_STANDIN_REPORTED_VERSION="0.28.0+standin")
     assert rc == 0 and out.strip() == "0.28.0+standin"
-    rc, _, err = run_cli(["serve", "m", "--disable-log-requests"], VLLM_STANDIN_VERSION="0.27.1")
+    rc, _out, err = run_cli(["serve", "m", "--disable-log-requests"], VLLM_STANDIN_VERSION="0.27.1")
     assert rc == 2 and "unrecognized arguments: --disable-log-requests" in err
 
 
@@ -147,19 +147,19 @@ def test_engine_level_rules_exit_1(args, message):
 
 
 def test_kv_budget_formula():
-    _, v, _ = parse("m -tp 8 --kv-cache-dtype fp8 --gpu-memory-utilization 0.95")
+    _model, v, _explicit = parse("m -tp 8 --kv-cache-dtype fp8 --gpu-memory-utilization 0.95")
     dep = config.Deployment("m", v, snap())
     kv = config.KVBudget(dep, v)
     free = 277.5 * 2 ** 30 * 0.95 - 1.56e12 / 8
     assert kv.kv_tokens == int(free // (24 * 576))
     assert kv.max_model_len == 1048576
-    _, v2, _ = parse("m -tp 8 --kv-cache-dtype auto --gpu-memory-utilization 0.95")
+    _model, v2, _explicit = parse("m -tp 8 --kv-cache-dtype auto --gpu-memory-utilization 0.95")
     kv2 = config.KVBudget(config.Deployment("m", v2, snap()), v2)
     assert abs(kv2.kv_tokens * 2 - kv.kv_tokens) <= 2
     # DEP16 spreads the weights over 16 GPUs: more room per GPU
-    _, v3, _ = parse("m " + DEP + " --kv-cache-dtype fp8 --gpu-memory-utilization 0.95")
+    _model, v3, _explicit = parse("m " + DEP + " --kv-cache-dtype fp8 --gpu-memory-utilization 0.95")
     kv3 = config.KVBudget(config.Deployment("m", v3, snap()), v3)
     assert kv3.kv_tokens > kv.kv_tokens
-    _, v4, _ = parse("m -tp 8 --max-model-len auto --kv-cache-dtype auto --gpu-memory-utilization 0.75")
+    _model, v4, _explicit = parse("m -tp 8 --max-model-len auto --kv-cache-dtype auto --gpu-memory-utilization 0.75")
     kv4 = config.KVBudget(config.Deployment("m", v4, snap()), v4)
     assert kv4.max_model_len == kv4.kv_tokens < 1048576

@@ -59,12 +59,12 @@ def server():
 
 @pytest.fixture
 def client(server):
-    host, port, _ = server
+    host, port, _proc = server
     return openai.OpenAI(base_url="http://%s:%d/v1" % (host, port), api_key=KEY, max_retries=0, timeout=20)
 
 
 def get(server, path, headers=None):
-    host, port, _ = server
+    host, port, _proc = server
     c = http.client.HTTPConnection(host, port, timeout=5)
     c.request("GET", path, headers=headers or {})
     r = c.getresponse()
@@ -90,7 +90,7 @@ def test_open_endpoints_and_auth(server):
 
 
 def test_sdk_rejects_bad_key(server):
-    host, port, _ = server
+    host, port, _proc = server
     bad = openai.OpenAI(base_url="http://%s:%d/v1" % (host, port), api_key="nope", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.models.list()

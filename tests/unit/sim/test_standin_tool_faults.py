@@ -13,12 +13,14 @@ from vllm_standin import chat, config, flags, testing  # noqa: E402
 jsonschema = pytest.importorskip("jsonschema")
 openai = pytest.importorskip("openai")
 
-SCHEMA = {"type": "object", "properties": {
-    "city": {"type": "string", "minLength": 1}, "days": {"type": "integer", "minimum": 1, "maximum": 7},
-    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-    "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
-    "opts": {"type": "object", "properties": {"verbose": {"type": "boolean"}, "ratio": {"type": "number"}},
-             "required": ["verbose", "ratio"]}},
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "minLength": 1}, "days": {"type": "integer", "minimum": 1, "maximum": 7},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+        "opts": {"type": "object", "properties": {"verbose": {"type": "boolean"}, "ratio": {"type": "number"}},
+                 "required": ["verbose", "ratio"]}},
     "required": ["city", "days", "unit", "tags", "opts"], "additionalProperties": False}
 TOOLS = [{"type": "function", "function": {"name": "send_email", "description": "Send an email message",
                                            "parameters": {"type": "object", "properties": {"to": {"type": "string"}},
@@ -35,8 +37,8 @@ def behaviour(monkeypatch, **env):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     snap = flags.Snapshot(flags.load_snapshot("0.28.0"))
-    _, values, _ = flags.parse_args(["m", "-tp", "8", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k3",
-                                     "--reasoning-parser", "kimi_k3"], snap)
+    argv = ["m", "-tp", "8", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k3", "--reasoning-parser", "kimi_k3"]
+    _model, values, _explicit = flags.parse_args(argv, snap)
     return chat.ChatBehaviour(config.Deployment("m", values, snap), 131072)
 
 
@@ -80,13 +82,13 @@ def test_fault_rate_is_deterministic_with_seed(monkeypatch):
     def pattern(seed):
         beh = behaviour(monkeypatch, VLLM_STANDIN_TOOL_FAULT="no_call", VLLM_STANDIN_TOOL_FAULT_RATE="0.5",
                         VLLM_STANDIN_SEED=seed)
-        return [run(beh).tool_call is None for _ in range(40)]
+        return [run(beh).tool_call is None for _unused in range(40)]
     a, b, c = pattern("7"), pattern("7"), pattern("8")
     assert a == b and a != c
     assert 8 <= sum(a) <= 32
     beh = behaviour(monkeypatch, VLLM_STANDIN_TOOL_FAULT="invalid_json,unknown_tool", VLLM_STANDIN_SEED="1")
     kinds = set()
-    for _ in range(20):
+    for _unused in range(20):
         tc = run(beh).tool_call
         kinds.add("unknown_tool" if tc["name"].endswith("_unknown") else "invalid_json")
     assert kinds == {"invalid_json", "unknown_tool"}
@@ -104,7 +106,7 @@ def test_named_choice_needs_strict(monkeypatch):
 
 def test_auto_choice_needs_server_flag(monkeypatch):
     snap = flags.Snapshot(flags.load_snapshot("0.28.0"))
-    _, values, _ = flags.parse_args(["m", "-tp", "8"], snap)
+    _model, values, _explicit = flags.parse_args(["m", "-tp", "8"], snap)
     beh = chat.ChatBehaviour(config.Deployment("m", values, snap), 131072)
     with pytest.raises(chat.RequestError):
         run(beh, tool_choice="auto")

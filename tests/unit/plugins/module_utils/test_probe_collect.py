@@ -171,7 +171,7 @@ def test_weights_present_in_hf_cache():
     index = json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors",
                                        "b": "model-00002-of-00002.safetensors"}})
     io = FixtureIO("gb300-tray01", {"paths": [snap], "sizes": {snap + "/model-00001-of-00002.safetensors": 10,
-                                                                 snap + "/model-00002-of-00002.safetensors": 5}})
+                                                               snap + "/model-00002-of-00002.safetensors": 5}})
     io.read = lambda p, _orig=io.read: index if p == snap + "/model.safetensors.index.json" else _orig(p)
     w = PC.collect(io, OPTS)["weights"]
     assert w == {"present": True, "path": snap, "bytes": 15, "missing_shards": 0}
@@ -224,7 +224,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class _UnixServer(socketserver.UnixStreamServer):
     def get_request(self):
-        req, _ = socketserver.UnixStreamServer.get_request(self)
+        req, _addr = socketserver.UnixStreamServer.get_request(self)
         return req, ("local", 0)
 
 

@@ -26,10 +26,10 @@ def png_text_chunks(data):
         ctype = data[pos + 4:pos + 8]
         body = data[pos + 8:pos + 8 + length]
         if ctype == b"tEXt":
-            key, _, text = body.partition(b"\0")
+            key, _sep, text = body.partition(b"\0")
             out[key.decode("latin-1")] = text.decode("latin-1")
         elif ctype == b"zTXt":
-            key, _, rest = body.partition(b"\0")
+            key, _sep, rest = body.partition(b"\0")
             out[key.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
         pos += 12 + length
     return out
@@ -222,7 +222,7 @@ class FakeVLLM(object):
         ev({"role": "assistant", "content": ""})
         time.sleep(self.ttft)
         first = True
-        for _ in range(self.reasoning_tokens):
+        for _unused in range(self.reasoning_tokens):
             if not first:
                 time.sleep(self.itl)
             first = False
