@@ -29,7 +29,8 @@ import contextvars
 import json
 import time
 import urllib.error
-import urllib.request
+
+from ansible.module_utils.urls import open_url
 
 try:
     import openai
@@ -109,7 +110,7 @@ def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
     httpcore trace hook that opens the client's send gate once its body is written, and the client gets a
     ``_smoke_send_gate`` lock used by ``stream_chat``/``plain_chat``.
     """
-    _, api = split_base_url(base_url)
+    _root, api = split_base_url(base_url)
     kwargs = {"base_url": api, "api_key": api_key or "EMPTY", "max_retries": 0,
               "timeout": openai.Timeout(float(timeout), connect=min(10.0, float(timeout)))}
     gate = False
@@ -121,7 +122,7 @@ def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
         transports = [_httpx.AsyncHTTPTransport(verify=ssl_context,
                                                 limits=_httpx.Limits(max_connections=n + 4,
                                                                      max_keepalive_connections=per + 4))
-                      for _ in range(shards)]
+                      for _shard in range(shards)]
         kwargs["http_client"] = openai.DefaultAsyncHttpxClient(
             transport=transports[0] if shards == 1 else _ShardedTransport(transports),
             event_hooks={"request": [_install_trace]})
@@ -218,7 +219,7 @@ async def warm_up(client, connections=1):
       ``make_client(concurrency=...)`` keeps them), so connection set-up is not inside the streams' TTFT. No chat
       request is sent, so the server's request counters and histograms see only the measured requests.
     """
-    _ = client.chat.completions.with_streaming_response
+    _resource = client.chat.completions.with_streaming_response
     await _warm_sdk_paths()
     n = max(1, int(connections or 1))
 
@@ -228,7 +229,7 @@ async def warm_up(client, connections=1):
         except Exception:  # noqa: BLE001
             pass
 
-    await asyncio.gather(*(one_get() for _ in range(n)))
+    await asyncio.gather(*(one_get() for _conn in range(n)))
 
 
 def describe_error(exc):
@@ -463,11 +464,14 @@ def aggregate(results, wall_s=None):
 # ------------------------------------------------------------------------------------------------ server side
 
 def http_get(url, timeout=10.0, api_key=None):
-    """GET ``url`` -> (status, text). Raises on connection errors."""
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer %s" % api_key} if api_key else {})
+    """GET ``url`` -> (status, text). Raises on connection errors.
+
+    ``open_url`` without ``~/.netrc`` (it would replace the bearer token with basic auth for a listed host).
+    """
+    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback/cluster URLs only
-            return resp.status, resp.read().decode("utf-8", "replace")
+        with open_url(url, headers=headers, method="GET", timeout=timeout, use_netrc=False) as resp:
+            return resp.getcode(), resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", "replace")
 
