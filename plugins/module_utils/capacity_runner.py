@@ -79,7 +79,7 @@ async def run_step(client, model, concurrency, requests, prompt_tokens, body, me
 
 
 async def run_sweep_async(p):
-    root, _ = sc.split_base_url(p["base_url"])
+    root, _api = sc.split_base_url(p["base_url"])
     info = await asyncio.to_thread(sc.server_info, p["base_url"], p.get("api_key"), 30.0)
     model = p.get("model") or info["model"]
     metrics_urls = p.get("metrics_urls") or [root + "/metrics"]

@@ -119,7 +119,7 @@ async def group_text(ctx):
     n = max(1, ctx["concurrency"])
     t0 = time.perf_counter()
     results = await _gather_limited(
-        [lambda: sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"]) for _ in range(n)], n)
+        [lambda: sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"]) for _req in range(n)], n)
     return _finish(results, time.perf_counter() - t0, _empty_content_error(results))
 
 
@@ -132,7 +132,7 @@ async def group_vision(ctx):
     if tokens is None:
         tokens = smoke_image.SAMPLE_REQUIRED_TOKENS if not ctx["image"] else []
     msgs = [{"role": "user", "content": [{"type": "text", "text": VISION_PROMPT},
-                                          {"type": "image_url", "image_url": {"url": url}}]}]
+                                         {"type": "image_url", "image_url": {"url": url}}]}]
     t0 = time.perf_counter()
     res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
     wall = time.perf_counter() - t0
@@ -188,7 +188,7 @@ async def group_tool_calling(ctx):
         return case
 
     factories = []
-    for _ in range(max(1, ctx["tool_call_rounds"])):
+    for _round in range(max(1, ctx["tool_call_rounds"])):
         for prompt, expected in TOOL_CASES:
             for stream in (True, False):
                 factories.append(make_case(prompt, expected, stream))
@@ -259,7 +259,7 @@ async def run_smoke_async(p):
         before = after
     summ = sl.summarise_snapshot(after)
     window = sl.snapshot_delta(before, after)
-    window.update({k: v for k, v in peaks.items()})
+    window.update(peaks)
     server = {
         "version": info["version"], "models": info["models"], "max_model_len": info["max_model_len"],
         "kv_cache_size_tokens": summ["kv_cache_size_tokens"],
