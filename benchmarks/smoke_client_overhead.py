@@ -66,7 +66,7 @@ def start_standin(port, ttft_ms, itl_ms, nice=-5, host=HOST):
          "--tensor-parallel-size", "8", "--max-num-seqs", "1024"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         preexec_fn=lambda: set_nice(nice))
-    for _ in range(300):
+    for _attempt in range(300):
         try:
             if urllib.request.urlopen("http://%s:%d/health" % (host, port), timeout=1).status == 200:
                 return proc
@@ -98,7 +98,7 @@ async def run_round(base_url, concurrency, tokens, preopen=True):
     msgs = [{"role": "user", "content": PROMPT}]
     cpu0 = time.process_time()
     t0 = time.perf_counter()
-    results = await asyncio.gather(*(sc.stream_chat(client, MODEL, msgs, **body) for _ in range(concurrency)))
+    results = await asyncio.gather(*(sc.stream_chat(client, MODEL, msgs, **body) for _req in range(concurrency)))
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     await client.close()
@@ -140,7 +140,7 @@ def measure(base_url, concurrencies, tokens, repeats, ttft_s, itl_s, label="", p
         "queue"))
     for c in concurrencies:
         rounds = []
-        for _ in range(repeats):
+        for _rep in range(repeats):
             rounds.append(asyncio.run(run_round(base_url, c, tokens, preopen)))
             time.sleep(pause)
         s = {k: summarise(rounds, k) for k in ("ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "itl_mean_s", "itl_p50_s",

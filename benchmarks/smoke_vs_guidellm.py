@@ -68,7 +68,7 @@ def guidellm_run(exe, base, c, n, tokens, tag):
     os.makedirs(OUT, exist_ok=True)
     data = os.path.join(OUT, "prompts-%d.jsonl" % tokens)
     with open(data, "w") as fh:
-        for _ in range(max(n, 16)):
+        for _row in range(max(n, 16)):
             fh.write(json.dumps({"prompt": "Say something.", "output_tokens_count": tokens}) + "\n")
     out = os.path.join(OUT, "c%d-%s.json" % (c, tag))
     cmd = [exe, "run", "--backend", "kind=openai_http,target=%s,model=%s" % (base[:-3], sco.MODEL),
@@ -79,7 +79,7 @@ def guidellm_run(exe, base, c, n, tokens, tag):
     before = sc.scrape(metrics)
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=OUT,
-                       preexec_fn=lambda: sco.set_nice(-10))
+                       preexec_fn=lambda: sco.set_nice(-10), check=False)
     delta = sl.snapshot_delta(before, sc.scrape(metrics))
     if p.returncode != 0 or not os.path.exists(out):
         raise RuntimeError("guidellm rc=%s: %s" % (p.returncode, (p.stdout + p.stderr)[-800:]))
