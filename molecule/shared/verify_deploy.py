@@ -30,7 +30,7 @@ def render_plan(inventory, extra=None):
     for k, v in (extra or {}).items():
         cmd += ["-e", "%s=%s" % (k, v)]
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     plans = {}
     for name in os.listdir(out):
@@ -123,7 +123,10 @@ def test_host_config_as_planned(container, plan):
     assert got_dev == sorted(_device_paths(d) for d in pc["devices"]), got_dev
     got_ul = sorted("%s:%s:%s" % (u["Name"], u["Soft"], u["Hard"]) for u in hc.get("Ulimits") or [])
     assert got_ul == sorted(pc["ulimits"]), got_ul
-    norm = lambda caps: sorted(c.upper().replace("CAP_", "") for c in caps or [])  # noqa: E731
+
+    def norm(caps):
+        return sorted(c.upper().replace("CAP_", "") for c in caps or [])
+
     assert norm(hc.get("CapAdd")) == norm(pc["capabilities"]), hc.get("CapAdd")
     assert sorted(hc.get("GroupAdd") or []) == sorted(pc["groups"]), hc.get("GroupAdd")
     assert set(pc["security_opts"]) <= set(hc.get("SecurityOpt") or []), hc.get("SecurityOpt")

@@ -6,10 +6,16 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared"))
 
-from verify_deploy import (  # noqa: E402,F401  (pytest collects the imported tests and fixtures)
+from verify_deploy import (  # noqa: E402
     container, node, plan, plans, test_api_as_planned, test_command_is_plan_vllm_args,
     test_container_runs_plan_image, test_env_contains_plan_env, test_host_config_as_planned,
     test_same_container_as_recorded_by_converge, _http_status)
+
+# The shared checks and fixtures are imported so that pytest collects them in this scenario; exported on purpose.
+__all__ = [
+    "container", "node", "plan", "plans", "test_api_as_planned", "test_command_is_plan_vllm_args",
+    "test_container_runs_plan_image", "test_env_contains_plan_env", "test_host_config_as_planned",
+    "test_same_container_as_recorded_by_converge"]
 
 testinfra_hosts = ["ansible://vllm_cluster"]
 
