@@ -161,11 +161,15 @@ def test_b_absent_digest_fails_before_touching_containers(deployed):
         assert n["name"] in text, text
     assert ref in text, text
     # nothing of the launch stage ran, and the containers are the same ones, still running
-    launch = [e for e in r.events if e.get("event", "").startswith("runner_on_")
-              and str(e["event_data"].get("role", "")).split(".")[-1] == "launch"]
+    launch = [e for e in r.events if e.get("event", "").startswith("runner_on_") and _role(e) == "launch"]
     assert launch == [], [e["event_data"].get("task") for e in launch]
     assert _ids(sim) == before
     assert _http(HEAD_URL + "/health") == 200
+
+
+def _role(event):
+    """Short role name of a runner event (``gpufleet.kimi_k3.launch`` -> ``launch``)."""
+    return str(event["event_data"].get("role", "")).rsplit(".", maxsplit=1)[-1]
 
 
 def _running_image(sim, node):
@@ -178,7 +182,7 @@ def test_c_upgrade_then_broken_upgrade_rolls_back(deployed):
     r = _run(sim, "upgrade.yml", {"kimi_k3_image": alt})
     assert r.status == "successful", failed_tasks(r)
     assert [_running_image(sim, n["name"]) for n in sim.nodes] == [alt, alt]
-    smoke = [e for e in r.events if e.get("event") == "runner_on_ok" and str(e["event_data"].get("role", "")).split(".")[-1] == "smoke"]
+    smoke = [e for e in r.events if e.get("event") == "runner_on_ok" and _role(e) == "smoke"]
     assert smoke, "the smoke gate did not run"
     assert _http(HEAD_URL + "/health") == 200
 
