@@ -3,7 +3,7 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity as cap
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner as cr
 
-from test_smoke_fake import FakeVLLM
+from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 
 
 def test_restart_plan_sorts_dedups_and_skips_running_value():
