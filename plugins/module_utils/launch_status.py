@@ -16,6 +16,8 @@ import re
 import socket
 import struct
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
+
 try:
     import http.client as httplib
     from urllib.parse import quote, urlparse
@@ -77,18 +79,6 @@ def demux_docker_log(raw):
     return raw.decode("utf-8", "replace")
 
 
-class _UnixHTTPConnection(httplib.HTTPConnection):
-    def __init__(self, path, timeout=10):
-        httplib.HTTPConnection.__init__(self, "localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self._path)
-        self.sock = sock
-
-
 class DockerError(Exception):
     pass
 
@@ -100,23 +90,11 @@ class DockerAPI(object):
         self.docker_host = docker_host
         self.timeout = timeout
 
-    def _conn(self):
-        if self.docker_host.startswith("unix://"):
-            return _UnixHTTPConnection(self.docker_host[len("unix://"):], timeout=self.timeout)
-        parsed = urlparse(self.docker_host.replace("tcp://", "http://"))
-        return httplib.HTTPConnection(parsed.hostname, parsed.port or 2375, timeout=self.timeout)
-
     def get(self, path):
-        conn = self._conn()
         try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            body = resp.read()
-        except (OSError, socket.error, httplib.HTTPException) as exc:
+            return engine_api.engine_get(self.docker_host, path, timeout=self.timeout)
+        except (OSError, socket.error, httplib.HTTPException, ValueError) as exc:
             raise DockerError("cannot reach the container engine at %s: %s" % (self.docker_host, exc))
-        finally:
-            conn.close()
-        return resp.status, body
 
     def inspect(self, name):
         status, body = self.get("/containers/%s/json" % quote(name))

@@ -19,16 +19,7 @@ import os
 import re
 import socket
 
-try:
-    import http.client as http_client
-except ImportError:  # pragma: no cover - Python 2 is not supported on nodes, kept for import sanity
-    http_client = None
-
-try:
-    from urllib.parse import urlparse
-except ImportError:  # pragma: no cover
-    from urlparse import urlparse
-
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
 
 SCHEMA_VERSION = 1
@@ -129,19 +120,8 @@ class ProbeIO(object):
     # --- network
     def http_get(self, docker_host, path, timeout=5.0):
         """GET ``path`` from the engine at ``docker_host`` (unix:// or tcp://) -> (status, body text)."""
-        u = urlparse(docker_host)
-        if u.scheme in ("unix", "") and (u.path or docker_host.startswith("/")):
-            conn = _UnixHTTPConnection(u.path or docker_host, timeout=timeout)
-        elif u.scheme in ("tcp", "http"):
-            conn = http_client.HTTPConnection(u.hostname, u.port or 2375, timeout=timeout)
-        else:
-            raise ValueError("unsupported docker_host scheme %r" % u.scheme)
-        try:
-            conn.request("GET", path, headers={"Host": "docker"})
-            resp = conn.getresponse()
-            return resp.status, resp.read().decode("utf-8", "replace")
-        finally:
-            conn.close()
+        status, body = engine_api.engine_get(docker_host, path, timeout=timeout)
+        return status, body.decode("utf-8", "replace")
 
     def port_state(self, address, port):
         """Try to bind ``address:port`` (TCP). -> 'free' | 'in_use' | 'not_local' | 'error: ...'."""
@@ -160,19 +140,6 @@ class ProbeIO(object):
             return "error: %s" % exc
         finally:
             s.close()
-
-
-if http_client is not None:
-    class _UnixHTTPConnection(http_client.HTTPConnection):
-        def __init__(self, path, timeout=5.0):
-            http_client.HTTPConnection.__init__(self, "localhost", timeout=timeout)
-            self._socket_path = path
-
-        def connect(self):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(self.timeout)
-            s.connect(self._socket_path)
-            self.sock = s
 
 
 # ============================================================================================= collectors

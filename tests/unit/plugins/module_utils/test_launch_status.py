@@ -1,0 +1,108 @@
+"""Launch status: start-up phase from vLLM logs, Docker log demultiplexing, node status over a unix socket,
+and the failure report."""
+import json
+import os
+import socketserver
+import struct
+import threading
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status as ls
+
+LOG = """INFO 11-30 04:42:23 [api_server.py:1970] vLLM API server version 0.28.0
+INFO 11-30 04:42:23 [parallel_state.py:1124] TP/PP rendezvous (master) listening on 127.0.0.11:29501, waiting for node ranks [1]
+INFO 11-30 04:42:23 [gpu_model_runner.py:3612] Starting to load model ...
+Loading safetensors checkpoint shards:  50% Completed | 48/96 [00:01<00:01, 32.00it/s]""".splitlines()
+
+
+def test_phase_progresses_with_the_log():
+    assert ls.classify_phase([]) == ("created", "")
+    assert ls.classify_phase(LOG[:1])[0] == "starting"
+    phase, detail = ls.classify_phase(LOG)
+    assert phase == "loading weights" and detail == "checkpoint shards 50%"
+    ready = LOG + ["INFO 11-30 04:42:26 [core.py:254] init engine (profile, create kv cache, warmup model)",
+                   "INFO:     Application startup complete."]
+    assert ls.classify_phase(ready)[0] == "serving"
+
+
+def test_errors_win_over_progress():
+    lines = LOG + ["ERROR 11-30 04:42:28 [core_client.py:721] Engine core proc for node rank 1 died unexpectedly"]
+    phase, detail = ls.classify_phase(lines)
+    assert phase == "error" and "died unexpectedly" in detail
+    assert ls.classify_phase(["vllm serve: error: unrecognized arguments: --bogus"])[0] == "error"
+
+
+def test_demux_multiplexed_stream_and_plain_text():
+    frames = b"".join(struct.pack(">BxxxI", stream, len(p)) + p
+                      for stream, p in ((1, b"out line\n"), (2, b"err line\n")))
+    assert ls.demux_docker_log(frames) == "out line\nerr line\n"
+    assert ls.demux_docker_log(b"plain tty text\n") == "plain tty text\n"
+
+
+class _Engine(BaseHTTPRequestHandler):
+    state = {"Running": False, "Status": "exited", "ExitCode": 137, "StartedAt": "2026-11-30T04:00:00Z"}
+
+    def log_message(self, *args):
+        pass
+
+    def address_string(self):
+        return "unix"
+
+    def do_GET(self):
+        if self.path.startswith("/containers/vllm-kimi-k3/json"):
+            body = json.dumps({"State": self.state, "Config": {"Image": "repo@sha256:" + "a" * 64}}).encode()
+        elif self.path.startswith("/containers/vllm-kimi-k3/logs"):
+            body = b"".join(struct.pack(">BxxxI", 1, len(line) + 1) + line.encode() + b"\n" for line in LOG)
+        else:
+            self.send_response(404)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+@pytest.fixture
+def engine(tmp_path):
+    path = str(tmp_path / "docker.sock")
+    server = _UnixServer(path, _Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield "unix://" + path
+    server.shutdown()
+    server.server_close()
+    os.unlink(path)
+
+
+def test_node_status_of_an_exited_container(engine):
+    api = ls.DockerAPI(engine)
+    st = ls.node_status(api, "vllm-kimi-k3", health_urls=["http://127.0.0.1:9/health"], tail=10)
+    assert st["exists"] and not st["running"] and st["exit_code"] == 137
+    assert st["phase"] == "exited" and st["log_tail"][-1].startswith("Loading safetensors")
+    assert st["health"] == {"http://127.0.0.1:9/health": None} and st["healthy"] is False
+    assert ls.node_status(api, "absent-container")["phase"] == "absent"
+
+
+def test_unreachable_engine_raises_docker_error():
+    with pytest.raises(ls.DockerError, match="cannot reach the container engine"):
+        ls.DockerAPI("unix:///nonexistent/docker.sock").inspect("x")
+
+
+def test_failure_report_names_nodes_and_tails():
+    statuses = {
+        "tray01": {"running": True, "healthy": False, "status": "running", "exit_code": 0, "phase": "joining",
+                   "phase_detail": "Waiting for 1 peer(s)", "log_tail": ["a", "b"]},
+        "tray02": {"running": False, "healthy": False, "status": "exited", "exit_code": 137, "phase": "exited",
+                   "phase_detail": "", "log_tail": ["x%d" % i for i in range(50)]},
+    }
+    text = ls.failure_report(statuses, tail=5)
+    assert "Nodes up and healthy: none" in text
+    assert "Nodes running but not ready: tray01" in text and "Nodes not running: tray02" in text
+    assert "--- tray02: exited (exit code 137), phase exited" in text
+    assert "    x49" in text and "    x44" not in text
