@@ -1,6 +1,6 @@
-# Entry points. The README's two commands are `make demo` and `make test`.
+# Entry points. The README's two commands are scripts/demo.sh and scripts/test.sh (`make demo`, `make test`).
 SHELL := /bin/bash
-.PHONY: setup demo test unit sim-up sim-down lint sanity
+.PHONY: setup demo test unit sim-up sim-down
 
 setup:
 	scripts/setup.sh
