@@ -93,10 +93,12 @@ def test_healthy_profile_is_green(sim_cluster, cluster, model, count):
 def test_one_faulty_node_fails_naming_node_and_check(sim_cluster, cluster, node_index, fault_name, check):
     sim = sim_cluster(cluster)
     node = sim.nodes[node_index]["name"]
-    # GPU memory held by this collection's own running container is not "busy" (a converged re-run); earlier tests
-    # may have left a deployment on the shared sim, so the gpu_busy case looks for a container name not deployed.
-    extra = {"preflight_max_gpu_memory_used_pct": 5, "kimi_k3_container_name": "not-deployed-by-this-test"} \
-        if check == "gpu_busy" else None
+    extra = {"preflight_max_gpu_memory_used_pct": 5} if check == "gpu_busy" else None
+    if check == "gpu_busy":
+        # GPU memory held by this collection's own running container is not "busy" (a converged re-run of
+        # deploy.yml); earlier tests may have left a deployment on the shared sim: the GPUs must be idle here.
+        for n in sim.nodes:
+            sim.docker(n["name"], "rm", "-f", "vllm-kimi-k3", check=False)
     with fault(node, fault_name):
         r, report, _art = preflight(sim, extra=extra)
     assert r.status == "failed"
