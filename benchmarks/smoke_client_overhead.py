@@ -55,8 +55,15 @@ def set_nice(value):
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
-def start_standin(port, ttft_ms, itl_ms, nice=-5, host=HOST):
-    """The stand-in as its own process (stdout/stderr discarded, access log off). Returns the Popen."""
+def start_standin(port, ttft_ms, itl_ms, nice=-5, host=HOST, cpus=None):
+    """The stand-in as its own process (stdout/stderr discarded, access log off), optionally pinned to ``cpus``.
+    Returns the Popen."""
+
+    def prepare():
+        set_nice(nice)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env.update({"VLLM_STANDIN_LOAD_S": "0", "VLLM_STANDIN_TTFT_MS": str(ttft_ms), "VLLM_STANDIN_ITL_MS": str(itl_ms),
                 "VLLM_STANDIN_ACCESS_LOG": "0"})
@@ -65,7 +72,7 @@ def start_standin(port, ttft_ms, itl_ms, nice=-5, host=HOST):
          "--host", host, "--port", str(port), "--max-model-len", "32768", "--trust-remote-code",
          "--tensor-parallel-size", "8", "--max-num-seqs", "1024"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        preexec_fn=lambda: set_nice(nice))
+        preexec_fn=prepare)
     for _attempt in range(300):
         try:
             if urllib.request.urlopen("http://%s:%d/health" % (host, port), timeout=1).status == 200:
@@ -186,6 +193,9 @@ def main():
     ap.add_argument("--no-preopen", action="store_true",
                     help="warm up one connection only (each stream then opens its own inside the measured window)")
     ap.add_argument("--gate-width", type=int, help="override smoke_client.SEND_GATE_WIDTH (exploration)")
+    ap.add_argument("--pin", action="store_true",
+                    help="pin the stand-in to the last CPU and this client to the others (separate cores, as a real "
+                         "client and server would be)")
     ap.add_argument("--json", help="write all rounds and summaries here")
     args = ap.parse_args()
     if args.gate_width and hasattr(sc, "SEND_GATE_WIDTH"):
@@ -194,7 +204,13 @@ def main():
     port = free_port()
     base = "http://%s:%d/v1" % (HOST, port)
     load0 = os.getloadavg()
-    proc = start_standin(port, args.ttft_ms, args.itl_ms, nice=args.server_nice)
+    server_cpus = None
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        server_cpus = {cpus[-1]}
+        os.sched_setaffinity(0, set(cpus[:-1]) or set(cpus))
+        print("pinned: stand-in on CPU %s, client on CPU %s" % (sorted(server_cpus), sorted(os.sched_getaffinity(0))))
+    proc = start_standin(port, args.ttft_ms, args.itl_ms, nice=args.server_nice, cpus=server_cpus)
     try:
         print("client niceness %d, stand-in niceness %d, load average at start %.2f/%.2f/%.2f, %d cores" % (
             nice, os.getpriority(os.PRIO_PROCESS, proc.pid), load0[0], load0[1], load0[2], os.cpu_count()))

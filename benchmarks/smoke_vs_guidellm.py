@@ -115,6 +115,8 @@ def main():
     ap.add_argument("--requests-per-stream", type=int, default=2)
     ap.add_argument("--guidellm", default=os.path.join(REPO, "build", "bench-venv", "bin", "guidellm"))
     ap.add_argument("--json")
+    ap.add_argument("--pin", action="store_true",
+                    help="stand-in on the last CPU, this process and GuideLLM (inherits the mask) on the others")
     args = ap.parse_args()
     if not os.path.exists(args.guidellm):
         raise SystemExit("guidellm not found at %s (see the install lines in this script's docstring)" % args.guidellm)
@@ -122,7 +124,13 @@ def main():
     port = sco.free_port()
     base = "http://%s:%d/v1" % (sco.HOST, port)
     load0 = os.getloadavg()
-    proc = sco.start_standin(port, args.ttft_ms, args.itl_ms)
+    server_cpus = None
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        server_cpus = {cpus[-1]}
+        os.sched_setaffinity(0, set(cpus[:-1]) or set(cpus))
+        print("pinned: stand-in on CPU %s, clients on CPU %s" % (sorted(server_cpus), sorted(os.sched_getaffinity(0))))
+    proc = sco.start_standin(port, args.ttft_ms, args.itl_ms, cpus=server_cpus)
     results = {}
     try:
         print("stand-in TTFT %.0f ms, ITL %.0f ms, %d output tokens; client niceness %d; load at start %.2f" % (
