@@ -35,6 +35,17 @@ def fast_env(**extra):
     return env
 
 
+def _die_with_parent():
+    """Linux: SIGTERM this stand-in when the process that started it exits (pytest-forked test children,
+    as ansible-test units runs them, end with os._exit and never run fixture teardown)."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Proc(object):
     """A running `vllm serve` stand-in; output goes to a log file readable with .log()."""
 
@@ -42,7 +53,7 @@ class Proc(object):
         self.log_path = log_path or "/tmp/vllm-standin-%d-%d.log" % (os.getpid(), random.randint(0, 1 << 30))
         self.fh = open(self.log_path, "wb")
         self.p = subprocess.Popen([sys.executable, VLLM_BIN] + list(args), stdout=self.fh, stderr=subprocess.STDOUT,
-                                  env=env or fast_env())
+                                  env=env or fast_env(), preexec_fn=_die_with_parent)
 
     def log(self):
         with open(self.log_path, "rb") as fh:
