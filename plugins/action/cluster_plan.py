@@ -15,6 +15,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
 
@@ -42,7 +43,7 @@ class ActionModule(ActionBase):
             node_vars = {}
             for key in hv:
                 if key.startswith(topology.PREFIX) or key in NODE_VARS:
-                    node_vars[key] = self._plain(hv[key])
+                    node_vars[key] = to_plain(hv[key])
             node_vars.update(overrides)
             nodes.append({"host": host, "head": host in heads, "vars": node_vars})
         recipe = recipe_data.load_recipe(args.get("recipe", "kimi_k3"))
@@ -73,13 +74,3 @@ class ActionModule(ActionBase):
                 result["written"] = written
                 result["dest"] = args["dest"]
         return result
-
-    def _plain(self, value):
-        """Turn Ansible's lazy/tagged containers into plain Python values."""
-        if isinstance(value, dict):
-            return dict((str(k), self._plain(v)) for k, v in value.items())
-        if isinstance(value, (list, tuple)):
-            return [self._plain(v) for v in value]
-        if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
-            return value
-        return str(value) if not isinstance(value, str) else "%s" % value

@@ -14,17 +14,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import image_ref
-
-
-def _plain(value):
-    """Templated Ansible containers -> plain dict/list/str."""
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 
 def _str(value):
@@ -39,11 +29,11 @@ def image_reference_parse(reference, allow_unpinned=False):
 def image_verdict(reference, host, images=None, action=None, source="pull", expected_id="", allow_unpinned=False,
                   check_mode=False, tarball=""):
     """gpufleet.kimi_k3.image_verdict: see image_verdict.yml."""
-    images = _plain(images) if images is not None else []
+    images = to_plain(images) if images is not None else []
     if not isinstance(images, list):
         raise AnsibleFilterError("image_verdict: images must be a list of docker_image_info images, got %s"
                                  % type(images).__name__)
-    action = _plain(action) if action is not None else {}
+    action = to_plain(action) if action is not None else {}
     if not isinstance(action, dict):
         raise AnsibleFilterError("image_verdict: action must be the registered result of the pull/load task, got %s"
                                  % type(action).__name__)

@@ -56,17 +56,7 @@ import json
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_report as R
-
-
-def _plain(value):
-    """Turn templated Ansible containers into plain dict/list/str (JSON-safe)."""
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 
 def _get(mapping, key):
@@ -92,12 +82,12 @@ def preflight_report(hosts, hostvars, thresholds=None, show_pass=True):
         facts = _get(_get(res, "ansible_facts") or {}, "node_probe") if res is not None else None
         if not facts and hv is not None:
             facts = _get(_get(hv, "ansible_facts") or {}, "node_probe")
-        probes[h] = _plain(facts) if facts else None
-        expected[h] = _plain(_get(hv, "preflight_expected") or {}) if hv is not None else {}
+        probes[h] = to_plain(facts) if facts else None
+        expected[h] = to_plain(_get(hv, "preflight_expected") or {}) if hv is not None else {}
         if res is not None and not facts:
-            res = _plain(res)
+            res = to_plain(res)
             failures[h] = (res.get("msg") or ("unreachable" if res.get("unreachable") else "probe failed"))[:500]
-    report = R.build_report(hosts, probes, expected, _plain(thresholds or {}), failures)
+    report = R.build_report(hosts, probes, expected, to_plain(thresholds or {}), failures)
     return {
         "ok": report["summary"]["ok"],
         "report": report,
