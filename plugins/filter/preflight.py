@@ -11,9 +11,13 @@ name: preflight_report
 short_description: Judge every node's probe facts and build the preflight report
 version_added: "0.1.0"
 description:
-  - Reads C(ansible_facts['node_probe']), C(preflight_expected) and C(preflight_probe_result) of each host from
+  - Reads C(preflight_probe_result) (or C(ansible_facts['node_probe'])) and C(group_names) of each host from
     O(_input) through O(hostvars), runs all preflight checks and returns the report (summary, findings,
     drift table, nodes) with rendered C(table), C(markdown) and C(json) texts.
+  - What the inventory expects is given once for the whole cluster (O(expected)); each host adds its role (head
+    when in group C(vllm_head)) and its cluster-internal address (the address its probe checked the C(master)
+    port on, else C(kimi_k3_internal_address) / C(ansible_host) / the host name). Nothing per host has to be
+    recorded by a task of its own, which keeps the controller's work per node small.
 author:
   - gpufleet maintainers
 options:
@@ -34,12 +38,21 @@ options:
     description: Include passing checks in the rendered C(table) (the JSON and Markdown always have all).
     type: bool
     default: true
+  expected:
+    description:
+      - Cluster-wide expectations - accelerator, gpus_per_node, interconnect, nnodes, api_port, master_port,
+        dp_rpc_port, model_cache_dir, memlock, shm_size (the plan requires these to agree on every node).
+      - A host's own C(preflight_expected) variable, when set, is merged over it.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
 - name: Build the report
   ansible.builtin.set_fact:
-    preflight_report: "{{ ansible_play_hosts_all | gpufleet.kimi_k3.preflight_report(hostvars, preflight_thresholds) }}"
+    preflight_report: >-
+      {{ ansible_play_hosts_all | gpufleet.kimi_k3.preflight_report(hostvars, preflight_thresholds, true,
+         preflight_cluster_expected) }}
 """
 
 RETURN = r"""
@@ -68,10 +81,32 @@ def _get(mapping, key):
         return None
 
 
-def preflight_report(hosts, hostvars, thresholds=None, show_pass=True):
+def _probed_address(facts):
+    """The address the node's probe checked its ``master`` port on (the role passes the internal address)."""
+    for p in (facts or {}).get("ports") or []:
+        if p.get("name") == "master" and p.get("address"):
+            return p["address"]
+    return None
+
+
+def _host_expected(host, hv, facts, common):
+    exp = dict(common)
+    groups = _get(hv, "group_names") if hv is not None else None
+    exp["groups"] = list(groups or [])
+    exp["internal_address"] = (_probed_address(facts) or (_get(hv, "kimi_k3_internal_address") if hv is not None
+                                                          else None) or (_get(hv, "ansible_host") if hv is not None
+                                                                         else None) or host)
+    own = _get(hv, "preflight_expected") if hv is not None else None
+    if own:
+        exp.update(to_plain(own))
+    return exp
+
+
+def preflight_report(hosts, hostvars, thresholds=None, show_pass=True, expected=None):
     if hosts is None or hostvars is None:
         raise AnsibleFilterError("preflight_report needs the host list and hostvars")
     hosts = [str(h) for h in hosts]
+    common = to_plain(expected or {})
     probes, expected, failures = {}, {}, {}
     for h in hosts:
         hv = _get(hostvars, h)
@@ -83,7 +118,7 @@ def preflight_report(hosts, hostvars, thresholds=None, show_pass=True):
         if not facts and hv is not None:
             facts = _get(_get(hv, "ansible_facts") or {}, "node_probe")
         probes[h] = to_plain(facts) if facts else None
-        expected[h] = to_plain(_get(hv, "preflight_expected") or {}) if hv is not None else {}
+        expected[h] = _host_expected(h, hv, probes[h], common)
         if res is not None and not facts:
             res = to_plain(res)
             failures[h] = (res.get("msg") or ("unreachable" if res.get("unreachable") else "probe failed"))[:500]

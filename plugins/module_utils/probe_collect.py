@@ -18,6 +18,7 @@ import json
 import os
 import re
 import socket
+import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
@@ -150,6 +151,7 @@ class _Ctx(object):
         self.options = options
         self.tools = {}
         self.errors = []
+        self.commands = []
         for t in TOOLS:
             self.tools[t] = io.which(t)
 
@@ -165,7 +167,9 @@ class _Ctx(object):
         timeout = self.options.get("command_timeout")
         if timeout and self.tools.get("timeout"):
             cmd = [self.tools["timeout"], str(int(timeout))] + cmd
+        t0 = time.monotonic()
         rc, out, err = self.io.run(cmd)
+        self.commands.append({"command": " ".join(argv[:2]), "rc": rc, "seconds": round(time.monotonic() - t0, 3)})
         if rc == 124 and timeout and self.tools.get("timeout"):
             self.error("%s timed out after %ss" % (" ".join(argv), timeout))
         return rc, out or "", err or ""
@@ -516,6 +520,7 @@ def collect(io, options=None):
     """Gather one node. ``options``: docker_host, model_cache_dir, model, ports, bind_addresses,
     command_timeout. Returns the ``node_probe`` fact dict."""
     options = dict(options or {})
+    started = time.monotonic()
     ctx = _Ctx(io, options)
     facts = {"schema": SCHEMA_VERSION}
     facts.update(io.uname())
@@ -587,6 +592,8 @@ def collect(io, options=None):
     facts["ports"] = collect_ports(io, options)
     facts["tools"] = dict(ctx.tools)
     facts["errors"] = ctx.errors
+    facts["commands"] = ctx.commands
+    facts["probe_seconds"] = round(time.monotonic() - started, 3)
     return facts
 
 

@@ -201,6 +201,14 @@ ansible_facts:
           description: Problems met while probing (missing tools that matter, failed commands).
           type: list
           elements: str
+        commands:
+          description: Every external command the probe ran - command (tool and first argument), rc, seconds (wall).
+            A tool that takes long here (for example C(nvidia-smi) taking tens of seconds) is itself a finding.
+          type: list
+          elements: dict
+        probe_seconds:
+          description: Wall time of the whole probe on the node, in seconds (tool calls plus reading files).
+          type: float
 """
 
 from ansible.module_utils.basic import AnsibleModule

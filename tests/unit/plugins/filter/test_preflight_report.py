@@ -112,6 +112,29 @@ def test_filter_reads_hostvars_and_renders():
     assert "tray02 probe" in out["failure_message"]
 
 
+def test_filter_takes_cluster_expectations_once_and_the_host_part_from_hostvars():
+    common = {"accelerator": "gb300", "gpus_per_node": 4, "interconnect": "nvlink", "nnodes": 2, "memlock": -1,
+              "shm_size": "64g"}
+    f1, f2 = facts("gb300-tray01"), facts("gb300-tray02")
+    f1["ports"] = [{"name": "master", "address": "10.9.9.1", "port": 29501, "state": "free"}]
+    hv = FakeHostvars({
+        "tray01": {"preflight_probe_result": {"ansible_facts": {"node_probe": f1}}, "group_names": ["vllm_head"]},
+        "tray02": {"preflight_probe_result": {"ansible_facts": {"node_probe": f2}}, "group_names": ["vllm_workers"],
+                   "ansible_host": "10.9.9.2"},
+    })
+    exp = {h: F._host_expected(h, hv[h], hv[h]["preflight_probe_result"]["ansible_facts"]["node_probe"], common)
+           for h in hv}
+    assert [exp[h]["groups"] for h in ("tray01", "tray02")] == [["vllm_head"], ["vllm_workers"]]
+    assert exp["tray01"]["internal_address"] == "10.9.9.1"        # what its probe checked the master port on
+    assert exp["tray02"]["internal_address"] == "10.9.9.2"        # no master port probed: the inventory address
+    out = F.preflight_report(["tray01", "tray02"], hv, {"min_driver": "580"}, True, common)
+    assert out["report"]["nodes"]["tray01"]["role"] == "head" and out["report"]["nodes"]["tray02"]["role"] == "worker"
+    counts = [f for f in out["report"]["findings"] if f["check"] == "gpu_count"]
+    assert [f["status"] for f in counts] == ["pass", "pass"] and "4" in counts[0]["expected"]
+    wrong = F.preflight_report(["tray01", "tray02"], hv, None, True, dict(common, gpus_per_node=8))
+    assert sorted(wrong["report"]["summary"]["failed_checks"]) == ["tray01:gpu_count", "tray02:gpu_count"]
+
+
 def test_filter_host_missing_from_hostvars():
     out = F.preflight_report(["ghost"], FakeHostvars(), None)
     assert out["report"]["summary"]["failed_checks"] == ["ghost:probe"]

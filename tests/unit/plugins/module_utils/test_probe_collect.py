@@ -71,6 +71,21 @@ def test_one_call_per_tool_invocation():
     assert "/usr/bin/nvidia-smi -q -x" in cmds
 
 
+def test_every_command_is_timed_and_counted():
+    io = FixtureIO("gb300-tray01")
+    f = PC.collect(io, OPTS)
+    assert len(f["commands"]) == len(io.calls)
+    assert [c["command"] for c in f["commands"]][:2] == ["nvidia-smi -q", "nvidia-smi --query-gpu=" + ",".join(
+        PC.P.NVIDIA_QUERY_FIELDS)]
+    assert all(c["rc"] == 0 and c["seconds"] >= 0 for c in f["commands"])
+    assert f["probe_seconds"] >= sum(c["seconds"] for c in f["commands"]) - 0.01
+
+
+def test_a_failing_command_keeps_its_rc_in_the_timing_record():
+    f = probe("gb300-tray01", {"commands": {"nvidia-smi -q -x": {"rc": 9, "stdout": None}}})
+    assert [(c["command"], c["rc"]) for c in f["commands"]][0] == ("nvidia-smi -q", 9)
+
+
 def test_no_nvidia_smi_is_a_finding_not_a_crash():
     f = probe("gb300-no-nvidia-smi")
     assert f["vendor"] == "nvidia"
