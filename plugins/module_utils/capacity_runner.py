@@ -69,6 +69,7 @@ async def run_step(client, model, concurrency, requests, prompt_tokens, body, me
         "request_throughput_rps": round(ok / wall, 4) if wall else None,
         "output_tokens": agg["output_tokens"], "prompt_tokens": agg["prompt_tokens"],
         "ttft_s": agg["ttft_s"], "itl_s": agg["itl_s"], "tpot_s": agg["tpot_s"], "e2e_s": agg["e2e_s"],
+        "client_queue_s": agg["client_queue_s"],
         "num_requests_waiting_max": peaks.get("num_requests_waiting_max"),
         "num_requests_running_max": peaks.get("num_requests_running_max"),
         "kv_cache_usage_perc_max": peaks.get("kv_cache_usage_perc_max"),

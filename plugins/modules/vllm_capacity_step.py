@@ -136,8 +136,9 @@ sweep:
     steps:
       description: Per step concurrency, requests, failed_requests, wall_s, throughput_tok_s, request_throughput_rps,
         output_tokens, prompt_tokens, ttft_s/itl_s/tpot_s/e2e_s (n, mean, p50, p90, p99, min, max),
-        num_requests_waiting_max, num_requests_running_max, kv_cache_usage_perc_max, preemptions,
-        server_ttft_mean_s, errors, saturation (list of reasons; empty = not saturated).
+        client_queue_s (same statistics - how long requests waited in this client before being sent; not part of
+        the TTFT, a large value means the client, not the server, limited the step), num_requests_waiting_max,
+        num_requests_running_max, kv_cache_usage_perc_max, preemptions, server_ttft_mean_s, errors, saturation (list of reasons; empty = not saturated).
       type: list
       elements: dict
     point:
