@@ -61,6 +61,8 @@ def module_run(base, c, n, tokens):
     return {"tok_s": step["throughput_tok_s"], "ttft_mean_ms": step["ttft_s"]["mean"] * 1000,
             "ttft_p50_ms": step["ttft_s"]["p50"] * 1000, "itl_mean_ms": step["itl_s"]["mean"] * 1000,
             "tpot_mean_ms": step["tpot_s"]["mean"] * 1000, "failed": step["failed_requests"],
+            "queue_mean_ms": (step["client_queue_s"]["mean"] or 0) * 1000,
+            "ttft_from_issue_mean_ms": ((step["ttft_s"]["mean"] or 0) + (step["client_queue_s"]["mean"] or 0)) * 1000,
             "server_ttft_ms": (step.get("server_ttft_mean_s") or 0) * 1000, "load": round(os.getloadavg()[0], 2)}
 
 

@@ -85,7 +85,7 @@ def _docker_get(sock_path, url, timeout):
             chunks.append(data)
     finally:
         sock.close()
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    head, _sep, body = b"".join(chunks).partition(b"\r\n\r\n")
     status = head.split(b"\r\n", 1)[0].split()
     if len(status) < 2 or status[1] != b"200":
         raise OSError("docker API %s -> %s" % (url, b" ".join(status[1:2]).decode("ascii", "replace") or "no answer"))
