@@ -83,6 +83,25 @@ def start_standin(port, ttft_ms, itl_ms, nice=-5, host=HOST, cpus=None):
     raise SystemExit("stand-in did not become healthy")
 
 
+def pin_clients(pin, who="client"):
+    """With ``pin``: keep the last CPU for the stand-in (returned as its CPU set) and move this process (and what it
+    starts later) to the others. Without: None (no pinning)."""
+    if not pin:
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpus = {cpus[-1]}
+    os.sched_setaffinity(0, set(cpus[:-1]) or set(cpus))
+    print("pinned: stand-in on CPU %s, %s on CPU %s" % (sorted(server_cpus), who, sorted(os.sched_getaffinity(0))))
+    return server_cpus
+
+
+def write_json(path, payload):
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as fh:
+            json.dump(payload, fh, indent=2, default=str)
+
+
 def stop(proc):
     proc.terminate()
     try:
@@ -204,12 +223,7 @@ def main():
     port = free_port()
     base = "http://%s:%d/v1" % (HOST, port)
     load0 = os.getloadavg()
-    server_cpus = None
-    if args.pin:
-        cpus = sorted(os.sched_getaffinity(0))
-        server_cpus = {cpus[-1]}
-        os.sched_setaffinity(0, set(cpus[:-1]) or set(cpus))
-        print("pinned: stand-in on CPU %s, client on CPU %s" % (sorted(server_cpus), sorted(os.sched_getaffinity(0))))
+    server_cpus = pin_clients(args.pin)
     proc = start_standin(port, args.ttft_ms, args.itl_ms, nice=args.server_nice, cpus=server_cpus)
     try:
         print("client niceness %d, stand-in niceness %d, load average at start %.2f/%.2f/%.2f, %d cores" % (
@@ -222,12 +236,9 @@ def main():
     print("load average at end %.2f/%.2f/%.2f" % load1)
     print("within 5 %% (TTFT mean, TTFT p50, ITL mean): %s" % ", ".join(
         "c=%d %s" % (c, "yes" if s["within_5pct"] else "NO") for c, s in levels.items()))
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump({"configured": {"ttft_s": args.ttft_ms / 1000, "itl_s": args.itl_ms / 1000,
-                                      "tokens": args.tokens, "repeats": args.repeats},
-                       "nice": nice, "loadavg_start": load0, "loadavg_end": load1, "levels": levels}, fh, indent=2)
+    write_json(args.json, {"configured": {"ttft_s": args.ttft_ms / 1000, "itl_s": args.itl_ms / 1000,
+                                          "tokens": args.tokens, "repeats": args.repeats},
+                           "nice": nice, "loadavg_start": load0, "loadavg_end": load1, "levels": levels})
 
 
 if __name__ == "__main__":

@@ -49,9 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import smoke_client_overhead as sco  # noqa: E402  (stand-in start/stop, niceness, sys.path)
-import smoke_vs_guidellm as svg  # noqa: E402  (module_run, med, diff)
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl  # noqa: E402
+import smoke_vs_guidellm as svg  # noqa: E402  (module_run, compare, run_tool_process)
 
 REPO = sco.REPO
 OUT = os.path.join(REPO, "build", "bench", "aiperf")
@@ -87,15 +85,8 @@ def aiperf_run(exe, tokenizer, base, c, n, tokens, tag):
            "--warmup-request-count", str(c), "--isl", "16", "--osl", str(tokens),
            "--extra-inputs", "ignore_eos:true", "--extra-inputs", "min_tokens:%d" % tokens,
            "--ui", "none", "--artifact-dir", art]
-    metrics = [base[:-3] + "/metrics"]
-    before = sc.scrape(metrics)
-    t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=OUT,
-                       preexec_fn=lambda: sco.set_nice(-10), check=False)
-    delta = sl.snapshot_delta(before, sc.scrape(metrics))
     out = os.path.join(art, "profile_export_aiperf.json")
-    if p.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError("aiperf rc=%s: %s" % (p.returncode, (p.stdout + p.stderr)[-1500:]))
+    delta, t0 = svg.run_tool_process("aiperf", cmd, base, out, OUT, timeout=1800)
     with open(out) as fh:
         m = json.load(fh)
     return {"tok_s": m["output_token_throughput"]["avg"], "ttft_mean_ms": m["time_to_first_token"]["avg"],
@@ -117,82 +108,20 @@ PAIRS = [("output tok/s", "tok_s", "tok_s", True),
          ("module's client send queue mean ms", "queue_mean_ms", None, False)]
 
 
-def summarise(rows):
-    summ = {}
-    for label, km, ka, judged in PAIRS:
-        a = svg.med(rows["module"], km)
-        b = svg.med(rows["aiperf"], ka) if ka else (None, None, None)
-        summ[label] = {"module": a, "aiperf": b, "diff_pct": svg.diff(a[0], b[0]), "judged": judged}
-    ok = all(v["diff_pct"] is not None and abs(v["diff_pct"]) <= 5 for v in summ.values() if v["judged"])
-    return summ, ok
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ttft-ms", type=float, default=500)
-    ap.add_argument("--itl-ms", type=float, default=50)
-    ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256])
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--requests-per-stream", type=int, default=2)
-    ap.add_argument("--pause", type=float, default=3.0,
-                    help="seconds between runs (AIPerf's service processes take a moment to exit)")
+    svg.common_args(ap, repeats=2, requests_per_stream=2, pause=3.0)
     ap.add_argument("--aiperf", default=os.path.join(REPO, "build", "aiperf-venv", "bin", "aiperf"))
-    ap.add_argument("--gate-width", type=int, help="override smoke_client.SEND_GATE_WIDTH (exploration)")
-    ap.add_argument("--json")
-    ap.add_argument("--pin", action="store_true",
-                    help="stand-in on the last CPU, this process and AIPerf (inherits the mask) on the others")
     args = ap.parse_args()
     if not os.path.exists(args.aiperf):
         raise SystemExit("aiperf not found at %s (see the install lines in this script's docstring)" % args.aiperf)
-    if args.gate_width:
-        sc.SEND_GATE_WIDTH = args.gate_width
     os.makedirs(OUT, exist_ok=True)
     tokenizer = ensure_tokenizer(args.aiperf)
-    nice = sco.set_nice(-10)
-    port = sco.free_port()
-    base = "http://%s:%d/v1" % (sco.HOST, port)
-    load0 = os.getloadavg()
-    server_cpus = None
-    if args.pin:
-        cpus = sorted(os.sched_getaffinity(0))
-        server_cpus = {cpus[-1]}
-        os.sched_setaffinity(0, set(cpus[:-1]) or set(cpus))
-        print("pinned: stand-in on CPU %s, clients on CPU %s" % (sorted(server_cpus), sorted(os.sched_getaffinity(0))))
-    proc = sco.start_standin(port, args.ttft_ms, args.itl_ms, cpus=server_cpus)
-    results = {}
-    try:
-        print("stand-in TTFT %.0f ms, ITL %.0f ms, %d output tokens; client niceness %d; send gate width %d; "
-              "load at start %.2f" % (args.ttft_ms, args.itl_ms, args.tokens, nice, sc.SEND_GATE_WIDTH, load0[0]))
-        for c in args.concurrency:
-            n = max(c * args.requests_per_stream, 4 if c == 1 else c)
-            rows = {"module": [], "aiperf": []}
-            for i in range(args.repeats):
-                rows["module"].append(svg.module_run(base, c, n, args.tokens))
-                time.sleep(args.pause)
-                rows["aiperf"].append(aiperf_run(args.aiperf, tokenizer, base, c, n, args.tokens, str(i)))
-                time.sleep(args.pause)
-            summ, ok = summarise(rows)
-            results[c] = {"rows": rows, "summary": summ, "within_5pct": ok}
-            print("\nconcurrency %d, %d requests per run, %d runs each (median (min..max)); load %s" % (
-                c, n, args.repeats, "/".join(str(r["load"]) for r in rows["module"] + rows["aiperf"])))
-            print("  %-36s %-26s %-26s %8s" % ("figure", "module", "aiperf", "diff %"))
-            for label, v in summ.items():
-                a, b, d = v["module"], v["aiperf"], v["diff_pct"]
-                print("  %-36s %-26s %-26s %8s%s" % (
-                    label, "%.1f (%.1f..%.1f)" % a if a[0] is not None else "-",
-                    "%.1f (%.1f..%.1f)" % b if b[0] is not None else "-", "%+.2f" % d if d is not None else "",
-                    "" if v["judged"] else "  (not judged)"))
-            sys.stdout.flush()
-    finally:
-        sco.stop(proc)
-    print("\nload average at end %.2f/%.2f/%.2f" % os.getloadavg())
-    print("module vs aiperf within 5 %%: %s" % ", ".join(
-        "c=%d %s" % (c, "yes" if r["within_5pct"] else "NO") for c, r in results.items()))
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump({"args": vars(args), "loadavg_start": load0, "results": results}, fh, indent=2, default=str)
+
+    def run(base, c, n, tokens, tag):
+        return aiperf_run(args.aiperf, tokenizer, base, c, n, tokens, tag)
+
+    svg.compare(args, "aiperf", run, PAIRS)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,20 @@ def module_run(base, c, n, tokens):
             "server_ttft_ms": (step.get("server_ttft_mean_s") or 0) * 1000, "load": round(os.getloadavg()[0], 2)}
 
 
+def run_tool_process(name, cmd, base, out, cwd, timeout):
+    """Run the other tool (niced like this process) between two scrapes of the stand-in's /metrics.
+    -> (metrics delta over the run, start time). Raises when it fails or wrote no ``out``."""
+    metrics = [base[:-3] + "/metrics"]
+    before = sc.scrape(metrics)
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                       preexec_fn=lambda: sco.set_nice(-10), check=False)
+    delta = sl.snapshot_delta(before, sc.scrape(metrics))
+    if p.returncode != 0 or not os.path.exists(out):
+        raise RuntimeError("%s rc=%s: %s" % (name, p.returncode, (p.stdout + p.stderr)[-1500:]))
+    return delta, t0
+
+
 def guidellm_run(exe, base, c, n, tokens, tag):
     os.makedirs(OUT, exist_ok=True)
     data = os.path.join(OUT, "prompts-%d.jsonl" % tokens)
@@ -77,15 +91,9 @@ def guidellm_run(exe, base, c, n, tokens, tag):
            "--profile", "kind=concurrent,streams=%d" % c, "--constraint", "kind=max_requests,count=%d" % n,
            "--data", "kind=json_file,path=%s" % data, "--output", "kind=json,path=%s" % out,
            "--disable-console-interactive"]
-    metrics = [base[:-3] + "/metrics"]
-    before = sc.scrape(metrics)
-    t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=OUT,
-                       preexec_fn=lambda: sco.set_nice(-10), check=False)
-    delta = sl.snapshot_delta(before, sc.scrape(metrics))
-    if p.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError("guidellm rc=%s: %s" % (p.returncode, (p.stdout + p.stderr)[-800:]))
-    m = json.load(open(out))["benchmarks"][0]["metrics"]
+    delta, t0 = run_tool_process("guidellm", cmd, base, out, OUT, timeout=900)
+    with open(out) as fh:
+        m = json.load(fh)["benchmarks"][0]["metrics"]
 
     def g(name, stat="mean"):
         return m[name]["successful"][stat]
@@ -107,76 +115,103 @@ def diff(a, b):
     return None if a is None or b in (None, 0) else 100.0 * (a - b) / b
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ttft-ms", type=float, default=500)
-    ap.add_argument("--itl-ms", type=float, default=50)
-    ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256])
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--requests-per-stream", type=int, default=2)
-    ap.add_argument("--guidellm", default=os.path.join(REPO, "build", "bench-venv", "bin", "guidellm"))
-    ap.add_argument("--json")
-    ap.add_argument("--pin", action="store_true",
-                    help="stand-in on the last CPU, this process and GuideLLM (inherits the mask) on the others")
-    args = ap.parse_args()
-    if not os.path.exists(args.guidellm):
-        raise SystemExit("guidellm not found at %s (see the install lines in this script's docstring)" % args.guidellm)
+def summarise(rows, tool, pairs):
+    """``pairs``: (label, module key, tool key or None, judged). -> ({label: {module, <tool>, diff_pct, judged}},
+    all judged figures within 5 %)."""
+    summ = {}
+    for label, km, kt, judged in pairs:
+        a = med(rows["module"], km)
+        b = med(rows[tool], kt) if kt else (None, None, None)
+        summ[label] = {"module": a, tool: b, "diff_pct": diff(a[0], b[0]), "judged": judged}
+    ok = all(v["diff_pct"] is not None and abs(v["diff_pct"]) <= 5 for v in summ.values() if v["judged"])
+    return summ, ok
+
+
+def _cell(v):
+    return "%.1f (%.1f..%.1f)" % v if v[0] is not None else "-"
+
+
+def compare(args, tool, run_tool, pairs, footer=None):
+    """Stand-in up (pinned with ``args.pin``); per concurrency alternate the module and ``run_tool(base, c, n,
+    tokens, tag)``, ``args.repeats`` runs each; print the medians side by side; ``args.json`` gets everything."""
+    if getattr(args, "gate_width", None):
+        sc.SEND_GATE_WIDTH = args.gate_width
     nice = sco.set_nice(-10)
     port = sco.free_port()
     base = "http://%s:%d/v1" % (sco.HOST, port)
     load0 = os.getloadavg()
-    server_cpus = None
-    if args.pin:
-        cpus = sorted(os.sched_getaffinity(0))
-        server_cpus = {cpus[-1]}
-        os.sched_setaffinity(0, set(cpus[:-1]) or set(cpus))
-        print("pinned: stand-in on CPU %s, clients on CPU %s" % (sorted(server_cpus), sorted(os.sched_getaffinity(0))))
+    server_cpus = sco.pin_clients(args.pin, "clients")
     proc = sco.start_standin(port, args.ttft_ms, args.itl_ms, cpus=server_cpus)
     results = {}
     try:
-        print("stand-in TTFT %.0f ms, ITL %.0f ms, %d output tokens; client niceness %d; load at start %.2f" % (
-            args.ttft_ms, args.itl_ms, args.tokens, nice, load0[0]))
+        print("stand-in TTFT %.0f ms, ITL %.0f ms, %d output tokens; client niceness %d; send gate width %d; "
+              "load at start %.2f" % (args.ttft_ms, args.itl_ms, args.tokens, nice, sc.SEND_GATE_WIDTH, load0[0]))
         for c in args.concurrency:
             n = max(c * args.requests_per_stream, 4 if c == 1 else c)
-            rows = {"module": [], "guidellm": []}
+            rows = {"module": [], tool: []}
             for i in range(args.repeats):
                 rows["module"].append(module_run(base, c, n, args.tokens))
-                time.sleep(1)
-                rows["guidellm"].append(guidellm_run(args.guidellm, base, c, n, args.tokens, str(i)))
-                time.sleep(1)
-            results[c] = rows
+                time.sleep(args.pause)
+                rows[tool].append(run_tool(base, c, n, args.tokens, str(i)))
+                time.sleep(args.pause)
+            summ, ok = summarise(rows, tool, pairs)
+            results[c] = {"rows": rows, "summary": summ, "within_5pct": ok}
             print("\nconcurrency %d, %d requests per run, %d runs each (median (min..max)); load %s" % (
-                c, n, args.repeats, "/".join(str(r["load"]) for r in rows["module"] + rows["guidellm"])))
-            print("  %-34s %-26s %-26s %8s" % ("figure", "module", "guidellm", "diff %"))
-            pairs = [("output tok/s", "tok_s", "tok_s"), ("TTFT mean ms", "ttft_mean_ms", "ttft_mean_ms"),
-                     ("TTFT median ms", "ttft_p50_ms", "ttft_p50_ms"),
-                     ("ITL per chunk (mod) / ITL (gl) ms", "itl_mean_ms", "itl_mean_ms"),
-                     ("TPOT (mod) / ITL (gl) ms", "tpot_mean_ms", "itl_mean_ms"),
-                     ("server-side TTFT mean ms (stand-in)", "server_ttft_ms", "server_ttft_ms")]
-            summ = {}
-            for label, km, kg in pairs:
-                a, b = med(rows["module"], km), med(rows["guidellm"], kg)
-                d = diff(a[0], b[0])
-                summ[label] = {"module": a, "guidellm": b, "diff_pct": d}
-                print("  %-34s %-26s %-26s %+8.2f" % (
-                    label, "%.1f (%.1f..%.1f)" % a if a[0] is not None else "-",
-                    "%.1f (%.1f..%.1f)" % b if b[0] is not None else "-", d if d is not None else 0))
-            gt = med(rows["guidellm"], "tpot_incl_first_ms")
-            print("  (guidellm time_per_output_token incl. first token: %.1f ms -- not comparable)" % gt[0])
-            results[c] = {"rows": rows, "summary": summ,
-                          "within_5pct": all(v["diff_pct"] is not None and abs(v["diff_pct"]) <= 5
-                                             for k, v in summ.items() if not k.startswith("server"))}
+                c, n, args.repeats, "/".join(str(r["load"]) for r in rows["module"] + rows[tool])))
+            print("  %-36s %-26s %-26s %8s" % ("figure", "module", tool, "diff %"))
+            for label, v in summ.items():
+                print("  %-36s %-26s %-26s %8s%s" % (
+                    label, _cell(v["module"]), _cell(v[tool]),
+                    "%+.2f" % v["diff_pct"] if v["diff_pct"] is not None else "",
+                    "" if v["judged"] else "  (not judged)"))
+            if footer:
+                footer(rows)
             sys.stdout.flush()
     finally:
         sco.stop(proc)
     print("\nload average at end %.2f/%.2f/%.2f" % os.getloadavg())
-    print("module vs guidellm within 5 %%: %s" % ", ".join(
-        "c=%d %s" % (c, "yes" if r["within_5pct"] else "NO") for c, r in results.items()))
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump({"args": vars(args), "loadavg_start": load0, "results": results}, fh, indent=2, default=str)
+    print("module vs %s within 5 %%: %s" % (tool, ", ".join(
+        "c=%d %s" % (c, "yes" if r["within_5pct"] else "NO") for c, r in results.items())))
+    sco.write_json(args.json, {"args": vars(args), "loadavg_start": load0, "results": results})
+    return results
+
+
+def common_args(ap, repeats=2, requests_per_stream=2, pause=1.0):
+    ap.add_argument("--ttft-ms", type=float, default=500)
+    ap.add_argument("--itl-ms", type=float, default=50)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256])
+    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--requests-per-stream", type=int, default=requests_per_stream)
+    ap.add_argument("--pause", type=float, default=pause, help="seconds between runs")
+    ap.add_argument("--gate-width", type=int, help="override smoke_client.SEND_GATE_WIDTH (exploration)")
+    ap.add_argument("--json")
+    ap.add_argument("--pin", action="store_true",
+                    help="stand-in on the last CPU, this process and the other tool (inherits the mask) on the others")
+
+
+# (label, module key, GuideLLM key, judged): GuideLLM's inter_token_latency is a per-request TPOT.
+PAIRS = [("output tok/s", "tok_s", "tok_s", True), ("TTFT mean ms", "ttft_mean_ms", "ttft_mean_ms", True),
+         ("TTFT median ms", "ttft_p50_ms", "ttft_p50_ms", True),
+         ("ITL per chunk (mod) / ITL (gl) ms", "itl_mean_ms", "itl_mean_ms", True),
+         ("TPOT (mod) / ITL (gl) ms", "tpot_mean_ms", "itl_mean_ms", True),
+         ("server-side TTFT mean ms (stand-in)", "server_ttft_ms", "server_ttft_ms", False)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common_args(ap)
+    ap.add_argument("--guidellm", default=os.path.join(REPO, "build", "bench-venv", "bin", "guidellm"))
+    args = ap.parse_args()
+    if not os.path.exists(args.guidellm):
+        raise SystemExit("guidellm not found at %s (see the install lines in this script's docstring)" % args.guidellm)
+
+    def footer(rows):
+        gt = med(rows["guidellm"], "tpot_incl_first_ms")
+        print("  (guidellm time_per_output_token incl. first token: %.1f ms -- not comparable)" % gt[0])
+
+    compare(args, "guidellm", lambda base, c, n, tokens, tag: guidellm_run(args.guidellm, base, c, n, tokens, tag),
+            PAIRS, footer)
 
 
 if __name__ == "__main__":
