@@ -30,7 +30,7 @@ import json
 import time
 import urllib.error
 
-from ansible.module_utils.urls import Request, make_context, open_url
+from ansible.module_utils.urls import Request, make_context
 
 try:
     import openai
@@ -466,14 +466,12 @@ def aggregate(results, wall_s=None):
 # ------------------------------------------------------------------------------------------------ server side
 
 _TLS_CONTEXT = []
-# Request.open(context=...) exists in the ansible-core versions this collection supports; checked, not assumed.
-_OPEN_TAKES_CONTEXT = "context" in getattr(getattr(Request.open, "__code__", None), "co_varnames", ())
 
 
 def tls_context():
-    """One certificate-verifying SSL context per process. ``open_url`` builds a new one for every call, and loading
-    the CA bundle costs ~80 ms of CPU: at 256 streams the metrics sampler's scrapes took 16 % of the client's CPU
-    (benchmarks/smoke_vs_aiperf.py), starving the request loop."""
+    """One certificate-verifying SSL context per process. ``open_url`` (and ``Request.open`` without ``context``)
+    builds a new one for every call, and loading the CA bundle costs ~80 ms of CPU: at 256 streams the metrics
+    sampler's scrapes took 16 % of the client's CPU (benchmarks/smoke_vs_aiperf.py), starving the request loop."""
     if not _TLS_CONTEXT:
         _TLS_CONTEXT.append(make_context())
     return _TLS_CONTEXT[0]
@@ -487,12 +485,9 @@ def http_get(url, timeout=10.0, api_key=None):
     """
     headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
     try:
-        if _OPEN_TAKES_CONTEXT:
-            resp_cm = Request().open("GET", url, headers=headers, timeout=timeout, use_netrc=False,
-                                     context=tls_context())
-        else:
-            resp_cm = open_url(url, headers=headers, method="GET", timeout=timeout, use_netrc=False)
-        with resp_cm as resp:
+        # Request.open(context=...) is in every ansible-core this collection supports (>= 2.17).
+        with Request().open("GET", url, headers=headers, timeout=timeout, use_netrc=False,
+                            context=tls_context()) as resp:
             return resp.getcode(), resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", "replace")

@@ -49,7 +49,7 @@ def test_the_tls_context_is_built_once_per_process(server, monkeypatch):
     monkeypatch.setattr(sc, "make_context", lambda: built.append(1) or ssl.create_default_context())
     for _call in range(5):
         sc.http_get(server + "/metrics")
-    assert len(built) == (1 if sc._OPEN_TAKES_CONTEXT else 0)
+    assert len(built) == 1
 
 
 def test_scrape_merges_and_lists_unreachable_urls(server):
