@@ -69,6 +69,7 @@ import json
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 
@@ -90,13 +91,12 @@ def _probed_address(facts):
 
 
 def _host_expected(host, hv, facts, common):
+    """``common`` plus this host's groups and internal address (``_get`` answers None for a missing ``hv``)."""
     exp = dict(common)
-    groups = _get(hv, "group_names") if hv is not None else None
-    exp["groups"] = list(groups or [])
-    exp["internal_address"] = (_probed_address(facts) or (_get(hv, "kimi_k3_internal_address") if hv is not None
-                                                          else None) or (_get(hv, "ansible_host") if hv is not None
-                                                                         else None) or host)
-    own = _get(hv, "preflight_expected") if hv is not None else None
+    exp["groups"] = list(_get(hv, "group_names") or [])
+    inventory = dict((k, _get(hv, k)) for k in (topology.PREFIX + "internal_address", "ansible_host"))
+    exp["internal_address"] = _probed_address(facts) or topology.internal_address(host, inventory)
+    own = _get(hv, "preflight_expected")
     if own:
         exp.update(to_plain(own))
     return exp

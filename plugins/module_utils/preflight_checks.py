@@ -133,7 +133,8 @@ def fmt_bytes(n):
     return "%d B" % n
 
 
-def _role(exp):
+def role_of(exp):
+    """"head" or "worker": the expectation's role, else membership of vllm_head (head when groups are unknown)."""
     if exp.get("role"):
         return exp["role"]
     groups = exp.get("groups")
@@ -343,7 +344,7 @@ def check_host(host, facts, exp, th):
             out.append(_f(host, "ports", "pass", "%s in use by the running deployment (container %s)"
                           % (label, facts["deployment"].get("container")), "free or held by this deployment"))
         elif st == "in_use":
-            severity = "fail" if _role(exp) == "head" or p.get("name") == "api" else "warn"
+            severity = "fail" if role_of(exp) == "head" or p.get("name") == "api" else "warn"
             out.append(_f(host, "ports", severity, "%s in use" % label, "free"))
         elif st == "not_local":
             out.append(_f(host, "ports", "fail", "%s: address not configured on this node" % label, "free"))
@@ -420,7 +421,7 @@ def check_nvlink_domain(probes, expected, hosts):
         fab = probes[h].get("fabric") or {}
         key = (fab.get("cluster_uuid"), fab.get("clique_id"))
         groups.setdefault(key, []).append(h)
-    heads = [h for h in nv_hosts if _role(expected.get(h, {})) == "head"]
+    heads = [h for h in nv_hosts if role_of(expected.get(h, {})) == "head"]
 
     def rank(item):
         key, hs = item

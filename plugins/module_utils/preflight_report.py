@@ -28,7 +28,7 @@ def build_report(hosts, probes, expected, thresholds=None, probe_failures=None):
     for h in hosts:
         facts = probes.get(h) or {}
         node = dict((k, facts.get(k)) for k in NODE_KEYS)
-        node["role"] = C._role(expected.get(h) or {}) if expected.get(h) else None
+        node["role"] = C.role_of(expected.get(h) or {}) if expected.get(h) else None
         node["engine_version"] = (facts.get("engine") or {}).get("version")
         nodes[h] = node
     return {"schema": REPORT_SCHEMA, "summary": result["summary"], "findings": result["findings"],

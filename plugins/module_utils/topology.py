@@ -210,9 +210,13 @@ def _order_nodes(nodes, errors):
     return ordered
 
 
+def internal_address(host, host_vars):
+    """A node's cluster-internal address: kimi_k3_internal_address, else ansible_host, else the inventory name."""
+    return host_vars.get(PREFIX + "internal_address") or host_vars.get("ansible_host") or host
+
+
 def _address(node):
-    v = node["vars"]
-    return v.get(PREFIX + "internal_address") or v.get("ansible_host") or node["host"]
+    return internal_address(node["host"], node["vars"])
 
 
 def _api_host(node):
