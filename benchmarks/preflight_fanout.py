@@ -18,7 +18,7 @@ ansible.posix.json callback instead of the default one, so the timings can be re
 
 Expectation: nearly flat - the probes run in parallel (forks) and the judging runs once on the controller. On the
 2-core rehearsal machine all N simulated nodes share the same two cores (every node's probe is an ssh session, a
-Python interpreter running the module and the faked vendor tools, about 0.4 s of CPU), so the wall time follows
+Python interpreter running the module and the faked vendor tools, about 0.5 s of CPU), so the wall time follows
 the CPU floor; the column without the nodes' CPU is the one that has to stay flat.
 
 Usage: .venv/bin/python benchmarks/preflight_fanout.py [--sizes 2,8,32] [--repeat 1] [--no-up]

@@ -87,8 +87,9 @@ def _docker_get(sock_path, url, timeout):
         sock.close()
     head, _sep, body = b"".join(chunks).partition(b"\r\n\r\n")
     status = head.split(b"\r\n", 1)[0].split()
-    if len(status) < 2 or status[1] != b"200":
-        raise OSError("docker API %s -> %s" % (url, b" ".join(status[1:2]).decode("ascii", "replace") or "no answer"))
+    code = status[1].decode("ascii", "replace") if len(status) > 1 else "no answer"
+    if code != "200":
+        raise OSError("docker API %s -> %s" % (url, code))
     return json.loads(body.decode("utf-8"))
 
 
