@@ -10,7 +10,7 @@ The parser is the one `vllm serve` itself builds: a FlexibleArgumentParser with 
 vllm/entrypoints/cli/serve.py (ServeSubcommand.subparser_init -> make_arg_parser). On a machine without an
 accelerator vLLM resolves no platform and building the parser fails ("Failed to infer device type",
 vllm/config/device.py): force_cpu_platform() selects the CPU platform first, the way vLLM does it itself
-(VLLM_TARGET_DEVICE=cpu in vllm/platforms/__init__.py cpu_platform_plugin since 0.33; for older releases the
+(VLLM_TARGET_DEVICE=cpu in vllm/platforms/__init__.py cpu_platform_plugin since 0.28; for older releases the
 CpuPlatform assignment of `vllm bench` in vllm/entrypoints/cli/main.py).
 
 Schema: {"version", "flags": {"--flag": {"dest", "choices", "nargs", "action", "default"}},

@@ -4,8 +4,9 @@
 
 Sources, each record naming where it came from:
 - every example inventory (inventories/*), rendered by playbooks/plan.yml exactly as an operator runs it;
-- the valid base inventories of the mistake corpus (tests/unit/plan_mistakes/, when it exists): every directory
-  or YAML inventory file there whose name contains "valid" or "base", rendered the same way;
+- the valid base inventories of the mistake corpus (tests/unit/plan_mistakes/, when it exists): the inventories
+  its case files name with ``base: <name>`` (inventories/<name>), and every directory or YAML inventory file there
+  whose name contains "valid" or "base", rendered the same way;
 - every accepted plan the unit tests render from the shipped recipe and snapshots (golden tests, property tests,
   the corpus test's bases), recorded by the pytest plugin tests/realparser/record_plans.py.
 The sim inventories get their kimi_k3_image from a file `sim/simctl up` writes (group_vars/all/sim_image.yml,
@@ -28,7 +29,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MISTAKES = os.path.join("tests", "unit", "plan_mistakes")
 DEFAULT_TESTS = ("tests/unit/plugins/module_utils/test_topology*.py", MISTAKES)
 INVENTORY_FILES = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts", "inventory.yml", "inventory.yaml")
-BASE_NAME = re.compile(r"valid|base", re.IGNORECASE)
+BASE_NAME = re.compile(r"(?<!in)valid|base", re.IGNORECASE)
 STAND_IN_IMAGE = {"nvidia": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "0" * 64,
                   "amd": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "0" * 64}
 
@@ -38,26 +39,43 @@ def example_inventories(repo=REPO):
                   if os.path.isdir(p) and any(os.path.exists(os.path.join(p, f)) for f in INVENTORY_FILES))
 
 
+def _yaml(path):
+    try:
+        with open(path, errors="replace") as handle:
+            return yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError):
+        return None
+
+
 def _is_inventory_file(path):
-    if not path.endswith((".yml", ".yaml", ".ini")):
-        return False
-    with open(path, errors="replace") as handle:
-        return "vllm_cluster" in handle.read()
+    """A YAML inventory: a top-level vllm_cluster or all group (a mistake case has description/base/mistake)."""
+    doc = _yaml(path) if path.endswith((".yml", ".yaml")) else None
+    return isinstance(doc, dict) and any(isinstance(doc.get(g), dict) for g in ("vllm_cluster", "all"))
 
 
 def valid_base_inventories(repo=REPO):
-    """Inventories of the mistake corpus whose name says they are valid bases (none when the corpus is absent)."""
-    found = []
+    """The mistake corpus's valid bases (none when the corpus is absent).
+
+    A case file names its base with a top-level ``base: <name>`` of an inventory under inventories/; inventories
+    kept inside the corpus count when their directory or file name says valid or base.
+    """
+    found = set()
     for root, dirs, files in os.walk(os.path.join(repo, MISTAKES)):
         for d in dirs:
             path = os.path.join(root, d)
             if BASE_NAME.search(d) and any(os.path.exists(os.path.join(path, f)) for f in INVENTORY_FILES):
-                found.append(path)
+                found.add(os.path.relpath(path, repo))
         for f in files:
             path = os.path.join(root, f)
+            if not f.endswith((".yml", ".yaml")):
+                continue
             if BASE_NAME.search(f) and f not in INVENTORY_FILES and _is_inventory_file(path):
-                found.append(path)
-    return sorted(set(os.path.relpath(p, repo) for p in found))
+                found.add(os.path.relpath(path, repo))
+            doc = _yaml(path)
+            base = doc.get("base") if isinstance(doc, dict) else None
+            if isinstance(base, str) and os.path.isdir(os.path.join(repo, "inventories", base)):
+                found.add(os.path.join("inventories", base))
+    return sorted(found)
 
 
 def _ansible_env(repo):
@@ -71,7 +89,7 @@ def stand_in_image(inventory, repo=REPO):
         return None
     out = subprocess.run(["ansible-inventory", "-i", os.path.join(repo, inventory), "--list"], cwd=repo,
                          env=_ansible_env(repo), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         universal_newlines=True).stdout
+                         universal_newlines=True, check=False).stdout
     hostvars = json.loads(out or "{}").get("_meta", {}).get("hostvars", {})
     if not hostvars or all(hv.get("kimi_k3_image") for hv in hostvars.values()):
         return None
@@ -101,7 +119,7 @@ def _render_into(inventory, plan_dir, repo, version):
         cmd += ["-e", "kimi_k3_image=%s" % image]
         source += " (stand-in kimi_k3_image)"
     proc = subprocess.run(cmd, cwd=repo, env=_ansible_env(repo), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True)
+                          universal_newlines=True, check=False)
     records = []
     for path in sorted(glob.glob(os.path.join(plan_dir, "*.json"))):
         with open(path) as handle:
@@ -125,7 +143,7 @@ def record_test_plans(paths, repo=REPO):
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.realparser.record_plans",
            "-m", "not sim and not vllm"] + [os.path.relpath(p, repo) for p in existing]
     proc = subprocess.run(cmd, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True)
+                          universal_newlines=True, check=False)
     with open(out) as handle:
         data = json.load(handle)
     os.unlink(out)
@@ -142,7 +160,8 @@ def collect(test_paths=DEFAULT_TESTS, repo=REPO, versions=()):
     has to support every release).
     """
     records, refused, notes = [], {}, []
-    inventories = example_inventories(repo) + valid_base_inventories(repo)
+    examples = example_inventories(repo)
+    inventories = examples + [b for b in valid_base_inventories(repo) if b not in examples]
     for inventory in inventories:
         found, problem = render_inventory(inventory, repo)
         records += found

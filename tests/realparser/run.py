@@ -54,7 +54,8 @@ def installed_vllm(venv):
     if not os.path.exists(python):
         return None
     proc = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
+                          check=False)
     return proc.stdout.strip() or None
 
 
@@ -79,7 +80,8 @@ def ensure_venv(version, venv_dir, python, install=True):
             info = json.load(handle)
         return dict(info, status="cached", venv=venv)
     if not install:
-        return {"status": "missing", "venv": venv, "error": "no venv with vllm==%s (run without --no-install)" % version}
+        return {"status": "missing", "venv": venv,
+                "error": "no venv with vllm==%s (run without --no-install)" % version}
     os.makedirs(OUT, exist_ok=True)
     log = os.path.join(OUT, "install-%s.log" % version)
     started = time.monotonic()
@@ -111,7 +113,7 @@ def _tail(path, n):
 def run_in_venv(venv, args, log):
     """Run a script of this repo with the venv's Python; (rc, seconds). Output goes to ``log``.
 
-    VLLM_TARGET_DEVICE=cpu: the platform switch of vLLM >= 0.33 (dump_vllm_flags.force_cpu_platform).
+    VLLM_TARGET_DEVICE=cpu: the platform switch of vLLM >= 0.28 (dump_vllm_flags.force_cpu_platform).
     """
     started = time.monotonic()
     with open(log, "w") as handle:
@@ -157,7 +159,7 @@ def check_plans(data, seconds):
 
 def disk_usage(path):
     proc = subprocess.run(["du", "-sk", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                          universal_newlines=True)
+                          universal_newlines=True, check=False)
     try:
         return round(int(proc.stdout.split()[0]) / 1024.0 / 1024.0, 1)
     except (IndexError, ValueError):
@@ -213,14 +215,15 @@ def _say_plans(version, plans):
 
 
 def markdown(report):
-    lines = ["| vLLM | venv | install s | disk GB | snapshot vs real parser | plans parsed | accepted | rejected "
-             "| controls refused | stage s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| vLLM | venv | install s (this run) | disk GB | snapshot vs real parser | plans parsed | accepted "
+             "| rejected | controls refused | stage s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["versions"]:
         venv, snap, plans = row["venv"], row.get("snapshot", {}), row.get("plans", {})
         snap_text = ("same" if snap.get("same") else "%d difference(s)" % len(snap.get("differences", []))
                      if "differences" in snap else "error (build/realparser/parse-<v>.log)")
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            row["version"], venv["status"], venv.get("install_s", "-"), venv.get("disk_gb", "-"), snap_text,
+            row["version"], venv["status"], venv.get("install_s", "-") if venv["status"] == "installed" else "-",
+            venv.get("disk_gb", "-"), snap_text,
             plans.get("parsed", "-"), plans.get("accepted", "-"), len(plans.get("rejected", [])) if plans else "-",
             plans.get("controls", "-"), row.get("check_s", "-")))
     return "\n".join(lines) + "\n"
@@ -239,13 +242,17 @@ def summary(report):
             plans.get("accepted", "?"), plans.get("parsed", "?")))
     if report["refused_inventories"]:
         parts.append("%d example inventories refused by the plan" % len(report["refused_inventories"]))
+    if report.get("tests_failed"):
+        parts.append("unit tests failed while collecting plans")
     return "; ".join(parts)
 
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description="vLLM's own parser as the judge (optional test stage)")
-    ap.add_argument("--versions", help="comma list (default: every shipped snapshot: %s)" % ",".join(supported_versions()))
-    ap.add_argument("--venv-dir", default=default_venv_dir(), help="cached venvs, one per release (default %(default)s)")
+    ap.add_argument("--versions",
+                    help="comma list (default: every shipped snapshot: %s)" % ",".join(supported_versions()))
+    ap.add_argument("--venv-dir", default=default_venv_dir(),
+                    help="cached venvs, one per release (default %(default)s)")
     ap.add_argument("--python", default=default_python(), help="interpreter for new venvs (default %(default)s)")
     ap.add_argument("--no-install", action="store_true", help="fail instead of installing a missing venv")
     ap.add_argument("--tests", nargs="*", default=list(collect_plans.DEFAULT_TESTS),
@@ -255,12 +262,8 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    started = time.monotonic()
-    os.makedirs(OUT, exist_ok=True)
-    workdir = tempfile.mkdtemp(prefix="realparser-", dir=OUT)
-    plans_path = os.path.join(OUT, "plans.json")
+def collect_step(args, plans_path):
+    """Collect the plans, print what was found; (collected, tests_failed)."""
     collected = collect_plans.collect(tuple(args.tests), versions=args.versions)
     with open(plans_path, "w") as handle:
         json.dump(collected, handle, indent=1)
@@ -269,20 +272,42 @@ def main(argv=None):
         " ".join(collected["tests"].get("paths", [])), collected["tests"].get("pytest_summary")))
     for inventory, message in sorted(collected["refused"].items()):
         say("REFUSED by the plan: %s: %s" % (inventory, message))
-    rows = [check_version(v, args, plans_path, workdir) for v in args.versions]
-    shutil.rmtree(workdir, ignore_errors=True)
-    report = {"versions": rows, "refused_inventories": collected["refused"], "plans": len(collected["records"]),
-              "notes": collected.get("notes", []), "stage_s": round(time.monotonic() - started, 1)}
-    ok = all(r["ok"] for r in rows) and not collected["refused"] and bool(rows)
-    report["ok"] = ok
+    for note in collected["notes"]:
+        say("note: %s" % note)
+    tests_failed = collected["tests"].get("pytest_exit") not in (0, None)
+    if tests_failed:
+        say("FAILED: the unit tests that render plans did not pass (%s): plans after a failing assertion were not "
+            "collected" % collected["tests"].get("pytest_summary"))
+    return collected, tests_failed
+
+
+def write_report(report):
     with open(os.path.join(OUT, "report.json"), "w") as handle:
         json.dump(report, handle, indent=1)
     with open(os.path.join(OUT, "report.md"), "w") as handle:
         handle.write(markdown(report))
     print(markdown(report))
     say("summary: %s" % summary(report))
-    say("%s in %.1f s (report: build/realparser/report.md)" % ("PASS" if ok else "FAIL", report["stage_s"]))
-    return 0 if ok else 1
+    say("%s in %.1f s (report: build/realparser/report.md)" % ("PASS" if report["ok"] else "FAIL", report["stage_s"]))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    started = time.monotonic()
+    os.makedirs(OUT, exist_ok=True)
+    plans_path = os.path.join(OUT, "plans.json")
+    collected, tests_failed = collect_step(args, plans_path)
+    workdir = tempfile.mkdtemp(prefix="realparser-", dir=OUT)
+    try:
+        rows = [check_version(v, args, plans_path, workdir) for v in args.versions]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report = {"versions": rows, "refused_inventories": collected["refused"], "plans": len(collected["records"]),
+              "notes": collected["notes"], "tests": collected["tests"], "tests_failed": tests_failed,
+              "stage_s": round(time.monotonic() - started, 1)}
+    report["ok"] = bool(rows) and all(r["ok"] for r in rows) and not collected["refused"] and not tests_failed
+    write_report(report)
+    return 0 if report["ok"] else 1
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def diff_snapshots(shipped, real):
     if shipped.get("version") != real.get("version"):
         lines.append("~ version: %s -> %s" % (shipped.get("version"), real.get("version")))
     sf, rf = shipped.get("flags", {}), real.get("flags", {})
-    lines += ["+ flag %s (accepted by the real parser, missing from the snapshot)" % f for f in sorted(set(rf) - set(sf))]
+    lines += ["+ flag %s (accepted by the real parser, missing from the snapshot)" % f
+              for f in sorted(set(rf) - set(sf))]
     lines += ["- flag %s (in the snapshot, unknown to the real parser)" % f for f in sorted(set(sf) - set(rf))]
     lines += [c for c in (_flag_changes(f, sf[f], rf[f]) for f in sorted(set(sf) & set(rf))) if c]
     sa, ra = shipped.get("aliases", {}), real.get("aliases", {})

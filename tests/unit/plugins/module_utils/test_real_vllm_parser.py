@@ -135,9 +135,12 @@ def test_valid_bases_of_the_mistake_corpus_are_found(tmp_path):
     (corpus / "valid_base" / "hosts.yml").write_text("vllm_cluster: {}\n")
     (corpus / "base_mi355x.yml").write_text("vllm_cluster:\n  hosts: {}\n")
     (corpus / "base_notes.yml").write_text("just: notes\n")
-    (corpus / "m01_bad_port.yml").write_text("vllm_cluster: {}\n")
+    (corpus / "invalid_port.yml").write_text("vllm_cluster:\n  hosts: {}\n")
+    (tmp_path / "inventories" / "gb300-cluster").mkdir(parents=True)
+    (corpus / "port-typo.yml").write_text("base: gb300-cluster\nmistake: {cluster: {kimi_k3_api_port: x}}\n")
+    (corpus / "gone.yml").write_text("base: no-such-inventory\n")
     assert collect_plans.valid_base_inventories(str(tmp_path)) == [
-        "tests/unit/plan_mistakes/base_mi355x.yml", "tests/unit/plan_mistakes/valid_base"]
+        "inventories/gb300-cluster", "tests/unit/plan_mistakes/base_mi355x.yml", "tests/unit/plan_mistakes/valid_base"]
 
 
 def test_every_example_inventory_is_collected():
@@ -184,7 +187,7 @@ def test_parse_one_reports_the_parsers_own_message_and_restores_env(monkeypatch)
 def test_controls_are_refused_by_a_strict_parser_and_flag_a_lax_one():
     top, command = serve_cli()
     verdicts = [parse_plans.parse_one(top, command, argv, {"KIMI_K3_TEST_PLAN_ENV": "set"})[0]
-                for _, argv in parse_plans.CONTROLS if "--tensor-parallel-size" not in argv]
+                for _name, argv in parse_plans.CONTROLS if "--tensor-parallel-size" not in argv]
     assert verdicts == [False, False, False]
     lax = argparse.ArgumentParser(prog="vllm")
     lax.add_subparsers(dest="subparser").add_parser("serve").add_argument("rest", nargs="*")
