@@ -9,7 +9,8 @@ Sources, each record naming where it came from:
   whose name contains "valid" or "base", rendered the same way;
 - every accepted plan the unit tests render from the shipped recipe and snapshots (golden tests, property tests,
   the corpus test's bases), recorded by the pytest plugin tests/realparser/record_plans.py.
-The sim inventories get their kimi_k3_image from a file `sim/simctl up` writes (group_vars/all/sim_image.yml,
+Environment variables an inventory reads with lookup('env', ...) (the examples' API key) get a stand-in value
+when unset, as an operator exports them before running the plan. The sim inventories get their kimi_k3_image from a file `sim/simctl up` writes (group_vars/all/sim_image.yml,
 gitignored); where it is absent, a stand-in reference in the sim registry's repository of the nodes' vendor is
 passed instead (the image never enters vllm_args) and the record's source says so.
 An inventory the plan playbook refuses is itself a finding (every example must render): it is listed in
@@ -30,6 +31,8 @@ MISTAKES = os.path.join("tests", "unit", "plan_mistakes")
 DEFAULT_TESTS = ("tests/unit/plugins/module_utils/test_topology*.py", MISTAKES)
 INVENTORY_FILES = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts", "inventory.yml", "inventory.yaml")
 BASE_NAME = re.compile(r"(?<!in)valid|base", re.IGNORECASE)
+ENV_LOOKUP = re.compile(r"""lookup\(\s*['"](?:ansible\.builtin\.)?env['"]\s*,\s*['"]([A-Za-z_][A-Za-z0-9_]*)['"]""")
+STAND_IN_SECRET = "realparser-stand-in-secret"
 STAND_IN_IMAGE = {"nvidia": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "0" * 64,
                   "amd": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "0" * 64}
 
@@ -78,16 +81,38 @@ def valid_base_inventories(repo=REPO):
     return sorted(found)
 
 
-def _ansible_env(repo):
-    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                ANSIBLE_INJECT_FACT_VARS="false")
+def _tool(name):
+    """An Ansible command of the running venv (python -m works without the venv's bin/ on PATH)."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    return beside if os.path.exists(beside) else name
+
+
+def env_lookups(inventory, repo=REPO):
+    """Names of the environment variables an inventory reads with lookup('env', ...) (its vault stand-ins)."""
+    names = set()
+    path = os.path.join(repo, inventory)
+    files = [path] if os.path.isfile(path) else [os.path.join(root, f) for root, _dirs, fs in os.walk(path) for f in fs]
+    for name in files:
+        with open(name, errors="replace") as handle:
+            names.update(ENV_LOOKUP.findall(handle.read()))
+    return sorted(names)
+
+
+def _ansible_env(repo, inventory=None):
+    """ansible-playbook's environment; variables the inventory looks up get a stand-in when they are unset
+    (an operator exports the API key before running the plan; a secret never enters a plan file)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(repo, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_INJECT_FACT_VARS="false")
+    for name in env_lookups(inventory, repo) if inventory else ():
+        env.setdefault(name, STAND_IN_SECRET)
+    return env
 
 
 def stand_in_image(inventory, repo=REPO):
     """A sim-registry image reference for a sim inventory whose hosts have no kimi_k3_image yet, else None."""
     if not os.path.basename(inventory).startswith("sim-"):
         return None
-    out = subprocess.run(["ansible-inventory", "-i", os.path.join(repo, inventory), "--list"], cwd=repo,
+    out = subprocess.run([_tool("ansible-inventory"), "-i", os.path.join(repo, inventory), "--list"], cwd=repo,
                          env=_ansible_env(repo), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          universal_newlines=True, check=False).stdout
     hostvars = json.loads(out or "{}").get("_meta", {}).get("hostvars", {})
@@ -109,8 +134,8 @@ def render_inventory(inventory, repo=REPO, version=None):
 
 
 def _render_into(inventory, plan_dir, repo, version):
-    cmd = ["ansible-playbook", os.path.join(repo, "playbooks", "plan.yml"), "-i", os.path.join(repo, inventory),
-           "-e", "plan_dir=%s" % plan_dir]
+    cmd = [_tool("ansible-playbook"), os.path.join(repo, "playbooks", "plan.yml"),
+           "-i", os.path.join(repo, inventory), "-e", "plan_dir=%s" % plan_dir]
     image, source = stand_in_image(inventory, repo), inventory
     if version:
         cmd += ["-e", "kimi_k3_vllm_version=%s" % version]
@@ -118,8 +143,8 @@ def _render_into(inventory, plan_dir, repo, version):
     if image:
         cmd += ["-e", "kimi_k3_image=%s" % image]
         source += " (stand-in kimi_k3_image)"
-    proc = subprocess.run(cmd, cwd=repo, env=_ansible_env(repo), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, check=False)
+    proc = subprocess.run(cmd, cwd=repo, env=_ansible_env(repo, inventory), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     records = []
     for path in sorted(glob.glob(os.path.join(plan_dir, "*.json"))):
         with open(path) as handle:
@@ -127,9 +152,25 @@ def _render_into(inventory, plan_dir, repo, version):
         records.append({"source": source, "host": plan["host"], "vllm_version": plan["vllm_version"],
                         "vllm_args": plan["vllm_args"], "env": plan.get("env") or {}, "renders": 1})
     if proc.returncode != 0 or not records:
-        tail = [line for line in proc.stdout.splitlines() if line.strip()][-12:]
-        return records, "ansible-playbook plan.yml rc %d: %s" % (proc.returncode, " | ".join(tail))
+        return records, "ansible-playbook plan.yml rc %d: %s" % (proc.returncode, refusal_text(proc.stdout))
+    if STAND_IN_SECRET in json.dumps(records):
+        return records, "the stand-in value of %s reached a plan file (secrets belong in secret_env)" % (
+            ", ".join(env_lookups(inventory, repo)))
     return records, None
+
+
+def refusal_text(output):
+    """The plan's problem lines from ansible-playbook's output (else its last lines), on one line."""
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if "Plan refused" in line), None)
+    if start is None:
+        picked = [line for line in lines if line.strip()][-12:]
+    else:
+        picked = [line for line in lines[start:] if line.strip()]
+        end = next((i for i, line in enumerate(picked) if "warnings_list" in line or "PLAY RECAP" in line),
+                   len(picked))
+        picked = picked[:end]
+    return " ".join(re.sub(r"^-\s*'|'$", "", line.strip()).strip() for line in picked)
 
 
 def record_test_plans(paths, repo=REPO):

@@ -143,6 +143,28 @@ def test_valid_bases_of_the_mistake_corpus_are_found(tmp_path):
         "inventories/gb300-cluster", "tests/unit/plan_mistakes/base_mi355x.yml", "tests/unit/plan_mistakes/valid_base"]
 
 
+def test_env_lookups_of_an_inventory_get_stand_ins_only_when_unset(tmp_path, monkeypatch):
+    inv = tmp_path / "inventories" / "x"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "group_vars" / "vllm_cluster.yml").write_text(
+        "kimi_k3_api_key: \"{{ lookup('ansible.builtin.env', 'KIMI_K3_API_KEY') }}\"\n"
+        "kimi_k3_hf_token: \"{{ lookup('env', 'HF_TOKEN_X') }}\"\n")
+    assert collect_plans.env_lookups("inventories/x", str(tmp_path)) == ["HF_TOKEN_X", "KIMI_K3_API_KEY"]
+    monkeypatch.setenv("KIMI_K3_API_KEY", "operator-value")
+    monkeypatch.delenv("HF_TOKEN_X", raising=False)
+    env = collect_plans._ansible_env(str(tmp_path), "inventories/x")
+    assert env["KIMI_K3_API_KEY"] == "operator-value" and env["HF_TOKEN_X"] == collect_plans.STAND_IN_SECRET
+
+
+def test_refusal_text_keeps_the_plans_problem_lines():
+    output = ("TASK [plan]\nfatal: ...\n    summary:\n    - 'Plan refused: 1 problem(s)'\n"
+              "    - '  - n1: kimi_k3_api_port: 99999 is out of range. Fix: use 1-65535.'\n"
+              "    warnings_list: []\nPLAY RECAP ***\n")
+    assert collect_plans.refusal_text(output) == (
+        "Plan refused: 1 problem(s) - n1: kimi_k3_api_port: 99999 is out of range. Fix: use 1-65535.")
+    assert collect_plans.refusal_text("ERROR! no such file\n") == "ERROR! no such file"
+
+
 def test_every_example_inventory_is_collected():
     names = collect_plans.example_inventories()
     assert names and all(n.startswith("inventories/") for n in names)
