@@ -11,8 +11,9 @@ Sources, each record naming where it came from:
   the corpus test's bases), recorded by the pytest plugin tests/realparser/record_plans.py.
 Environment variables an inventory reads with lookup('env', ...) (the examples' API key) get a stand-in value
 when unset, as an operator exports them before running the plan. The sim inventories get their kimi_k3_image
-from a file `sim/simctl up` writes (group_vars/all/sim_image.yml, gitignored); where it is absent, a stand-in reference in the sim registry's repository of the nodes' vendor is
-passed instead (the image never enters vllm_args) and the record's source says so.
+from a file `sim/simctl up` writes (group_vars/all/sim_image.yml, gitignored); where it is absent, a stand-in
+reference in the sim registry's repository of the nodes' vendor is passed instead (the image never enters
+vllm_args) and the record's source says so.
 An inventory the plan playbook refuses is itself a finding (every example must render): it is listed in
 "refused", with the playbook's message.
 """
