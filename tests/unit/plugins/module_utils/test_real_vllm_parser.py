@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from tests.helpers.runner import REPO
 from tests.realparser import collect_plans, parse_plans, record_plans, run, snapshot_diff
 
+REPO = collect_plans.REPO
 SNAPSHOT_FILES = sorted(glob.glob(os.path.join(REPO, "data", "vllm_flags", "vllm-*.json")))
 
 
