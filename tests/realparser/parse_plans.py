@@ -73,7 +73,8 @@ def write_snapshot(serve, directory):
 def main(argv):
     plans_path, out_path = argv[1], argv[2]
     with open(plans_path) as handle:
-        records = json.load(handle)["records"]
+        collected = json.load(handle)
+    records = collected["records"]
     started = time.monotonic()
     top, serve, command = dump_vllm_flags.build_serve_cli()
     import vllm
@@ -93,9 +94,13 @@ def main(argv):
     for name, control in CONTROLS:
         ok, message = parse_one(top, command, control, {})
         controls.append({"control": name, "vllm_args": control, "refused": not ok, "message": message})
+    probes = []
+    for probe in collected.get("probes", {}).get(version, []):  # parse only: see probe_checker.py
+        ok, message = parse_one(top, None, probe["argv"], {})
+        probes.append({"vllm_args": probe["argv"], "accepted": ok, "message": message})
     with open(out_path, "w") as handle:
         json.dump({"version": version, "platform": dump_vllm_flags.force_cpu_platform(), "parser_build_s": build_s,
-                   "parse_s": parse_s, "results": results, "controls": controls}, handle, indent=1)
+                   "parse_s": parse_s, "results": results, "controls": controls, "probes": probes}, handle, indent=1)
     print("vllm %s: %d plan(s) parsed, %d rejected; %d/%d negative controls refused"
           % (version, len(results), sum(not r["accepted"] for r in results), sum(c["refused"] for c in controls),
              len(controls)))

@@ -23,9 +23,11 @@ import sys
 import tempfile
 import time
 
-from tests.realparser import collect_plans, snapshot_diff
+from tests.realparser import collect_plans, probe_checker, snapshot_diff
 
 REPO = collect_plans.REPO
+if os.path.join(REPO, "build", "collections") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 MARKER = ".kimi-k3-realparser.json"
 OUT = os.path.join(REPO, "build", "realparser")
 
@@ -133,11 +135,11 @@ def judge(version, venv, plans_path, workdir):
     fresh = os.path.join(out, "vllm-%s.json" % version)
     if rc != 0 or not os.path.exists(results) or not os.path.exists(fresh):
         error = "parse_plans.py rc %d: %s" % (rc, " | ".join(_tail(log, 6)))
-        return {"ok": False, "error": error, "seconds": seconds}, {"ok": False, "error": error}
+        return {"ok": False, "error": error, "seconds": seconds}, {"ok": False, "error": error}, []
     shutil.copy(fresh, os.path.join(OUT, "vllm-%s.regenerated.json" % version))
     with open(results) as handle:
         data = json.load(handle)
-    return check_snapshot(version, fresh), check_plans(data, seconds)
+    return check_snapshot(version, fresh), check_plans(data, seconds), data.get("probes", [])
 
 
 def check_snapshot(version, fresh):
@@ -177,12 +179,47 @@ def check_version(version, args, plans_path, workdir):
         row["ok"] = False
         return row
     row["venv"]["disk_gb"] = disk_usage(row["venv"]["venv"])
-    row["snapshot"], row["plans"] = judge(version, row["venv"]["venv"], plans_path, workdir)
+    row["snapshot"], row["plans"], parsed_probes = judge(version, row["venv"]["venv"], plans_path, workdir)
     _say_snapshot(version, row["snapshot"])
     _say_plans(version, row["plans"])
+    row["probes"] = check_probes(version, args.judged_probes.get(version, []), parsed_probes)
     row["ok"] = row["snapshot"]["ok"] and row["plans"]["ok"]
     row["check_s"] = round(time.monotonic() - started, 1)
     return row
+
+
+def check_probes(version, judged, parsed):
+    """The checker-versus-real-parser probes of one release (informational, see probe_checker.py)."""
+    found = probe_checker.disagreements(judged, parsed)
+    lax = [d for d in found if d["checker"] and not d["real"]]
+    strict = [d for d in found if not d["checker"] and d["real"]]
+    say("vllm %s: checker vs real parser on %d one-flag probes: %d agree, %d the checker accepts and vLLM refuses, "
+        "%d the checker refuses and vLLM accepts" % (version, len(parsed), len(parsed) - len(found), len(lax),
+                                                     len(strict)))
+    for kind, items in (("LAX", lax), ("STRICT", strict)):
+        labels = sorted(set(d["label"] for d in items))
+        for label in labels:
+            group = [d for d in items if d["label"] == label]
+            print("    %s [%s] x%d, e.g. %s" % (kind, label, len(group), "; ".join(
+                "%s: %s" % (" ".join(d["argv"][1:]), _short(d["message"], 110)) for d in group[:2])))
+    return {"probes": len(parsed), "lax": lax, "strict": strict}
+
+
+def _short(text, limit):
+    text = text or ""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def judge_probes(versions):
+    """{version: probes judged by the plan's checker} for the shipped snapshots."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
+    out = {}
+    for version in versions:
+        path = os.path.join(REPO, "data", "vllm_flags", "vllm-%s.json" % version)
+        if os.path.exists(path):
+            with open(path) as handle:
+                out[version] = probe_checker.judged_probes(json.load(handle), vllm_flags.check_argv)
+    return out
 
 
 def _say_snapshot(version, snap):
@@ -265,6 +302,8 @@ def parse_args(argv):
 def collect_step(args, plans_path):
     """Collect the plans, print what was found; (collected, tests_failed)."""
     collected = collect_plans.collect(tuple(args.tests), versions=args.versions)
+    args.judged_probes = judge_probes(args.versions)
+    collected["probes"] = dict((v, [{"argv": p["argv"]} for p in judged]) for v, judged in args.judged_probes.items())
     with open(plans_path, "w") as handle:
         json.dump(collected, handle, indent=1)
     say("collected %d plan(s): %d inventories rendered (%d refused), unit tests %s: %s" % (

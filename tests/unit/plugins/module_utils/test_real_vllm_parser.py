@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from tests.realparser import collect_plans, parse_plans, record_plans, run, snapshot_diff
+from tests.realparser import collect_plans, parse_plans, probe_checker, record_plans, run, snapshot_diff
 
 REPO = collect_plans.REPO
 SNAPSHOT_FILES = sorted(glob.glob(os.path.join(REPO, "data", "vllm_flags", "vllm-*.json")))
@@ -230,6 +230,43 @@ def test_supported_versions_are_the_shipped_snapshots_in_version_order():
     versions = run.supported_versions()
     assert versions == sorted(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
     assert ["vllm-%s.json" % v for v in versions] == [os.path.basename(p) for p in SNAPSHOT_FILES]
+
+
+# ----------------------------------------------------------------------------- checker probes
+
+
+def test_probes_cover_switches_choices_spellings_and_aliases():
+    doc = snap(all2all_backend=["naive", "deepep_v2"])
+    doc["flags"]["--enable-x"] = {"dest": "enable_x", "choices": None, "nargs": 0, "action": "BooleanOptionalAction",
+                                  "default": None}
+    doc["flags"]["--max-num-seqs"] = {"dest": "max_num_seqs", "choices": None, "nargs": None,
+                                      "action": "_StoreAction", "default": 256}
+    doc["flags"]["--config"] = {"dest": "config", "choices": None, "nargs": None, "action": "_StoreAction",
+                                "default": None}
+    doc["aliases"] = {"--no-enable-x": "--enable-x", "-a": "--all2all-backend"}
+    got = [(p["label"], " ".join(p["argv"][1:])) for p in probe_checker.probes(doc)]
+    assert got == [
+        ("choice", "--all2all-backend naive"), ("underscore spelling", "--all2all_backend naive"),
+        ("choice inline", "--all2all-backend=naive"), ("choice in upper case", "--all2all-backend NAIVE"),
+        ("choice", "--all2all-backend deepep_v2"), ("underscore spelling", "--all2all_backend deepep_v2"),
+        ("choice inline", "--all2all-backend=deepep_v2"), ("choice in upper case", "--all2all-backend DEEPEP_V2"),
+        ("choice with dashes", "--all2all-backend deepep-v2"),
+        ("switch", "--enable-x"), ("underscore spelling", "--enable_x"), ("switch with a value", "--enable-x true"),
+        ("numeric value", "--max-num-seqs 256"), ("underscore spelling", "--max_num_seqs 256"),
+        ("alias", "--no-enable-x"), ("alias", "-a naive")]
+
+
+def test_disagreements_put_what_the_checker_lets_through_first():
+    judged = [{"label": "choice in upper case", "argv": ["m", "--b", "X"], "checker": True, "checker_message": None},
+              {"label": "choice", "argv": ["m", "--b", "x"], "checker": True, "checker_message": None},
+              {"label": "alias", "argv": ["m", "--c"], "checker": False, "checker_message": "unknown --c"}]
+    parsed = [{"vllm_args": ["m", "--b", "X"], "accepted": False, "message": "invalid choice: 'X'"},
+              {"vllm_args": ["m", "--b", "x"], "accepted": True, "message": None},
+              {"vllm_args": ["m", "--c"], "accepted": True, "message": None}]
+    assert probe_checker.disagreements(judged, parsed) == [
+        {"label": "choice in upper case", "argv": ["m", "--b", "X"], "checker": True, "real": False,
+         "message": "invalid choice: 'X'"},
+        {"label": "alias", "argv": ["m", "--c"], "checker": False, "real": True, "message": "unknown --c"}]
 
 
 # ----------------------------------------------------------------------------- opt-in: the installed vllm
