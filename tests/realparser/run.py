@@ -253,16 +253,17 @@ def _say_plans(version, plans):
 
 def markdown(report):
     lines = ["| vLLM | venv | install s (this run) | disk GB | snapshot vs real parser | plans parsed | accepted "
-             "| rejected | controls refused | stage s |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| rejected | controls refused | checker probes: agree / lax / strict | stage s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["versions"]:
         venv, snap, plans = row["venv"], row.get("snapshot", {}), row.get("plans", {})
         snap_text = ("same" if snap.get("same") else "%d difference(s)" % len(snap.get("differences", []))
                      if "differences" in snap else "error (build/realparser/parse-<v>.log)")
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             row["version"], venv["status"], venv.get("install_s", "-") if venv["status"] == "installed" else "-",
             venv.get("disk_gb", "-"), snap_text,
             plans.get("parsed", "-"), plans.get("accepted", "-"), len(plans.get("rejected", [])) if plans else "-",
-            plans.get("controls", "-"), row.get("check_s", "-")))
+            plans.get("controls", "-"), _probe_cell(row.get("probes")), row.get("check_s", "-")))
     return "\n".join(lines) + "\n"
 
 
@@ -274,14 +275,22 @@ def summary(report):
         if row["venv"]["status"] in ("failed", "missing"):
             parts.append("%s venv %s" % (row["version"], row["venv"]["status"]))
             continue
-        parts.append("%s snapshot %s, plans %s/%s accepted" % (
+        parts.append("%s snapshot %s, plans %s/%s accepted, checker probes %d lax/%d strict" % (
             row["version"], "same" if snap.get("same") else "DIFFERS" if "differences" in snap else "error",
-            plans.get("accepted", "?"), plans.get("parsed", "?")))
+            plans.get("accepted", "?"), plans.get("parsed", "?"), len(row.get("probes", {}).get("lax", [])),
+            len(row.get("probes", {}).get("strict", []))))
     if report["refused_inventories"]:
         parts.append("%d example inventories refused by the plan" % len(report["refused_inventories"]))
     if report.get("tests_failed"):
         parts.append("unit tests failed while collecting plans")
     return "; ".join(parts)
+
+
+def _probe_cell(probes):
+    if not probes:
+        return "-"
+    lax, strict = len(probes["lax"]), len(probes["strict"])
+    return "%d / %d / %d" % (probes["probes"] - lax - strict, lax, strict)
 
 
 def parse_args(argv):
