@@ -31,7 +31,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as ss  # noqa: E402
 
 HOST = "127.0.0.5"
 MODEL = "moonshotai/Kimi-K3"
@@ -114,7 +116,7 @@ def stop(proc):
 async def run_round(base_url, concurrency, tokens, preopen=True):
     """One round of `concurrency` simultaneous streams through the module's client code."""
     metrics = [base_url[:-3] + "/metrics"]
-    before = await asyncio.to_thread(sc.scrape, metrics)
+    before = await asyncio.to_thread(ss.scrape, metrics)
     client = sc.make_client(base_url, None, 600, concurrency)
     try:
         await sc.warm_up(client, concurrency if preopen else 1)
@@ -128,9 +130,9 @@ async def run_round(base_url, concurrency, tokens, preopen=True):
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     await client.close()
-    after = await asyncio.to_thread(sc.scrape, metrics)
+    after = await asyncio.to_thread(ss.scrape, metrics)
     delta = sl.snapshot_delta(before, after)
-    agg = sc.aggregate(results, wall_s=wall)
+    agg = sm.aggregate(results, wall_s=wall)
     return {"ttft_mean_s": agg["ttft_s"]["mean"], "ttft_p50_s": agg["ttft_s"]["p50"],
             "ttft_p99_s": agg["ttft_s"]["p99"],
             "itl_mean_s": agg["itl_s"]["mean"], "itl_p50_s": agg["itl_s"]["p50"],

@@ -7,7 +7,10 @@ import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity as cap
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke_runner import FILLER, FILLER_TOKENS
 
 
@@ -44,8 +47,8 @@ async def calibrate_filler(client, model, body, low=4, high=12):
 
 async def run_step(client, model, concurrency, requests, prompt_tokens, body, metrics_urls, interval, nonce,
                    filler_tokens=FILLER_TOKENS):
-    before = await asyncio.to_thread(sc.scrape, metrics_urls)
-    sampler = sc.GaugeSampler(metrics_urls, interval=interval)
+    before = await asyncio.to_thread(smoke_server.scrape, metrics_urls)
+    sampler = smoke_server.GaugeSampler(metrics_urls, interval=interval)
     sampler.start()
     sem = asyncio.Semaphore(concurrency)
 
@@ -59,14 +62,13 @@ async def run_step(client, model, concurrency, requests, prompt_tokens, body, me
     results = await asyncio.gather(*(one(i) for i in range(requests)))
     wall = time.perf_counter() - t0
     peaks = await sampler.stop()
-    after = await asyncio.to_thread(sc.scrape, metrics_urls)
-    agg = sc.aggregate(results, wall_s=wall)
-    delta = sl.snapshot_delta(before, after)
-    ok = len(results) - agg["failed_requests"]
+    after = await asyncio.to_thread(smoke_server.scrape, metrics_urls)
+    agg = sm.aggregate(results, wall_s=wall)
+    delta = smoke_metrics.snapshot_delta(before, after)
     return {
         "concurrency": concurrency, "requests": requests, "failed_requests": agg["failed_requests"],
         "wall_s": round(wall, 4), "throughput_tok_s": agg["tokens_per_s"],
-        "request_throughput_rps": round(ok / wall, 4) if wall else None,
+        "request_throughput_rps": agg["request_throughput_rps"],
         "output_tokens": agg["output_tokens"], "prompt_tokens": agg["prompt_tokens"],
         "ttft_s": agg["ttft_s"], "itl_s": agg["itl_s"], "tpot_s": agg["tpot_s"], "e2e_s": agg["e2e_s"],
         "client_queue_s": agg["client_queue_s"],
@@ -80,13 +82,13 @@ async def run_step(client, model, concurrency, requests, prompt_tokens, body, me
 
 
 async def run_sweep_async(p):
-    root, _api = sc.split_base_url(p["base_url"])
-    info = await asyncio.to_thread(sc.server_info, p["base_url"], p.get("api_key"), 30.0)
+    root, _api = smoke_server.split_base_url(p["base_url"])
+    info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0)
     model = p.get("model") or info["model"]
     metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
-    snap = await asyncio.to_thread(sc.scrape, metrics_urls)
-    summ = sl.summarise_snapshot(snap)
-    log_kv = sl.parse_kv_log(p.get("log_text") or "")
+    snap = await asyncio.to_thread(smoke_server.scrape, metrics_urls)
+    summ = smoke_metrics.summarise_snapshot(snap)
+    log_kv = smoke_logs.parse_kv_log(p.get("log_text") or "")
     max_len = info["max_model_len"] or p.get("max_model_len")
     kv = {
         "kv_cache_size_tokens": summ["kv_cache_size_tokens"] or log_kv["kv_cache_size_tokens"],

@@ -13,7 +13,11 @@ import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_vision
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
 
 GROUPS = ("vision", "text", "long_context", "tool_calling")
@@ -85,7 +89,7 @@ def _failed(error, **extra):
 
 
 def _finish(results, wall, check_error=None, **extra):
-    agg = sc.aggregate(results, wall_s=wall)
+    agg = sm.aggregate(results, wall_s=wall)
     errors = list(agg.pop("errors"))
     if check_error:
         errors.insert(0, check_error)
@@ -136,7 +140,7 @@ async def group_vision(ctx):
     t0 = time.perf_counter()
     res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
     wall = time.perf_counter() - t0
-    check = sl.ocr_check(res["content"], tokens) if tokens else {"ok": bool(res["content"].strip()),
+    check = smoke_vision.ocr_check(res["content"], tokens) if tokens else {"ok": bool(res["content"].strip()),
                                                                  "missing": [], "found": []}
     err = _empty_content_error([res])
     if not err and res["ok"] and not check["ok"]:
@@ -159,7 +163,7 @@ async def group_long_context(ctx):
     pt = res.get("prompt_tokens")
     if not err and res["ok"] and pt is not None and pt < 0.5 * target:
         err = "server counted only %s prompt tokens for a ~%s-token prompt" % (pt, target)
-    return _finish([res], wall, err, target_prompt_tokens=target, needle_found="K37731" in sl.normalise_text(
+    return _finish([res], wall, err, target_prompt_tokens=target, needle_found="K37731" in smoke_vision.normalise_text(
         res["content"]))
 
 
@@ -198,7 +202,7 @@ async def group_tool_calling(ctx):
     summary = tv.summarise_cases(cases)
     summary["by_mode"] = {m: tv.summarise_cases([c for c in cases if c["mode"] == m])
                           for m in ("stream", "non_stream")}
-    agg = sc.aggregate([r for r in raw if r["stream"]], wall_s=wall)
+    agg = sm.aggregate([r for r in raw if r["stream"]], wall_s=wall)
     agg.pop("errors")
     failed = [c for c in cases if c["status"] != tv.OK]
     errors = []
@@ -219,8 +223,8 @@ GROUP_FUNCS = {"vision": group_vision, "text": group_text, "long_context": group
 async def run_smoke_async(p):
     """Run the smoke. ``p``: the module's parameters (dict). Returns the ``vllm_smoke`` facts."""
     started = time.time()
-    root, api = sc.split_base_url(p["base_url"])
-    info = await asyncio.to_thread(sc.server_info, p["base_url"], p.get("api_key"), 30.0)
+    root, api = smoke_server.split_base_url(p["base_url"])
+    info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0)
     model = p.get("model") or info["model"]
     metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
     groups = {}
@@ -231,8 +235,8 @@ async def run_smoke_async(p):
         client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], p["concurrency"])
         # before the "before" scrape, so the warm-up GETs stay out of the server-side window
         await sc.warm_up(client, p["concurrency"])
-        before = await asyncio.to_thread(sc.scrape, metrics_urls)
-        sampler = sc.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5))
+        before = await asyncio.to_thread(smoke_server.scrape, metrics_urls)
+        sampler = smoke_server.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5))
         sampler.start()
         ctx = {
             "client": client, "model": model, "concurrency": int(p["concurrency"]),
@@ -254,11 +258,11 @@ async def run_smoke_async(p):
         peaks = await sampler.stop() if sampler is not None else {}
         if client is not None:
             await client.close()
-    after = await asyncio.to_thread(sc.scrape, metrics_urls)
+    after = await asyncio.to_thread(smoke_server.scrape, metrics_urls)
     if before is None:  # the client could not even be set up: an empty window
         before = after
-    summ = sl.summarise_snapshot(after)
-    window = sl.snapshot_delta(before, after)
+    summ = smoke_metrics.summarise_snapshot(after)
+    window = smoke_metrics.snapshot_delta(before, after)
     window.update(peaks)
     server = {
         "version": info["version"], "models": info["models"], "max_model_len": info["max_model_len"],
@@ -286,28 +290,7 @@ async def run_smoke_async(p):
                      "concurrency": p["concurrency"], "long_context_tokens": p["long_context_tokens"],
                      "tool_call_retries": p["tool_call_retries"], "groups": list(p["groups"])},
     }
-    return finalise(facts, p)
-
-
-def finalise(facts, p):
-    """(Re)compute the parts that depend on inputs gathered around the run: log findings, KV figures from logs,
-    GPU memory, reproduction extras and the policy. Used at the end of a run and by ``from_facts`` (role: logs are
-    collected after the requests, then the facts are finalised without sending anything)."""
-    facts = dict(facts)
-    logs = p.get("log_lines") or {}
-    if logs or "log_findings" not in facts:
-        facts["log_findings"] = sl.log_findings(logs)
-        kv = {h: sl.parse_kv_log(t if isinstance(t, str) else "\n".join(t)) for h, t in logs.items()}
-        kv = {h: v for h, v in kv.items() if v["kv_cache_size_tokens"] is not None}
-        if kv:
-            facts["server"] = dict(facts.get("server") or {}, kv_from_log=kv)
-    if p.get("node_probes") or "gpu_memory" not in facts:
-        facts["gpu_memory"] = sl.gpu_memory_summary(p.get("node_probes"))
-    if p.get("reproduction"):
-        facts["reproduction"] = dict(facts.get("reproduction") or {}, **p["reproduction"])
-    violations = sl.evaluate_policy(facts, p.get("fail_policy"))
-    facts["policy"] = {"passed": not violations, "violations": violations}
-    return facts
+    return smoke_finalise.finalise(facts, reproduction=p.get("reproduction"), fail_policy=p.get("fail_policy"))
 
 
 def run_smoke(p):

@@ -155,7 +155,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 try:
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
 
     IMPORT_ERROR = None
 except ImportError:  # pragma: no cover
@@ -191,7 +191,7 @@ def main():
         module.fail_json(msg="cannot import the collection's module_utils", exception=IMPORT_ERROR)
     if not smoke_client.HAS_OPENAI:
         module.fail_json(msg=missing_required_lib("openai", reason="to send capacity requests"))
-    if not smoke_logic.HAS_PROMETHEUS:
+    if not smoke_metrics.HAS_PROMETHEUS:
         module.fail_json(msg=missing_required_lib("prometheus_client", reason="to parse /metrics"))
     p = dict(module.params)
     if p["reasoning_effort"] == "":

@@ -1,11 +1,11 @@
-"""smoke_client.http_get / scrape: plain GETs for /metrics, /version and /v1/models."""
+"""smoke_server.http_get / scrape: plain GETs for /metrics, /version and /v1/models."""
 import http.server
 import ssl
 import threading
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as sc
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -52,3 +52,36 @@ def test_documentation_matches_argument_spec():
             assert "no_log" in opt, name
     yaml.safe_load(vllm_smoke.RETURN)
     yaml.safe_load(vllm_smoke.EXAMPLES)
+
+
+def run_finalise(args, capsys):
+    from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke_finalise
+
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            vllm_smoke_finalise.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_finalise_module_adds_the_logs_and_fails_the_log_policy_for_an_unreadable_one(capsys):
+    facts = {"groups": {"text": {"status": "ok", "ttft_s": {"mean": 0.1}}}, "server": {}}
+    rc, out = run_finalise({"facts": facts, "fail_policy": {"fail_on_log_errors": True}, "_ansible_check_mode": True,
+                            "log_results": [{"item": "tray01", "rc": 0, "stdout": "INFO fine\n"},
+                                            {"item": "tray02", "rc": 4, "stdout": "", "stderr": "denied"}]}, capsys)
+    assert rc == 0 and out["changed"] is False
+    got = out["ansible_facts"]["vllm_smoke"]
+    assert got["log_findings"]["tray01"]["readable"] is True
+    assert got["policy"]["violations"] == [
+        "the container log of tray02 could not be read: container_logs.py exited with 4: denied"]
+    assert "NOT READ" in out["report_markdown"] and "text" in out["summary_table"]
+
+
+def test_finalise_documentation_matches_argument_spec():
+    from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke_finalise as m
+
+    doc = yaml.safe_load(m.DOCUMENTATION)
+    assert set(doc["options"]) == set(m.ARGUMENT_SPEC)
+    for name, opt in doc["options"].items():
+        assert opt["type"] == m.ARGUMENT_SPEC[name]["type"], name
+    yaml.safe_load(m.RETURN)
+    yaml.safe_load(m.EXAMPLES)
