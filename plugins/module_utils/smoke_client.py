@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import ssl
 import time
 
 try:
@@ -87,12 +88,23 @@ if _httpx is not None:
                 await shard.aclose()
 
 
-def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
+def _ssl_context(validate_certs=True, ca_path=None):
+    """What httpx's ``verify`` gets: an SSL context checking against the system bundle (or only the PEM file
+    ``ca_path``), or no check at all with ``validate_certs`` false."""
+    if not validate_certs:
+        return False
+    if ca_path:
+        return ssl.create_default_context(cafile=ca_path)
+    return _httpx.create_ssl_context()  # one for all shards (loading the CA bundle takes ~80 ms)
+
+
+def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16, tls=smoke_server.DEFAULT_TLS):
     """AsyncOpenAI with ``max_retries=0``, explicit timeout and connection pools sized to ``concurrency``.
 
     The pools are split into shards of ``POOL_SHARD_SIZE`` connections (round-robin), every request carries an
     httpcore trace hook that opens the client's send gate once its body is written, and the client gets a
-    ``_smoke_send_gate`` lock used by ``stream_chat``/``plain_chat``.
+    ``_smoke_send_gate`` lock used by ``stream_chat``/``plain_chat``. ``tls``: ``(validate_certs, ca_path)`` for
+    https URLs.
     """
     _root, api = smoke_server.split_base_url(base_url)
     kwargs = {"base_url": api, "api_key": api_key or "EMPTY", "max_retries": 0,
@@ -102,8 +114,8 @@ def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
         n = max(int(concurrency), 1)
         shards = max(1, -(-n // POOL_SHARD_SIZE))
         per = -(-n // shards)
-        ssl_context = _httpx.create_ssl_context()  # one for all shards (loading the CA bundle takes ~80 ms)
-        transports = [_httpx.AsyncHTTPTransport(verify=ssl_context,
+        verify = _ssl_context(*(tls or smoke_server.DEFAULT_TLS))
+        transports = [_httpx.AsyncHTTPTransport(verify=verify,
                                                 limits=_httpx.Limits(max_connections=n + 4,
                                                                      max_keepalive_connections=per + 4))
                       for _shard in range(shards)]

@@ -16,6 +16,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_imag
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_vision
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
@@ -121,10 +122,8 @@ async def _gather_limited(factories, concurrency):
 async def group_text(ctx):
     msgs = [{"role": "user", "content": TEXT_PROMPT}]
     n = max(1, ctx["concurrency"])
-    t0 = time.perf_counter()
-    results = await _gather_limited(
-        [lambda: sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"]) for _req in range(n)], n)
-    return _finish(results, time.perf_counter() - t0, _empty_content_error(results))
+    results, wall = await smoke_shards.run_streams(ctx["client"], ctx["spec"], [msgs] * n, n)
+    return _finish(results, wall, _empty_content_error(results))
 
 
 async def group_vision(ctx):
@@ -220,51 +219,38 @@ GROUP_FUNCS = {"vision": group_vision, "text": group_text, "long_context": group
                "tool_calling": group_tool_calling}
 
 
-async def run_smoke_async(p):
-    """Run the smoke. ``p``: the module's parameters (dict). Returns the ``vllm_smoke`` facts."""
-    started = time.time()
-    root, api = smoke_server.split_base_url(p["base_url"])
-    info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0)
-    model = p.get("model") or info["model"]
-    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+def _context(p, client, model, info, tls):
+    body = sc.request_body(p["max_tokens"], p.get("reasoning_effort"), p.get("extra_body"))
+    return {
+        "client": client, "model": model, "concurrency": int(p["concurrency"]), "body": body,
+        "spec": {"base_url": p["base_url"], "api_key": p.get("api_key"), "timeout": p["timeout"], "tls": tls,
+                 "model": model, "body": body},
+        "max_model_len": info["max_model_len"], "long_context_tokens": p["long_context_tokens"],
+        "image": p.get("image"), "image_expected_tokens": p.get("image_expected_tokens"),
+        "tool_call_retries": int(p["tool_call_retries"]), "tool_choice": p.get("tool_choice") or "auto",
+        "tool_call_rounds": int(p.get("tool_call_rounds") or 1),
+    }
+
+
+async def _run_groups(ctx, names, info):
     groups = {}
-    client = None
-    sampler = None
-    before = None
-    try:
-        client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], p["concurrency"])
-        # before the "before" scrape, so the warm-up GETs stay out of the server-side window
-        await sc.warm_up(client, p["concurrency"])
-        before = await asyncio.to_thread(smoke_server.scrape, metrics_urls)
-        sampler = smoke_server.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5))
-        sampler.start()
-        ctx = {
-            "client": client, "model": model, "concurrency": int(p["concurrency"]),
-            "body": sc.request_body(p["max_tokens"], p.get("reasoning_effort"), p.get("extra_body")),
-            "max_model_len": info["max_model_len"], "long_context_tokens": p["long_context_tokens"],
-            "image": p.get("image"), "image_expected_tokens": p.get("image_expected_tokens"),
-            "tool_call_retries": int(p["tool_call_retries"]), "tool_choice": p.get("tool_choice") or "auto",
-            "tool_call_rounds": int(p.get("tool_call_rounds") or 1),
-        }
-        for name in [g for g in GROUPS if g in p["groups"]]:
-            if not model:
-                groups[name] = _failed("no model: /v1/models unavailable (%s)" % "; ".join(info["errors"]))
-                continue
-            try:
-                groups[name] = await GROUP_FUNCS[name](ctx)
-            except Exception as exc:  # noqa: BLE001 - a group failure never crashes the module
-                groups[name] = _failed(sc.describe_error(exc))
-    finally:
-        peaks = await sampler.stop() if sampler is not None else {}
-        if client is not None:
-            await client.close()
-    after = await asyncio.to_thread(smoke_server.scrape, metrics_urls)
-    if before is None:  # the client could not even be set up: an empty window
-        before = after
+    for name in [g for g in GROUPS if g in names]:
+        if not ctx["model"]:
+            groups[name] = _failed("no model: /v1/models unavailable (%s)" % "; ".join(info["errors"]))
+            continue
+        try:
+            groups[name] = await GROUP_FUNCS[name](ctx)
+        except Exception as exc:  # noqa: BLE001 - a group failure never crashes the module
+            groups[name] = _failed(sc.describe_error(exc))
+    return groups
+
+
+def server_facts(info, before, after, peaks, metrics_urls):
+    """The ``server`` part of the facts from /version + /v1/models (``info``) and the snapshots around the run."""
     summ = smoke_metrics.summarise_snapshot(after)
     window = smoke_metrics.snapshot_delta(before, after)
     window.update(peaks)
-    server = {
+    return {
         "version": info["version"], "models": info["models"], "max_model_len": info["max_model_len"],
         "kv_cache_size_tokens": summ["kv_cache_size_tokens"],
         "kv_cache_max_concurrency": summ["kv_cache_max_concurrency"],
@@ -275,6 +261,37 @@ async def run_smoke_async(p):
         "window": window, "metrics_urls": metrics_urls,
         "errors": info["errors"] + before.get("errors", []) + after.get("errors", []),
     }
+
+
+async def _measure(p, model, info, metrics_urls, tls):
+    """Warm up, then run the groups inside the server-side window -> (groups, before, after, peaks)."""
+    client = sampler = before = None
+    local = min(int(p["concurrency"]), smoke_shards.SHARD_STREAMS)  # streams this process runs itself
+    try:
+        client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], local, tls)
+        # before the "before" scrape, so the warm-up GETs stay out of the server-side window
+        await sc.warm_up(client, local)
+        before = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)
+        sampler = smoke_server.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5), tls=tls)
+        sampler.start()
+        groups = await _run_groups(_context(p, client, model, info, tls), p["groups"], info)
+    finally:
+        peaks = await sampler.stop() if sampler is not None else {}
+        if client is not None:
+            await client.close()
+    after = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)
+    return groups, before if before is not None else after, after, peaks
+
+
+async def run_smoke_async(p):
+    """Run the smoke. ``p``: the module's parameters (dict). Returns the ``vllm_smoke`` facts."""
+    started = time.time()
+    root, api = smoke_server.split_base_url(p["base_url"])
+    tls = smoke_server.tls_of(p)
+    info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0, tls)
+    model = p.get("model") or info["model"]
+    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+    groups, before, after, peaks = await _measure(p, model, info, metrics_urls, tls)
     reproduction = dict(p.get("reproduction") or {})
     reproduction.setdefault("vllm_version", info["version"])
     reproduction.setdefault("model", model)
@@ -284,7 +301,7 @@ async def run_smoke_async(p):
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "started_epoch": int(started),
         "duration_s": round(time.time() - started, 3),
-        "groups": groups, "server": server,
+        "groups": groups, "server": server_facts(info, before, after, peaks, metrics_urls),
         "reproduction": reproduction,
         "settings": {"max_tokens": p["max_tokens"], "reasoning_effort": p.get("reasoning_effort"),
                      "concurrency": p["concurrency"], "long_context_tokens": p["long_context_tokens"],

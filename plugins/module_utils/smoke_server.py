@@ -21,40 +21,51 @@ def split_base_url(base_url):
     return root, root + "/v1"
 
 
-_TLS_CONTEXT = []
+# (validate_certs, ca_path): certificates verified against the system CA bundle (or ``ca_path``, a PEM file) unless
+# ``validate_certs`` is false. Every server-side read and the chat client take the same pair (module options).
+DEFAULT_TLS = (True, None)
+
+_TLS_CONTEXTS = {}
 
 
-def tls_context():
-    """One certificate-verifying SSL context per process. ``open_url`` (and ``Request.open`` without ``context``)
-    builds a new one for every call, and loading the CA bundle costs ~80 ms of CPU: at 256 streams the metrics
-    sampler's scrapes took 16 % of the client's CPU (benchmarks/smoke_vs_aiperf.py), starving the request loop."""
-    if not _TLS_CONTEXT:
-        _TLS_CONTEXT.append(make_context())
-    return _TLS_CONTEXT[0]
+def tls_of(params):
+    """The modules' ``validate_certs``/``ca_path`` options as ``(validate_certs, ca_path)``."""
+    return (params.get("validate_certs", True) is not False, params.get("ca_path") or None)
 
 
-def http_get(url, timeout=10.0, api_key=None):
+def tls_context(tls=DEFAULT_TLS):
+    """One SSL context per TLS setting and process. ``open_url`` (and ``Request.open`` without ``context``) builds a
+    new one for every call, and loading the CA bundle costs ~80 ms of CPU: at 256 streams the metrics sampler's
+    scrapes took 16 % of the client's CPU (benchmarks/smoke_vs_aiperf.py), starving the request loop."""
+    validate, ca_path = tls or DEFAULT_TLS
+    key = (bool(validate), ca_path or None)
+    if key not in _TLS_CONTEXTS:
+        _TLS_CONTEXTS[key] = make_context(validate_certs=key[0], cafile=key[1])
+    return _TLS_CONTEXTS[key]
+
+
+def http_get(url, timeout=10.0, api_key=None, tls=DEFAULT_TLS):
     """GET ``url`` -> (status, text). Raises on connection errors.
 
-    Without ``~/.netrc`` (it would replace the bearer token with basic auth for a listed host); certificates are
-    verified with the process-wide context of ``tls_context()``.
+    Without ``~/.netrc`` (it would replace the bearer token with basic auth for a listed host); https certificates
+    are checked as ``tls`` (``(validate_certs, ca_path)``) says, with the process-wide context of ``tls_context``.
     """
     headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
     try:
         # Request.open(context=...) is in every ansible-core this collection supports (>= 2.17).
         with Request().open("GET", url, headers=headers, timeout=timeout, use_netrc=False,
-                            context=tls_context()) as resp:
+                            context=tls_context(tls)) as resp:
             return resp.getcode(), resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", "replace")
 
 
-def scrape(urls, timeout=10.0):
+def scrape(urls, timeout=10.0, tls=DEFAULT_TLS):
     """Merged snapshot of every metrics URL; unreachable URLs are listed in ``errors``."""
     snaps, errors = [], []
     for url in urls:
         try:
-            status, text = http_get(url, timeout=timeout)
+            status, text = http_get(url, timeout=timeout, tls=tls)
             if status != 200:
                 errors.append("%s: HTTP %s" % (url, status))
                 continue
@@ -69,9 +80,10 @@ def scrape(urls, timeout=10.0):
 class GaugeSampler(object):
     """Samples the gauges of ``urls`` every ``interval`` seconds in a background task; keeps the peaks."""
 
-    def __init__(self, urls, interval=0.5):
+    def __init__(self, urls, interval=0.5, tls=DEFAULT_TLS):
         self.urls = list(urls)
         self.interval = interval
+        self.tls = tls
         self.peaks = {"kv_cache_usage_perc_max": None, "num_requests_waiting_max": None,
                       "num_requests_running_max": None}
         self.samples = 0
@@ -87,11 +99,14 @@ class GaugeSampler(object):
             if v is not None:
                 self.peaks[dst] = v if self.peaks[dst] is None else max(self.peaks[dst], v)
 
+    async def _sample(self):
+        snap = await asyncio.to_thread(scrape, self.urls, 5.0, self.tls)
+        if snap["engines"]:
+            self._update(snap)
+
     async def _loop(self):
         while True:
-            snap = await asyncio.to_thread(scrape, self.urls, 5.0)
-            if snap["engines"]:
-                self._update(snap)
+            await self._sample()
             await asyncio.sleep(self.interval)
 
     def start(self):
@@ -107,18 +122,16 @@ class GaugeSampler(object):
                 pass
         # one final sample so short windows still see something
         if self.urls:
-            snap = await asyncio.to_thread(scrape, self.urls, 5.0)
-            if snap["engines"]:
-                self._update(snap)
+            await self._sample()
         return dict(self.peaks, samples=self.samples)
 
 
-def server_info(base_url, api_key=None, timeout=30.0):
+def server_info(base_url, api_key=None, timeout=30.0, tls=DEFAULT_TLS):
     """/version and /v1/models -> {"version", "models", "model", "max_model_len", "errors"}."""
     root, api = split_base_url(base_url)
     info = {"version": None, "models": [], "model": None, "max_model_len": None, "errors": []}
     try:
-        status, text = http_get(root + "/version", timeout=timeout)
+        status, text = http_get(root + "/version", timeout=timeout, tls=tls)
         if status == 200:
             info["version"] = json.loads(text).get("version")
         else:
@@ -126,7 +139,7 @@ def server_info(base_url, api_key=None, timeout=30.0):
     except Exception as exc:  # noqa: BLE001
         info["errors"].append("/version: %s" % exc)
     try:
-        status, text = http_get(api + "/models", timeout=timeout, api_key=api_key)
+        status, text = http_get(api + "/models", timeout=timeout, api_key=api_key, tls=tls)
         if status == 200:
             data = json.loads(text).get("data") or []
             info["models"] = [m.get("id") for m in data]

@@ -23,6 +23,8 @@ description:
     preemptions).
   - Server errors, timeouts and HTTP 4xx/5xx make the group C(failed) with the error text; the module itself does
     not fail for them. Apply O(fail_policy) and check RV(ansible_facts.vllm_smoke.policy.passed) to fail a play.
+extends_documentation_fragment:
+  - gpufleet.kimi_k3.endpoint_tls
 author:
   - gpufleet maintainers (@gpufleet)
 requirements:
@@ -221,6 +223,7 @@ ansible_facts:
               sample: []
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -246,6 +249,8 @@ ARGUMENT_SPEC = dict(
     reasoning_effort=dict(type="str", default="low"),
     extra_body=dict(type="dict"),
     timeout=dict(type="float", default=3600),
+    validate_certs=dict(type="bool", default=True),
+    ca_path=dict(type="path"),
     concurrency=dict(type="int", default=4),
     long_context_tokens=dict(type="int", default=32000, no_log=False),
     tool_call_retries=dict(type="int", default=2),
@@ -272,6 +277,9 @@ def main():
     if not smoke_metrics.HAS_PROMETHEUS:
         module.fail_json(msg=missing_required_lib("prometheus_client", reason="to parse /metrics"))
     p = dict(module.params)
+    if p["ca_path"] and not os.path.isfile(p["ca_path"]):
+        module.fail_json(msg="ca_path %s is not a file: give the PEM file of the CA that signs the endpoint's "
+                             "certificate" % p["ca_path"])
     if p["max_tokens"] < 1 or p["concurrency"] < 1 or p["tool_call_retries"] < 0:
         module.fail_json(msg="max_tokens and concurrency must be >= 1, tool_call_retries >= 0")
     if p["reasoning_effort"] == "":

@@ -43,13 +43,14 @@ def test_get_returns_status_and_text_and_sends_the_bearer_token(server):
     assert _Handler.seen == [("/metrics", "Bearer k-123"), ("/nope", None)]
 
 
-def test_the_tls_context_is_built_once_per_process(server, monkeypatch):
+def test_the_tls_context_is_built_once_per_process_and_setting(server, monkeypatch):
     built = []
-    monkeypatch.setattr(sc, "_TLS_CONTEXT", [])
-    monkeypatch.setattr(sc, "make_context", lambda: built.append(1) or ssl.create_default_context())
+    monkeypatch.setattr(sc, "_TLS_CONTEXTS", {})
+    monkeypatch.setattr(sc, "make_context", lambda **kw: built.append(kw) or ssl.create_default_context())
     for _call in range(5):
         sc.http_get(server + "/metrics")
-    assert len(built) == 1
+        sc.http_get(server + "/metrics", tls=(False, None))
+    assert built == [{"validate_certs": True, "cafile": None}, {"validate_certs": False, "cafile": None}]
 
 
 def test_scrape_merges_and_lists_unreachable_urls(server):

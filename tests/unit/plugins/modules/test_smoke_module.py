@@ -35,8 +35,36 @@ def test_invalid_numbers_fail(capsys):
     assert rc == 1 and "concurrency" in out["msg"]
 
 
+def documented_options(module):
+    """The module's options including those of its doc fragments (as ansible-doc merges them)."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.doc_fragments import endpoint_tls
+
+    doc = yaml.safe_load(module.DOCUMENTATION)
+    fragments = {"gpufleet.kimi_k3.endpoint_tls": endpoint_tls.ModuleDocFragment.DOCUMENTATION}
+    for name in doc.get("extends_documentation_fragment") or []:
+        doc["options"].update(yaml.safe_load(fragments[name])["options"])
+    return doc
+
+
+@pytest.mark.parametrize("name", ["vllm_smoke", "vllm_capacity_step"])
+def test_tls_options_come_from_the_shared_fragment(name):
+    import importlib
+
+    module = importlib.import_module("ansible_collections.gpufleet.kimi_k3.plugins.modules." + name)
+    doc = documented_options(module)
+    assert doc["options"]["validate_certs"]["default"] is True
+    assert module.ARGUMENT_SPEC["validate_certs"] == {"type": "bool", "default": True}
+    assert module.ARGUMENT_SPEC["ca_path"] == {"type": "path"}
+    assert set(doc["options"]) == set(module.ARGUMENT_SPEC)
+
+
+def test_a_missing_ca_file_is_refused(capsys, tmp_path):
+    rc, out = run_module({"base_url": "https://127.0.0.1:9/v1", "ca_path": str(tmp_path / "nope.pem")}, capsys)
+    assert rc == 1 and "ca_path" in out["msg"] and "PEM file" in out["msg"]
+
+
 def test_documentation_matches_argument_spec():
-    doc = yaml.safe_load(vllm_smoke.DOCUMENTATION)
+    doc = documented_options(vllm_smoke)
     spec = vllm_smoke.ARGUMENT_SPEC
     assert set(doc["options"]) == set(spec)
     for name, opt in doc["options"].items():

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Mutation testing of the measurement/decision code with mutmut 3 (docs/dev/testing.md, "Mutation testing").
+#
+#   scripts/mutation.sh [smoke|plan|all|MUTANT_GLOB...]   default: smoke
+#
+#   smoke  the smoke figures and fail policy (plugins/module_utils/smoke_{sse,measure,stats,policy,logs,metrics}.py)
+#   plan   the plan validators (plugins/module_utils/topology*.py, plan_*.py)
+#   all    both
+#
+# mutmut's configuration is the [mutmut] section of setup.cfg (which files are mutated, which tests run). The run
+# happens on a copy of the tree (tracked + untracked-not-ignored files) in build/mutation/, so the working tree is
+# never mutated; mutmut's own state lives in build/mutation/mutants/. The copy gets
+# mutants/build/collections/ansible_collections/gpufleet/kimi_k3 -> mutants/, so the tests (tests/conftest.py)
+# import the mutated code. At the end scripts/mutation_report.py prints killed/total per file and every survivor;
+# the report is also written to build/mutation/report.txt. Exit status: 0 when the run completed (survivors are
+# findings to read, not a failure), 1 when mutmut could not run (e.g. the clean tests failed).
+# Environment: KIMI_K3_MUTATION_JOBS (parallel mutants, default: number of CPUs), KIMI_K3_MUTATION_KEEP=1 (reuse
+# the previous build/mutation/mutants results; only changed code is re-tested).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here" || exit 2
+py="$here/.venv/bin/python"
+[ -x "$here/.venv/bin/mutmut" ] || { echo "mutmut is not installed: .venv/bin/pip install -r requirements-dev.txt" >&2; exit 1; }
+
+scope="${1:-smoke}"
+case "$scope" in
+  smoke) globs=("plugins.module_utils.smoke_*") ;;
+  plan) globs=("plugins.module_utils.topology*" "plugins.module_utils.plan_*") ;;
+  all) globs=() ;;
+  *) globs=("$@") ;;
+esac
+
+work="$here/build/mutation"
+if [ "${KIMI_K3_MUTATION_KEEP:-0}" != 1 ]; then rm -rf "$work"; fi
+mkdir -p "$work"
+# the tree as it is about to be committed; mutants/ (mutmut's state) is left alone
+git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && [ "$f" != .venv ] && printf '%s\n' "$f"; done \
+  | tar -cf - -T - | tar -xf - -C "$work"
+# test paths of setup.cfg that do not exist (yet) would make pytest fail: an empty folder instead
+mkdir -p "$work/tests/unit/plan_mistakes"
+mkdir -p "$work/mutants/build/collections/ansible_collections/gpufleet"
+ln -sfn ../../../.. "$work/mutants/build/collections/ansible_collections/gpufleet/kimi_k3"
+
+cd "$work" || exit 2
+# only mutants whose files exist in this tree (plan_*.py may not exist yet)
+run_globs=()
+for g in "${globs[@]}"; do
+  f="${g//.//}"; f="${f%\*}"
+  compgen -G "${f}*.py" >/dev/null && run_globs+=("$g") || echo "[mutation] no file matches $g: skipped"
+done
+if [ "$scope" != all ] && [ ${#run_globs[@]} -eq 0 ]; then echo "[mutation] nothing to mutate" >&2; exit 1; fi
+export PYTHONDONTWRITEBYTECODE=1
+# the copy's tests look for the shared parser fixtures where the working tree's would (tests/conftest.py)
+export KIMI_K3_SHARED_FIXTURES="${KIMI_K3_SHARED_FIXTURES:-$(dirname "$here")/shared/fixtures}"
+"$here/.venv/bin/mutmut" run --max-children "${KIMI_K3_MUTATION_JOBS:-$(nproc)}" "${run_globs[@]}" \
+  > "$work/mutmut-run.log" 2>&1
+rc=$?
+tr '\r' '\n' < "$work/mutmut-run.log" | grep -Ev '^(\S )?(Generating mutants|Running|Listing|Filtering)|^\s*$' | tail -8
+[ $rc -eq 0 ] || { echo "[mutation] mutmut run failed (rc $rc), see $work/mutmut-run.log" >&2; exit 1; }
+"$py" "$here/scripts/mutation_report.py" "$work/mutants" "${run_globs[@]}" | tee "$work/report.txt"
