@@ -53,8 +53,10 @@ def module_run(base, c, n, tokens):
         await sc.warm_up(client, c)
         body = sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
         try:
-            return await cr.run_step(client, sco.MODEL, c, n, 8, body, [base[:-3] + "/metrics"], 0.5,
-                                     "%x" % int(time.time() * 1000))
+            spec = {"base_url": base, "api_key": None, "timeout": 600, "tls": (True, None), "model": sco.MODEL,
+                    "body": body}
+            ctx = cr.step_context(client, spec, [base[:-3] + "/metrics"], 0.5, 8)
+            return await cr.run_step(ctx, c, n)
         finally:
             await client.close()
 

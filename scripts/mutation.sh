@@ -8,45 +8,59 @@
 #   all    both
 #
 # mutmut's configuration is the [mutmut] section of setup.cfg (which files are mutated, which tests run). The run
-# happens on a copy of the tree (tracked + untracked-not-ignored files) in build/mutation/, so the working tree is
-# never mutated; mutmut's own state lives in build/mutation/mutants/. The copy gets
-# mutants/build/collections/ansible_collections/gpufleet/kimi_k3 -> mutants/, so the tests (tests/conftest.py)
-# import the mutated code. At the end scripts/mutation_report.py prints killed/total per file and every survivor;
-# the report is also written to build/mutation/report.txt. Exit status: 0 when the run completed (survivors are
-# findings to read, not a failure), 1 when mutmut could not run (e.g. the clean tests failed).
+# happens on a copy of the tree (tracked + untracked-not-ignored files) in
+# build/mutation/ansible_collections/gpufleet/kimi_k3/, so the working tree is never mutated and the tests import the
+# mutated modules under their real names; mutmut's own state lives in build/mutation/mutants/. At the end
+# scripts/mutation_report.py prints killed/total per file and every survivor; the report is also written to
+# build/mutation/report.txt. Exit status: 0 when the run completed (survivors are findings to read, not a failure),
+# 1 when mutmut could not run (e.g. the clean tests failed).
 # Environment: KIMI_K3_MUTATION_JOBS (parallel mutants, default: number of CPUs), KIMI_K3_MUTATION_KEEP=1 (reuse
 # the previous build/mutation/mutants results; only changed code is re-tested).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here" || exit 2
 py="$here/.venv/bin/python"
-[ -x "$here/.venv/bin/mutmut" ] || { echo "mutmut is not installed: .venv/bin/pip install -r requirements-dev.txt" >&2; exit 1; }
+[ -x "$here/.venv/bin/mutmut" ] || { echo "mutmut is not installed: .venv/bin/pip install -r requirements.txt" >&2; exit 1; }
 
 scope="${1:-smoke}"
+prefix="ansible_collections.gpufleet.kimi_k3."
 case "$scope" in
-  smoke) globs=("plugins.module_utils.smoke_*") ;;
-  plan) globs=("plugins.module_utils.topology*" "plugins.module_utils.plan_*") ;;
+  smoke) globs=("${prefix}plugins.module_utils.smoke_*") ;;
+  plan) globs=("${prefix}plugins.module_utils.topology*" "${prefix}plugins.module_utils.plan_*") ;;
   all) globs=() ;;
   *) globs=("$@") ;;
 esac
 
+# mutmut names a mutant after its file's path below the working directory and the tests must import the mutated
+# module under that same name: so the copy lives at build/mutation/ansible_collections/gpufleet/kimi_k3/ and the
+# [mutmut] paths of setup.cfg are rewritten below that prefix (build/mutation/setup.cfg).
 work="$here/build/mutation"
+coll="$work/ansible_collections/gpufleet/kimi_k3"
 if [ "${KIMI_K3_MUTATION_KEEP:-0}" != 1 ]; then rm -rf "$work"; fi
-mkdir -p "$work"
-# the tree as it is about to be committed; mutants/ (mutmut's state) is left alone
+mkdir -p "$coll"
+# the tree as it is about to be committed
 git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && [ "$f" != .venv ] && printf '%s\n' "$f"; done \
-  | tar -cf - -T - | tar -xf - -C "$work"
+  | tar -cf - -T - | tar -xf - -C "$coll"
 # test paths of setup.cfg that do not exist (yet) would make pytest fail: an empty folder instead
-mkdir -p "$work/tests/unit/plan_mistakes"
-mkdir -p "$work/mutants/build/collections/ansible_collections/gpufleet"
-ln -sfn ../../../.. "$work/mutants/build/collections/ansible_collections/gpufleet/kimi_k3"
+mkdir -p "$coll/tests/unit/plan_mistakes"
+"$py" - "$here/setup.cfg" "$work/setup.cfg" <<'PYEOF'
+import configparser, sys
+cfg = configparser.ConfigParser()
+cfg.read(sys.argv[1])
+m = cfg["mutmut"]
+pre = "ansible_collections/gpufleet/kimi_k3/"
+for key in ("source_paths", "only_mutate", "also_copy", "pytest_add_cli_args_test_selection"):
+    m[key] = "\n" + "\n".join(pre + v for v in m.get(key, "").split() if v)
+with open(sys.argv[2], "w") as fh:
+    cfg.write(fh)
+PYEOF
 
 cd "$work" || exit 2
 # only mutants whose files exist in this tree (plan_*.py may not exist yet)
 run_globs=()
 for g in "${globs[@]}"; do
   f="${g//.//}"; f="${f%\*}"
-  compgen -G "${f}*.py" >/dev/null && run_globs+=("$g") || echo "[mutation] no file matches $g: skipped"
+  if compgen -G "${f}*.py" >/dev/null; then run_globs+=("$g"); else echo "[mutation] no file matches $g: skipped"; fi
 done
 if [ "$scope" != all ] && [ ${#run_globs[@]} -eq 0 ]; then echo "[mutation] nothing to mutate" >&2; exit 1; fi
 export PYTHONDONTWRITEBYTECODE=1

@@ -13,6 +13,7 @@ import sys
 
 from mutmut.stats import status_by_exit_code
 
+PREFIX = "ansible_collections/gpufleet/kimi_k3/"  # where scripts/mutation.sh puts the copy
 KILLED = ("killed", "timeout", "caught by type check", "segfault")
 
 
@@ -26,6 +27,7 @@ def load(mutants_dir):
                 with open(path) as fh:
                     meta = json.load(fh)
                 src = os.path.relpath(path, mutants_dir)[:-len(".meta")]
+                src = src[len(PREFIX):] if src.startswith(PREFIX) else src
                 out[src] = {k: status_by_exit_code[v] for k, v in meta.get("exit_code_by_key", {}).items()}
     return out
 

@@ -46,6 +46,13 @@ async def calibrate_filler(client, model, body, low=4, high=12):
     return float(FILLER_TOKENS), "not calibrated (no usage in the response): assumed %d tokens per filler" % FILLER_TOKENS
 
 
+def step_context(client, spec, metrics_urls, interval, prompt_tokens, filler_tokens=FILLER_TOKENS):
+    """What ``run_step`` needs: the warmed-up ``client``, the ``spec`` of ``smoke_shards.run_streams`` (base_url,
+    api_key, timeout, tls, model, body), the metrics URLs and sampling interval, the prompt length."""
+    return {"client": client, "spec": spec, "metrics_urls": metrics_urls, "interval": interval,
+            "nonce": "%x" % int(time.time() * 1000), "prompt_tokens": prompt_tokens, "filler_tokens": filler_tokens}
+
+
 async def run_step(ctx, concurrency, requests):
     """One level: ``requests`` streams of unique ~``ctx["prompt_tokens"]``-token prompts, ``concurrency`` at a time
     (spread over client processes above ``smoke_shards.SHARD_STREAMS``), with the server read around it."""
@@ -129,11 +136,10 @@ async def run_sweep_async(p):
     client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], local, tls)
     try:
         await sc.warm_up(client, local)
-        ctx = {"client": client, "metrics_urls": metrics_urls, "interval": p["metrics_interval"],
-               "nonce": "%x" % int(time.time() * 1000), "prompt_tokens": prompt_tokens,
-               "spec": {"base_url": p["base_url"], "api_key": p.get("api_key"), "timeout": p["timeout"],
-                        "tls": tls, "model": model, "body": body}}
-        ctx["filler_tokens"], out["prompt_calibration"] = await calibrate_filler(client, model, body)
+        spec = {"base_url": p["base_url"], "api_key": p.get("api_key"), "timeout": p["timeout"], "tls": tls,
+                "model": model, "body": body}
+        filler_tokens, out["prompt_calibration"] = await calibrate_filler(client, model, body)
+        ctx = step_context(client, spec, metrics_urls, p["metrics_interval"], prompt_tokens, filler_tokens)
         await _sweep(p, ctx, levels, out)
     finally:
         await client.close()

@@ -283,44 +283,34 @@ async def stream_chat(client, model, messages, **kw):
     create = client.chat.completions.with_streaming_response.create  # resolved (lazy imports) before the clock
     gate = _SendGate(client)
     await gate.__aenter__()
-    t0 = time.perf_counter()
-    measure = sm.StreamMeasure(t0)
+    events = []
     error = None
+    t0 = time.perf_counter()
     try:
         async with create(model=model, messages=messages, stream=True, stream_options={"include_usage": True},
                           **kw) as response:
             gate.release()  # response headers are in, so the body is out (in case the trace hook did not fire)
-            await _read_events(response.http_response, measure)
+            await _read_events(response.http_response, events)
     except Exception as exc:  # noqa: BLE001 - reported, never raised
         error = describe_error(exc)
     finally:
         await gate.__aexit__(None, None, None)
-    res = measure.result(time.perf_counter(), error)
+    res = sm.measure_stream(t0, events, end=time.perf_counter(), error=error)
     res["client_queue_s"] = gate.queue_s
     return res
 
 
-async def _read_events(http, measure):
-    """Feed the body's reads to ``measure`` until ``[DONE]``/an error event, then drain the rest of the body so the
-    connection can be reused."""
+async def _read_events(http, events):
+    """Append the body's events (with their read times) to ``events``, to the end of the body (so the connection can
+    be reused)."""
     # raw body reads (two async-generator layers fewer per chunk) unless the body is content-encoded
     body_iter = http.aiter_bytes() if http.headers.get("content-encoding", "identity") != "identity" \
         else http.aiter_raw()
     decoder = sse.SSEDecoder()
-    going = True
     async for raw in body_iter:
         now = time.perf_counter()
-        if going:
-            going = _feed(measure, decoder.feed(raw, now))
-    if going:
-        _feed(measure, decoder.close(time.perf_counter()))
-
-
-def _feed(measure, events):
-    for now, payload in events:
-        if not measure.event(now, payload):
-            return False
-    return True
+        events.extend(decoder.feed(raw, now))
+    events.extend(decoder.close(time.perf_counter()))
 
 
 async def plain_chat(client, model, messages, **kw):

@@ -78,15 +78,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 report_markdown:
-  description: The Markdown report (summary table, tool-call classes, server window, GPU memory, logs, policy).
+  description: The smoke report in Markdown, now with the container-log findings, GPU memory and the final policy.
   returned: always
   type: str
 summary_table:
-  description: Plain-text summary table, one row per group.
+  description: The groups' summary as a plain-text table (the same as M(gpufleet.kimi_k3.vllm_smoke) returns).
   returned: always
   type: str
 ansible_facts:
-  description: Facts recorded on the host.
+  description: The finalised smoke facts, recorded on the host again.
   returned: always
   type: complex
   contains:

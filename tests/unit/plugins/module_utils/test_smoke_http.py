@@ -8,6 +8,14 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as sc
 
 
+def reply(handler, code, body):
+    """Answer a BaseHTTPRequestHandler request with ``code`` and ``body`` (bytes)."""
+    handler.send_response(code)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     seen = []
 
@@ -17,10 +25,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body, code = b"vllm:num_requests_running{model_name=\"m\"} 3.0\n", 200
         else:
             body, code = b"no such page", 404
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, code, body)
 
     def log_message(self, *args):
         pass

@@ -14,6 +14,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_fina
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report
 
+from tests.unit.plugins.module_utils.test_smoke_http import reply
+
 READER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "smoke", "files",
                       "container_logs.py")
 
@@ -32,10 +34,7 @@ class _Engine(http.server.BaseHTTPRequestHandler):
             code, body = 500, b'{"message": "boom"}'
         else:
             code, body = 404, b'{"message": "No such container"}'
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, code, body)
 
     def log_message(self, *args):
         pass

@@ -11,10 +11,10 @@ from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 
 
-def run_module(args, capsys):
+def run_module(args, capsys, module=vllm_smoke):
     with patch_module_args(args):
         with pytest.raises(SystemExit) as exc:
-            vllm_smoke.main()
+            module.main()
     return exc.value.code, json.loads(capsys.readouterr().out)
 
 
@@ -85,10 +85,7 @@ def test_documentation_matches_argument_spec():
 def run_finalise(args, capsys):
     from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke_finalise
 
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exc:
-            vllm_smoke_finalise.main()
-    return exc.value.code, json.loads(capsys.readouterr().out)
+    return run_module(args, capsys, vllm_smoke_finalise)
 
 
 def test_finalise_module_adds_the_logs_and_fails_the_log_policy_for_an_unreadable_one(capsys):
