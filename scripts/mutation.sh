@@ -43,14 +43,18 @@ git ls-files -co --exclude-standard | while IFS= read -r f; do [ -e "$f" ] && [ 
   | tar -cf - -T - | tar -xf - -C "$coll"
 # test paths of setup.cfg that do not exist (yet) would make pytest fail: an empty folder instead
 mkdir -p "$coll/tests/unit/plan_mistakes"
-"$py" - "$here/setup.cfg" "$work/setup.cfg" <<'PYEOF'
-import configparser, sys
+"$py" - "$here/setup.cfg" "$work/setup.cfg" "$scope" "$coll" <<'PYEOF'
+import configparser, os, sys
 cfg = configparser.ConfigParser()
 cfg.read(sys.argv[1])
 m = cfg["mutmut"]
+scopes = cfg["kimi_k3_mutation"] if cfg.has_section("kimi_k3_mutation") else {}
+tests = scopes.get(sys.argv[3] + "_tests", m.get("pytest_add_cli_args_test_selection", ""))
+m["pytest_add_cli_args_test_selection"] = "\n".join(t for t in tests.split() if os.path.exists(os.path.join(sys.argv[4], t)))
 pre = "ansible_collections/gpufleet/kimi_k3/"
 for key in ("source_paths", "only_mutate", "also_copy", "pytest_add_cli_args_test_selection"):
     m[key] = "\n" + "\n".join(pre + v for v in m.get(key, "").split() if v)
+cfg.remove_section("kimi_k3_mutation")
 with open(sys.argv[2], "w") as fh:
     cfg.write(fh)
 PYEOF

@@ -47,8 +47,8 @@ def host_findings(text_or_lines, max_lines=50):
         tags = [tag for rx, tag in SIGNATURES if rx.search(line)]
         if not m and not tags:
             continue
-        level = (m.group(1) or "ERROR") if m else "ERROR"
-        res["warnings" if level.startswith("WARN") else "errors"] += 1
+        warning = m is not None and (m.group(1) or "").startswith("WARN")  # a tagged line without a level: error
+        res["warnings" if warning else "errors"] += 1
         for tag in tags:
             res["signatures"][tag] = res["signatures"].get(tag, 0) + 1
         if len(res["lines"]) < max_lines:

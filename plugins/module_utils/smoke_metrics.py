@@ -20,6 +20,12 @@ _HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_sec
                "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds")
 
 
+def _label_value(text):
+    """A label value as a number when it is one ('262144' -> 262144), else the text ('fp8')."""
+    num = smoke_stats.parse_number(text)
+    return text if num is None else num
+
+
 def parse_metrics(text, source=None):
     """Parse one ``/metrics`` body into a per-engine snapshot.
 
@@ -36,8 +42,8 @@ def parse_metrics(text, source=None):
                                      {"counters": {}, "gauges": {}, "histograms": {}, "cache_config": {}})
             base = name[:-6] if name.endswith("_total") else name
             if base == "vllm:cache_config_info":
-                eng["cache_config"] = {k: (smoke_stats.parse_number(v) if smoke_stats.parse_number(v) is not None else v)
-                                       for k, v in s.labels.items() if k not in ("engine", "model_name")}
+                eng["cache_config"] = {k: _label_value(v) for k, v in s.labels.items()
+                                       if k not in ("engine", "model_name")}
             elif base in _COUNTERS:
                 eng["counters"][base] = eng["counters"].get(base, 0.0) + s.value
             elif name in _GAUGES:

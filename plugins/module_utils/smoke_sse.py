@@ -94,11 +94,10 @@ def decode_sse(reads, end=None):
     """``[(now, bytes), ...]`` (one item per socket read) -> every event, ``[(now, payload), ...]``.
 
     ``end`` is the time the body ended (default: the last read's time)."""
+    reads = list(reads)
     dec = SSEDecoder()
     out = []
-    last = None
     for now, data in reads:
         out.extend(dec.feed(data, now))
-        last = now
-    out.extend(dec.close(end if end is not None else last))
+    out.extend(dec.close(reads[-1][0] if end is None and reads else end))
     return out

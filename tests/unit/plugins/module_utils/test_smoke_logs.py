@@ -167,3 +167,24 @@ def test_finalise_keeps_earlier_findings_when_no_log_is_given():
     facts = smoke_finalise.finalise(earlier, fail_policy={"fail_on_log_errors": True})
     assert facts["log_findings"] == earlier["log_findings"] and facts["gpu_memory"] == {"h": {}}
     assert facts["policy"]["violations"] == ["2 error line(s) in the container log of h"]
+
+
+def test_read_failure_messages():
+    long = "x" * 400
+    _logs, unreadable = smoke_logs.logs_from_script_results([
+        {"item": "a", "unreachable": True}, {"item": "b", "rc": 2, "stdout": "", "stderr": ""},
+        {"item": "c", "rc": 4, "stderr": long}, {"item": "d", "unreachable": True, "msg": long}])
+    assert unreadable["a"] == "host unreachable: "
+    assert unreadable["b"] == "container_logs.py exited with 2: no message"
+    assert unreadable["c"] == "container_logs.py exited with 4: " + "x" * 300
+    assert unreadable["d"] == "host unreachable: " + "x" * 300
+
+
+def test_findings_limits_and_repeated_signatures():
+    lines = ["ERROR %d Error extracting K3 tool calls %s" % (i, "y" * 600) for i in range(60)]
+    f = smoke_logs.log_findings({"h": lines})["h"]
+    assert f["errors"] == 60 and f["signatures"] == {"k3_tool_parser_error": 60}
+    assert len(f["lines"]) == 50 and all(len(x) == 500 for x in f["lines"])
+    assert len(smoke_logs.log_findings({"h": lines}, max_lines=3)["h"]["lines"]) == 3
+    assert smoke_logs.log_findings({}, {"h": "why"})["h"] == {
+        "readable": False, "error": "why", "warnings": None, "errors": None, "signatures": {}, "lines": []}

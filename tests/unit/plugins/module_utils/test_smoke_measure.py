@@ -131,6 +131,8 @@ def test_error_event_without_message():
     r = measure([(0.5, b'data: {"error": {"code": 500}}\n\n')])
     assert r["error"] == "stream error: An error occurred during streaming"
     assert sm.stream_error_text({"error": "plain text"}) == "plain text"
+    assert sm.stream_error_text({"error": {"message": ""}}) == "An error occurred during streaming"
+    assert sm.stream_error_text({"error": {"message": 42}}) == "An error occurred during streaming"
 
 
 def test_invalid_json_event_fails_the_stream():
@@ -256,7 +258,8 @@ def test_stats_rounding():
 
 
 @pytest.mark.parametrize("text,value", [("1,234,567", 1234567), ("1.18", 1.18), ("", None), (None, None),
-                                        ("nan", None), ("2e3", 2000.0), ("x", None), (" 8 ", 8)])
+                                        ("nan", None), ("2e3", 2000.0), ("x", None), (" 8 ", 8), ("None", None),
+                                        ("null", None), ("NaN", None), ("1.0", 1.0), ("2E1", 20.0), (16, 16)])
 def test_parse_number(text, value):
     got = smoke_stats.parse_number(text)
     assert got == value and type(got) is type(value)

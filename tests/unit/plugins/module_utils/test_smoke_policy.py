@@ -110,3 +110,22 @@ def test_violations_come_in_a_fixed_order():
         "group text failed: boom", "tool-call success rate 0.5 below 0.9",
         "group tool_calling mean TTFT 1.000s above 0.750s", "1 error line(s) in the container log of tray01",
         "1 preemption(s) during the smoke window"]
+
+
+def test_findings_without_the_readable_flag_count_as_read():
+    """Facts of an earlier collection version have no ``readable`` key."""
+    assert sp.evaluate_policy(facts(findings={"h": {"errors": 0}}), {"fail_on_log_errors": True}) == []
+    assert sp.evaluate_policy(facts(findings={"h": {"errors": 2}}), {"fail_on_log_errors": True}) == [
+        "2 error line(s) in the container log of h"]
+
+
+def test_max_ttft_off_means_off_even_for_slow_groups():
+    assert sp.evaluate_policy(facts(ttft=(2.0, 3.0)), {"max_ttft_s": None}) == []
+    assert sp.evaluate_policy(facts(ttft=(2.0, 3.0)), {"max_ttft_s": 0}) == []
+    assert sp.evaluate_policy(facts(ttft=(2.0, 3.0)), {}) == []
+
+
+def test_long_group_errors_are_cut_to_300_characters():
+    f = facts(status="failed")
+    f["groups"]["text"]["error"] = "e" * 400
+    assert sp.evaluate_policy(f, {}) == ["group text failed: " + "e" * 300]
