@@ -47,7 +47,8 @@ def host_findings(text_or_lines, max_lines=50):
         tags = [tag for rx, tag in SIGNATURES if rx.search(line)]
         if not m and not tags:
             continue
-        warning = m is not None and (m.group(1) or "").startswith("WARN")  # a tagged line without a level: error
+        level = m.group(1) if m else None  # None: a Traceback line or a tagged line without a level (an error)
+        warning = level is not None and level.startswith("WARN")
         res["warnings" if warning else "errors"] += 1
         for tag in tags:
             res["signatures"][tag] = res["signatures"].get(tag, 0) + 1

@@ -154,7 +154,7 @@ def aggregate(results, wall_s=None):
     Only completed requests (``ok``) enter the figures; ``wall_s`` (the group's wall time) defaults to the longest
     E2E of them."""
     ok = [r for r in results if r["ok"]]
-    itl = [g for r in ok for g in r.get("itl_s", [])]
+    itl = [g for r in ok for g in r["itl_s"]]
     wall = wall_s if wall_s is not None else max([r["e2e_s"] or 0 for r in ok] or [0])
     total_out = sum(r["output_tokens"] for r in ok if r.get("output_tokens") is not None)
     return {

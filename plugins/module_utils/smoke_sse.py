@@ -64,7 +64,7 @@ class SSEDecoder(object):
 
     def _dispatch(self, now, out):
         if self._data:
-            data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+            data = b"\n".join(self._data)
             self._data = []
             out.append((now, decode_data(data)))
 

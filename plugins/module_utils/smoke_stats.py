@@ -28,14 +28,12 @@ def stats(values, digits=6):
 
 
 def parse_number(text):
-    """'1,234,567' / '1.18' / '' -> int/float/None."""
-    if text is None:
-        return None
+    """'1,234,567' / '1.18' / '2e3' -> int/float; None for anything else ('', 'None', 'nan', 'auto', None)."""
     s = str(text).replace(",", "").strip()
-    if not s or s.lower() in ("none", "null", "nan"):
-        return None
     try:
         f = float(s)
     except ValueError:
+        return None
+    if math.isnan(f):
         return None
     return int(f) if f.is_integer() and "." not in s and "e" not in s.lower() else f

@@ -188,3 +188,7 @@ def test_findings_limits_and_repeated_signatures():
     assert len(smoke_logs.log_findings({"h": lines}, max_lines=3)["h"]["lines"]) == 3
     assert smoke_logs.log_findings({}, {"h": "why"})["h"] == {
         "readable": False, "error": "why", "warnings": None, "errors": None, "signatures": {}, "lines": []}
+
+
+def test_host_findings_keeps_fifty_lines_by_default():
+    assert len(smoke_logs.host_findings(["ERROR x"] * 60)["lines"]) == 50

@@ -263,3 +263,72 @@ def test_stats_rounding():
 def test_parse_number(text, value):
     got = smoke_stats.parse_number(text)
     assert got == value and type(got) is type(value)
+
+
+RESULT_KEYS = {"ok", "error", "stream", "ttft_s", "ttft_content_s", "ttft_reasoning_s", "e2e_s", "itl_s", "chunks",
+               "content", "reasoning", "tool_calls", "prompt_tokens", "output_tokens", "finish_reason",
+               "client_queue_s", "done"}
+
+
+def test_result_shape():
+    r = measure(REASONING_FIRST)
+    assert set(r) == RESULT_KEYS and r["stream"] is True and r["client_queue_s"] is None
+    plain = sm.new_result(False)
+    assert set(plain) == RESULT_KEYS
+    assert plain == {"ok": False, "error": None, "stream": False, "ttft_s": None, "ttft_content_s": None,
+                     "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "",
+                     "reasoning": "", "tool_calls": [], "prompt_tokens": None, "output_tokens": None,
+                     "finish_reason": None, "client_queue_s": None, "done": False}
+
+
+def test_no_events_at_all():
+    r = sm.measure_stream(T0, [])
+    assert r["ok"] is False and r["e2e_s"] == 0.0 and r["error"].startswith("no token in the stream")
+
+
+def test_reasoning_chunks_are_joined_and_events_after_an_invalid_one_are_ignored():
+    r = measure([(0.5, ev({"reasoning": "a"})), (0.75, ev({"reasoning": "b"})), (1.0, b"data: nope\n\n"),
+                 (1.25, ev({"content": "late"}))])
+    assert r["reasoning"] == "ab" and r["content"] == "" and r["itl_s"] == [0.25]
+    assert r["error"] == "stream error: event is not JSON: nope"
+
+
+def test_long_stream_errors_are_cut_to_400_characters():
+    err = ('data: {"error": {"message": "%s"}}\n\n' % ("m" * 500)).encode()
+    assert measure([(0.5, err)])["error"] == "stream error: " + "m" * 400
+
+
+def test_aggregate_rounding_and_error_list():
+    third = 1 / 3.0
+    results = [{"ok": True, "itl_s": [third], "ttft_s": third, "ttft_content_s": None, "e2e_s": 2 * third,
+                "output_tokens": 1, "prompt_tokens": None, "client_queue_s": None, "error": None}]
+    results += [{"ok": False, "error": "e%02d" % i} for i in range(11)]
+    agg = sm.aggregate(results, wall_s=third)
+    assert (agg["wall_s"], agg["tokens_per_s"], agg["request_throughput_rps"]) == (0.333333, 3.0, 3.0)
+    agg = sm.aggregate(results, wall_s=3.0)
+    assert (agg["tokens_per_s"], agg["request_throughput_rps"]) == (0.333, 0.3333)
+    assert agg["itl_s"]["mean"] == 0.333333 and agg["ttft_s"]["p50"] == 0.333333
+    assert agg["errors"] == ["e%02d" % i for i in range(10)]
+
+
+def test_aggregate_wall_of_zero_length_requests():
+    r = {"ok": True, "itl_s": [], "ttft_s": 0.0, "ttft_content_s": None, "e2e_s": 0.0, "output_tokens": 1,
+         "prompt_tokens": 1, "client_queue_s": None, "error": None}
+    agg = sm.aggregate([r])
+    assert agg["wall_s"] is None and agg["tokens_per_s"] is None and agg["request_throughput_rps"] is None
+
+
+def test_stats_of_nothing_and_default_digits():
+    assert smoke_stats.stats([]) == {"n": 0, "mean": None, "p50": None, "p90": None, "p99": None, "min": None,
+                                     "max": None}
+    assert smoke_stats.stats([None]) == smoke_stats.stats([])
+    assert smoke_stats.stats([1 / 3.0])["max"] == 0.333333
+
+
+def test_sse_data_without_space_invalid_utf8_and_tab_prefix():
+    events = sse.decode_sse([(1.0, b'data:{"a": 1}\n\n'), (2.0, b"data: \xff\xfe\n\n"), (3.0, b"data:\t[DONE]\n\n"),
+                             (4.0, b"data: " + b"z" * 300 + b"\n\n")])
+    assert events[0] == (1.0, {"a": 1})
+    assert events[1] == (2.0, sse.InvalidEvent("\ufffd\ufffd"))
+    assert events[2] == (3.0, sse.InvalidEvent("\t[DONE]"))  # only one leading space belongs to the field
+    assert events[3] == (4.0, sse.InvalidEvent("z" * 200))

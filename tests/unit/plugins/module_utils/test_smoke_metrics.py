@@ -132,3 +132,31 @@ def test_window_delta_rounds_to_microseconds():
         return {"engines": {"0": {"counters": {}, "gauges": {}, "cache_config": {}, "histograms": {
             "vllm:e2e_request_latency_seconds": {"sum": s, "count": c}}}}}
     assert smm.snapshot_delta(snap(0.0, 0.0), snap(1.0, 3.0))["e2e_request_latency_seconds_mean"] == 0.333333
+
+
+def test_series_of_one_engine_with_other_labels_are_summed():
+    text = ('# TYPE vllm:num_requests_running gauge\n'
+            'vllm:num_requests_running{engine="0",model_name="a"} 2\n'
+            'vllm:num_requests_running{engine="0",model_name="b"} 3\n'
+            '# TYPE vllm:e2e_request_latency_seconds histogram\n'
+            'vllm:e2e_request_latency_seconds_sum{engine="0",model_name="a"} 1.5\n'
+            'vllm:e2e_request_latency_seconds_count{engine="0",model_name="a"} 1\n'
+            'vllm:e2e_request_latency_seconds_sum{engine="0",model_name="b"} 2.5\n'
+            'vllm:e2e_request_latency_seconds_count{engine="0",model_name="b"} 3\n')
+    e = smm.parse_metrics(text)["engines"]["0"]
+    assert e["gauges"] == {"vllm:num_requests_running": 5.0}
+    assert e["histograms"] == {"vllm:e2e_request_latency_seconds": {"sum": 4.0, "count": 4.0}}
+
+
+def test_snapshots_without_engines_and_engines_without_a_series():
+    assert smm.merge_snapshots([{"source": "x"}]) == {"engines": {}, "sources": ["x"]}
+    assert smm.summarise_snapshot({})["engines"] == 0
+    empty = {"counters": {}, "gauges": {}, "histograms": {}, "cache_config": {}}
+    one = {"counters": {"vllm:num_preemptions": 2.0}, "gauges": {"vllm:num_requests_running": 4.0},
+           "cache_config": {},
+           "histograms": {"vllm:request_queue_time_seconds": {"sum": 0.5, "count": 1.0}}}
+    summ = smm.summarise_snapshot({"engines": {"0": empty, "1": one}})
+    assert (summ["num_requests_running"], summ["num_requests_waiting"]) == (4.0, 0.0)
+    d = smm.snapshot_delta({"engines": {}}, {"engines": {"0": empty, "1": one}})
+    assert d["num_preemptions"] == 2.0
+    assert d["request_queue_time_seconds_mean"] == 0.5  # a count difference of exactly 1
