@@ -104,7 +104,7 @@ class StreamMeasure(object):
 
     def _verdict(self):
         res = self.res
-        if self.error:
+        if self.error is not None:
             return self.error
         if self.last is None:
             return "no token in the stream (finish_reason=%s, completion_tokens=%s)" % (

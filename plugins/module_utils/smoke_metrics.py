@@ -95,22 +95,19 @@ def summarise_snapshot(snap):
     return out
 
 
+def _total(snap, kind, name, field=None):
+    """Sum of one counter (or one field of a histogram) over the engines of a snapshot that have it."""
+    values = [eng[kind].get(name) for eng in snap.get("engines", {}).values()]
+    return sum(v[field] if field else v for v in values if v is not None)
+
+
 def snapshot_delta(before, after):
     """Counter and histogram differences between two merged snapshots (per cluster, summed over engines)."""
-    def tot(snap, kind, name, field=None):
-        total = 0.0
-        for eng in snap.get("engines", {}).values():
-            v = eng[kind].get(name)
-            if v is None:
-                continue
-            total += v[field] if field else v
-        return total
-
     out = {}
     for c in _COUNTERS:
-        out[c.split(":", 1)[1]] = tot(after, "counters", c) - tot(before, "counters", c)
+        out[c[len("vllm:"):]] = _total(after, "counters", c) - _total(before, "counters", c)
     for h in _HISTOGRAMS:
-        ds = tot(after, "histograms", h, "sum") - tot(before, "histograms", h, "sum")
-        dc = tot(after, "histograms", h, "count") - tot(before, "histograms", h, "count")
-        out[h.split(":", 1)[1] + "_mean"] = round(ds / dc, 6) if dc > 0 else None
+        ds = _total(after, "histograms", h, "sum") - _total(before, "histograms", h, "sum")
+        dc = _total(after, "histograms", h, "count") - _total(before, "histograms", h, "count")
+        out[h[len("vllm:"):] + "_mean"] = round(ds / dc, 6) if dc > 0 else None
     return out

@@ -43,7 +43,7 @@ def decode_data(data):
     try:
         return json.loads(data)
     except ValueError:
-        return InvalidEvent(data.decode("utf-8", "replace")[:200])
+        return InvalidEvent(data.decode(errors="replace")[:200])
 
 
 class SSEDecoder(object):
@@ -58,7 +58,8 @@ class SSEDecoder(object):
             line = line[:-1]
         if line:
             if line.startswith(b"data:"):
-                self._data.append(line[5:].lstrip(b" "))
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(b" ") else value)  # one space belongs to the field
             return  # event:/id:/retry: fields and ":" comments carry nothing we need
         self._dispatch(now, out)
 
@@ -83,10 +84,8 @@ class SSEDecoder(object):
     def close(self, now):
         """End of the body: a trailing event without the closing blank line."""
         out = []
-        if self._pending:
-            self._line(self._pending, now, out)
-            self._pending = b""
-        self._dispatch(now, out)
+        self._line(self._pending, now, out)
+        self._line(b"", now, out)
         return out
 
 

@@ -332,3 +332,8 @@ def test_sse_data_without_space_invalid_utf8_and_tab_prefix():
     assert events[1] == (2.0, sse.InvalidEvent("\ufffd\ufffd"))
     assert events[2] == (3.0, sse.InvalidEvent("\t[DONE]"))  # only one leading space belongs to the field
     assert events[3] == (4.0, sse.InvalidEvent("z" * 200))
+
+
+def test_only_one_space_after_data_belongs_to_the_field():
+    assert sse.decode_sse([(1.0, b"data:  [DONE]\n\n")]) == [(1.0, sse.InvalidEvent(" [DONE]"))]
+    assert sse.decode_sse([(1.0, b"data:[DONE]\n\n")]) == [(1.0, sse.DONE)]
