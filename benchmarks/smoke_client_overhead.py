@@ -204,13 +204,13 @@ def measure(base_url, concurrencies, tokens, repeats, ttft_s, itl_s, label="", p
                 return "-"
             return (fmt + " (" + fmt + ".." + fmt + ")") % (d["median"] * scale, d["min"] * scale, d["max"] * scale)
 
+        row = (c, rounds[0]["client_processes"], rng("ttft_mean_s"), e["ttft_mean"] or 0, rng("ttft_p50_s"),
+               e["ttft_p50"] or 0, rng("itl_mean_s", fmt="%.2f"), e["itl_mean"] or 0,
+               (s["server_ttft_mean_s"]["median"] or 0) * 1000, (s["server_itl_mean_s"]["median"] or 0) * 1000,
+               e["server_ttft"] or 0, s["tokens_per_s"]["median"] or 0, s["client_cpu_frac"]["median"] or 0,
+               s["loadavg_1m"]["median"] or 0, s["failed"], s["client_queue_max_s"]["median"] or 0)
         print("%5d %4d | %-22s %+7.2f | %-22s %+7.2f | %-22s %+7.2f | %9.1f / %-9.2f %+7.2f | %8.1f %5.2f %6.2f %4d "
-              "%6.3f" % (
-            c, rounds[0]["client_processes"], rng("ttft_mean_s"), e["ttft_mean"] or 0, rng("ttft_p50_s"), e["ttft_p50"] or 0,
-            rng("itl_mean_s", fmt="%.2f"), e["itl_mean"] or 0,
-            (s["server_ttft_mean_s"]["median"] or 0) * 1000, (s["server_itl_mean_s"]["median"] or 0) * 1000,
-            e["server_ttft"] or 0, s["tokens_per_s"]["median"] or 0, s["client_cpu_frac"]["median"] or 0,
-            s["loadavg_1m"]["median"] or 0, s["failed"], s["client_queue_max_s"]["median"] or 0))
+              "%6.3f" % row)
         sys.stdout.flush()
     return out
 

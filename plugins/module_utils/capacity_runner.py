@@ -57,8 +57,8 @@ async def run_step(ctx, concurrency, requests):
     """One level: ``requests`` streams of unique ~``ctx["prompt_tokens"]``-token prompts, ``concurrency`` at a time
     (spread over client processes above ``smoke_shards.SHARD_STREAMS``), with the server read around it."""
     urls, tls = ctx["metrics_urls"], ctx["spec"]["tls"]
-    msgs = [[{"role": "user", "content": unique_prompt(ctx["prompt_tokens"], "%s-%d-%d" % (ctx["nonce"], concurrency,
-                                                                                            i), ctx["filler_tokens"])}]
+    nonce = "%s-%d-" % (ctx["nonce"], concurrency)
+    msgs = [[{"role": "user", "content": unique_prompt(ctx["prompt_tokens"], nonce + str(i), ctx["filler_tokens"])}]
             for i in range(requests)]
     before = await asyncio.to_thread(smoke_server.scrape, urls, 10.0, tls)
     sampler = smoke_server.GaugeSampler(urls, interval=ctx["interval"], tls=tls)

@@ -273,7 +273,6 @@ def request_body(max_tokens, reasoning_effort=None, extra_body=None, tools=None,
     return kw
 
 
-
 async def stream_chat(client, model, messages, **kw):
     """One streaming chat request. Returns a result dict (``ok`` False with ``error`` on any failure).
 

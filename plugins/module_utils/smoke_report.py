@@ -2,6 +2,7 @@
 """The smoke report: summary rows, plain-text and Markdown tables, the Markdown report. No I/O."""
 from __future__ import annotations
 
+
 def _fmt(v, digits=3):
     if v is None:
         return "-"

@@ -139,8 +139,10 @@ async def group_vision(ctx):
     t0 = time.perf_counter()
     res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
     wall = time.perf_counter() - t0
-    check = smoke_vision.ocr_check(res["content"], tokens) if tokens else {"ok": bool(res["content"].strip()),
-                                                                 "missing": [], "found": []}
+    if tokens:
+        check = smoke_vision.ocr_check(res["content"], tokens)
+    else:
+        check = {"ok": bool(res["content"].strip()), "missing": [], "found": []}
     err = _empty_content_error([res])
     if not err and res["ok"] and not check["ok"]:
         err = "OCR answer misses %s (answer: %r)" % (check["missing"], res["content"][:200])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+
 def normalise_text(text):
     """Upper-case and drop everything except letters, digits and '.' (so '4471 - K3' matches '4471-K3')."""
     return re.sub(r"[^0-9A-Z.]", "", (text or "").upper())

@@ -30,8 +30,10 @@ vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 2
 vllm:time_to_first_token_seconds_count{engine="1",model_name="m"} 2
 vllm:time_to_first_token_seconds_sum{engine="1",model_name="m"} 1
 # TYPE vllm:cache_config_info gauge
-vllm:cache_config_info{block_size="1536",cache_dtype="fp8",engine="0",kv_cache_max_concurrency="1.25",kv_cache_size_tokens="262144",model_name="m",num_gpu_blocks="170"} 1
-vllm:cache_config_info{block_size="1536",cache_dtype="fp8",engine="1",kv_cache_max_concurrency="1.5",kv_cache_size_tokens="131072",model_name="m",num_gpu_blocks="85"} 1
+vllm:cache_config_info{block_size="1536",cache_dtype="fp8",engine="0",kv_cache_max_concurrency="1.25",\
+kv_cache_size_tokens="262144",model_name="m",num_gpu_blocks="170"} 1
+vllm:cache_config_info{block_size="1536",cache_dtype="fp8",engine="1",kv_cache_max_concurrency="1.5",\
+kv_cache_size_tokens="131072",model_name="m",num_gpu_blocks="85"} 1
 """
 
 AFTER = BEFORE.replace('vllm:num_preemptions_total{engine="1",model_name="m"} 1',
