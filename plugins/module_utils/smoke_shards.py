@@ -59,18 +59,27 @@ def _failed_results(n, error):
 
 
 async def _start(job):
+    """A client process with its job on stdin -> (process, ready); (None, False) when it cannot be started."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env)
-    proc.stdin.write(json.dumps(job).encode() + b"\n")
-    await proc.stdin.drain()
-    ready = await proc.stdout.readline()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", __name__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env)
+    except OSError:
+        return None, False
+    try:
+        proc.stdin.write(json.dumps(job).encode() + b"\n")
+        await proc.stdin.drain()
+        ready = await proc.stdout.readline()
+    except (BrokenPipeError, ConnectionResetError):
+        ready = b""
     return proc, ready.strip() == b"ready"
 
 
 async def _finish(proc, ready, n):
     """One shard's (results, wall_s) once it was told to go; a broken shard gives failed results, never raises."""
+    if proc is None:
+        return _failed_results(n, "client process could not be started (%s)" % sys.executable), 0.0
     out, err = await proc.communicate()
     try:
         data = json.loads(out) if ready and proc.returncode == 0 else None

@@ -65,7 +65,9 @@ options:
     type: float
     default: 3600
   concurrency:
-    description: Parallel requests of the C(text) group and parallel cases of the C(tool_calling) group.
+    description: Parallel requests of the C(text) group and parallel cases of the C(tool_calling) group. Above 128,
+      the C(text) group's streams are spread over ceil(concurrency / 128) client processes (started and warmed up
+      before the clock starts), so the client's own CPU does not cap the load.
     type: int
     default: 4
   long_context_tokens:

@@ -64,3 +64,12 @@ def test_a_broken_shard_gives_failed_results_not_an_exception():
     results, wall = asyncio.run(ss.run_sharded(spec, [[{"role": "user", "content": "x"}]] * 3, 3, per_shard=2))
     assert len(results) == 3 and not any(r["ok"] for r in results) and wall == 0.0
     assert all(r["error"].startswith("client process failed (rc 1): ") for r in results)
+
+
+def test_a_client_process_that_cannot_start_gives_failed_results(monkeypatch, tmp_path):
+    monkeypatch.setattr(ss.sys, "executable", str(tmp_path / "no-python"))
+    spec = {"base_url": "http://127.0.0.1:9/v1", "api_key": None, "timeout": 2.0, "tls": (True, None), "model": "m",
+            "body": {"max_tokens": 2}}
+    results, wall = asyncio.run(ss.run_sharded(spec, [[{"role": "user", "content": "x"}]] * 4, 4, per_shard=2))
+    assert wall == 0.0 and [r["ok"] for r in results] == [False] * 4
+    assert results[0]["error"] == "client process could not be started (%s)" % (tmp_path / "no-python")
