@@ -96,16 +96,9 @@ ansible_facts:
       type: dict
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule
 
-try:
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
-
-    IMPORT_ERROR = None
-except ImportError:  # pragma: no cover
-    IMPORT_ERROR = traceback.format_exc()
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
 
 ARGUMENT_SPEC = dict(
     facts=dict(type="dict", required=True),
@@ -119,8 +112,6 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    if IMPORT_ERROR:
-        module.fail_json(msg="cannot import the collection's module_utils", exception=IMPORT_ERROR)
     p = module.params
     facts = smoke_finalise.finalise(p["facts"], log_lines=p["log_lines"], log_results=p["log_results"],
                                     node_probes=p["node_probes"], reproduction=p["reproduction"],
