@@ -15,7 +15,9 @@
 #   build     ansible-galaxy collection build + install into a temp collections path + the plan playbook by FQCN
 #             from that installed copy only
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
-# Optional stages (never part of the default run; only by name: --stage realparser):
+# Optional stages (only with --stage NAME, never in the default run):
+#   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
+#             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|all (default all)
 #   realparser  scripts/realparser.sh: every supported vLLM release in its own cached venv (PyPI, ~8-10 GB each),
 #               snapshots regenerated from the real parsers and diffed, every rendered plan parsed by them
 #
@@ -30,7 +32,7 @@ self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
 ALL_STAGES=(setup unit lint sanity units build sim)
-OPTIONAL_STAGES=(realparser)
+OPTIONAL_STAGES=(mutation realparser)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"
@@ -257,6 +259,17 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
   return $rc
 }
 
+stage_mutation() {
+  need_venv
+  local rc
+  scripts/mutation.sh "${KIMI_K3_MUTATION_SCOPE:-all}"; rc=$?
+  if [ -f build/mutation/report.txt ]; then
+    note "$(grep -F '**all**' build/mutation/report.txt | awk -F'|' '{gsub(/ /,"",$3); gsub(/ /,"",$4); print "mutation score: " $3 "/" $4 " killed"}')"
+    note "survivors listed in build/mutation/report.txt"
+  fi
+  return "$rc"
+}
+
 stage_realparser() {
   need_venv
   local rc
@@ -293,8 +306,7 @@ done
 if [ ${#stages[@]} -eq 0 ] && [ -n "${KIMI_K3_STAGES:-}" ]; then IFS=, read -ra stages <<< "$KIMI_K3_STAGES"; fi
 [ ${#stages[@]} -gt 0 ] || stages=("${ALL_STAGES[@]}")
 for s in "${stages[@]}"; do
-  case " ${ALL_STAGES[*]} ${OPTIONAL_STAGES[*]} " in *" $s "*) ;;
-    *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]}; optional: ${OPTIONAL_STAGES[*]})" >&2; exit 2;; esac
+  case " ${ALL_STAGES[*]} ${OPTIONAL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]}; optional: ${OPTIONAL_STAGES[*]})" >&2; exit 2;; esac
 done
 
 # ------------------------------------------------------------------------------------------------------ run
