@@ -1,0 +1,563 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Inventory validators of the cluster plan, one per concern (pure functions, no I/O).
+
+Every validator takes the plan context ``ctx`` (settings, ordered nodes, recipe, snapshots and what earlier
+validators derived), records what it derives in ``ctx`` and returns its problems; each problem names the host,
+the variable and the fix. ``resolve`` is the driver that runs them in order (module_utils.topology calls it).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import re
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool, to_int, version_key
+
+PREFIX = "kimi_k3_"
+DIGEST_RE = re.compile(r"^(?P<repo>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{64})$")
+SECRET_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
+
+# Cluster-wide variables: name (without prefix) -> default (None = required or recipe-derived).
+CLUSTER_VARS = {
+    "accelerator": None,
+    "gpus_per_node": None,
+    "strategy": None,
+    "tensor_parallel_size": None,
+    "pipeline_parallel_size": None,
+    "data_parallel_size": None,
+    "dp_lb_mode": None,
+    "interconnect": None,
+    "all2all_backend": None,
+    "moe_backend": None,
+    "variant": "default",
+    "model": None,
+    "served_model_name": None,
+    "features": None,
+    "max_model_len": None,
+    "kv_cache_dtype": None,
+    "v2_model_runner": None,
+    "rust_frontend": None,
+    "socket_ifname": None,
+    "nccl_nvls_enable": True,
+    "vllm_version": None,
+    "image": None,
+    "allow_unpinned_image": False,
+    "model_cache_dir": None,
+    "api_port": None,
+    "master_port": None,
+    "dp_rpc_port": None,
+    "extra_args": None,
+    "extra_env": None,
+    "container_name": None,
+    "shm_size": None,
+    "memlock": None,
+    "restart_policy": "no",
+}
+# Secrets are checked for presence only; their values never enter a plan.
+SECRET_VARS = ("api_key", "hf_token")
+
+
+def problem(host, variable, message, fix):
+    return {"host": host, "variable": variable, "message": message, "fix": fix}
+
+
+def internal_address(host, host_vars):
+    """A node's cluster-internal address: kimi_k3_internal_address, else ansible_host, else the inventory name."""
+    return host_vars.get(PREFIX + "internal_address") or host_vars.get("ansible_host") or host
+
+
+def node_address(node):
+    return internal_address(node["host"], node["vars"])
+
+
+def env_str(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def eval_size(expr, gpus_per_node, nnodes):
+    """Evaluate a recipe size expression such as ``G*N``, ``G``, ``N`` or ``1``."""
+    value = 1
+    for factor in str(expr).split("*"):
+        factor = factor.strip()
+        if factor == "G":
+            value *= gpus_per_node
+        elif factor == "N":
+            value *= nnodes
+        else:
+            value *= int(factor)
+    return value
+
+
+# ----------------------------------------------------------------------------- settings and node order
+
+
+def cluster_settings(nodes, errors):
+    """Read cluster-wide variables; they must agree on every node (else: a problem naming both hosts)."""
+    settings = {}
+    for name, default in CLUSTER_VARS.items():
+        var = PREFIX + name
+        seen = [(n["host"], n["vars"][var]) for n in nodes if n["vars"].get(var) is not None]
+        if not seen:
+            settings[name] = copy.deepcopy(default)
+            continue
+        first_host, first = seen[0]
+        for host, value in seen[1:]:
+            if value != first:
+                errors.append(problem(host, var, "differs between %s (%r) and %s (%r); it is cluster-wide."
+                                      % (first_host, first, host, value),
+                                      "set %s once in group_vars/vllm_cluster." % var))
+                break
+        settings[name] = copy.deepcopy(first)
+    settings["secrets"] = dict((name, any(node["vars"].get(PREFIX + name) for node in nodes))
+                               for name in SECRET_VARS)
+    return settings
+
+
+def _explicit_order(nodes, heads, errors):
+    by_rank = {}
+    ordered = []
+    for node in nodes:
+        try:
+            rank = to_int(node["vars"][PREFIX + "node_rank"])
+        except (TypeError, ValueError):
+            errors.append(problem(node["host"], PREFIX + "node_rank", "is not an integer (%r)."
+                                  % (node["vars"][PREFIX + "node_rank"],), "use 0..N-1."))
+            continue
+        if rank in by_rank:
+            errors.append(problem(node["host"], PREFIX + "node_rank",
+                                  "rank %d is also given to %s." % (rank, by_rank[rank]["host"]),
+                                  "give every node a distinct rank 0..N-1."))
+            continue
+        by_rank[rank] = node
+        ordered.append(dict(node, rank=rank))
+    ordered.sort(key=lambda n: n["rank"])
+    ranks = [n["rank"] for n in ordered]
+    if ranks and ranks != list(range(len(ranks))):
+        errors.append(problem(", ".join(n["host"] for n in ordered), PREFIX + "node_rank",
+                              "ranks %s are not 0..%d." % (ranks, len(nodes) - 1),
+                              "number the nodes 0..N-1 without gaps."))
+    if ordered and heads and ordered[0]["host"] != heads[0]["host"]:
+        errors.append(problem(heads[0]["host"], PREFIX + "node_rank",
+                              "the head (vllm_head) must be rank 0, but rank 0 is %s." % ordered[0]["host"],
+                              "give the vllm_head host kimi_k3_node_rank: 0."))
+    return ordered
+
+
+def order_nodes(nodes, errors):
+    """Return nodes sorted by rank with ``rank`` set; exactly one head, head is rank 0, ranks unique."""
+    heads = [n for n in nodes if n.get("head")]
+    if len(heads) != 1:
+        errors.append(problem("vllm_head", "vllm_head",
+                              "the head group must hold exactly one host, it holds %d (%s)."
+                              % (len(heads), ", ".join(n["host"] for n in heads) or "none"),
+                              "put the rank-0 node (alone) in the vllm_head group."))
+    explicit = [n for n in nodes if n["vars"].get(PREFIX + "node_rank") is not None]
+    if explicit and len(explicit) != len(nodes):
+        missing = [n["host"] for n in nodes if n not in explicit]
+        errors.append(problem(", ".join(missing), PREFIX + "node_rank",
+                              "is set on some nodes but not on %s." % ", ".join(missing),
+                              "set kimi_k3_node_rank on every node or on none (then the head is 0 and workers "
+                              "follow in inventory order)."))
+    if explicit and len(explicit) == len(nodes):
+        return _explicit_order(nodes, heads, errors)
+    head = heads[0] if heads else None
+    rest = [n for n in nodes if n is not head]
+    return [dict(n, rank=i) for i, n in enumerate(([head] if head else []) + rest)]
+
+
+# ----------------------------------------------------------------------------- hardware
+
+
+def validate_hardware(ctx):
+    """Accelerator and GPUs per node."""
+    s, recipe, where, errors = ctx["settings"], ctx["recipe"], ctx["where"], []
+    hw_name = s["accelerator"]
+    hw = recipe["hardware"].get(str(hw_name).lower()) if hw_name else None
+    if hw_name is None:
+        errors.append(problem(where, PREFIX + "accelerator", "is not set.",
+                              "set it to one of %s." % ", ".join(sorted(recipe["hardware"]))))
+    elif hw is None:
+        errors.append(problem(where, PREFIX + "accelerator", "%r is not a supported accelerator." % (hw_name,),
+                              "use one of %s." % ", ".join(sorted(recipe["hardware"]))))
+    ctx["hw"] = hw or {}
+    ctx["accelerator"] = str(hw_name).lower() if hw else None
+    ctx["vendor"] = ctx["hw"].get("vendor")
+    gpn = s["gpus_per_node"]
+    if gpn is None:
+        gpn = ctx["hw"].get("gpus_per_node")
+    else:
+        try:
+            gpn = to_int(gpn)
+        except (TypeError, ValueError):
+            errors.append(problem(where, PREFIX + "gpus_per_node", "%r is not an integer." % (gpn,),
+                                  "set the number of GPUs per node."))
+            gpn = None
+    if hw and gpn is not None and (gpn < 1 or gpn > hw["gpus_per_node"]):
+        errors.append(problem(where, PREFIX + "gpus_per_node",
+                              "%d GPUs per node, but a %s node has %d." % (
+                                  gpn, ctx["accelerator"], hw["gpus_per_node"]),
+                              "use at most %d (a %s node%s)." % (hw["gpus_per_node"], ctx["accelerator"],
+                                                                 " is one 4-GPU tray" if hw.get("gb_tray") else "")))
+    ctx["gpus_per_node"] = gpn
+    ctx["total_gpus"] = (gpn or 0) * ctx["nnodes"]
+    return errors
+
+
+def validate_image(ctx):
+    """The image: pinned by digest (unless allowed) and built for the nodes' vendor."""
+    s, recipe, where, vendor, errors = ctx["settings"], ctx["recipe"], ctx["where"], ctx["vendor"], []
+    if not ctx["hw"]:
+        return errors
+    image = s["image"]
+    if not image:
+        return [problem(where, PREFIX + "image", "is not set.",
+                        "set the vLLM image by digest, e.g. vllm/vllm-openai@sha256:<64 hex>.")]
+    unpinned_ok = to_bool(s["allow_unpinned_image"])
+    if not DIGEST_RE.match(str(image)):
+        if "@sha256:" in str(image):
+            errors.append(problem(where, PREFIX + "image", "%r has a malformed digest." % (image,),
+                                  "use repo@sha256:<64 lowercase hex> as printed by `docker buildx imagetools "
+                                  "inspect` or the registry."))
+        elif not unpinned_ok:
+            errors.append(problem(where, PREFIX + "image", "%r is not pinned by digest." % (image,),
+                                  "use repo@sha256:<digest> (a tag can move under a running cluster), or set "
+                                  "kimi_k3_allow_unpinned_image: true to accept the risk."))
+    repo = str(image).split("@", 1)[0].lower()
+    amd_markers = recipe.get("image_vendor_markers", {}).get("amd", [])
+    is_amd_image = any(marker in repo for marker in amd_markers)
+    if vendor == "nvidia" and is_amd_image:
+        errors.append(problem(where, PREFIX + "image", "%r is a ROCm image but the nodes are NVIDIA (%s)."
+                              % (image, s["accelerator"]), "use a vllm/vllm-openai (CUDA 13) image digest."))
+    if vendor == "amd" and not is_amd_image:
+        errors.append(problem(where, PREFIX + "image", "%r is not a ROCm image but the nodes are AMD (%s)."
+                              % (image, s["accelerator"]), "use a vllm/vllm-openai-rocm image digest."))
+    return errors
+
+
+# ----------------------------------------------------------------------------- version
+
+
+def validate_version(ctx):
+    """The target vLLM release: a flag snapshot exists and it can run Kimi-K3."""
+    s, recipe, where, snapshots, errors = ctx["settings"], ctx["recipe"], ctx["where"], ctx["snapshots"], []
+    version = str(s["vllm_version"] or recipe["defaults"]["vllm_version"])
+    ctx["vllm_version"] = version
+    ctx["snapshot"] = snapshots.get(version)
+    if ctx["snapshot"] is None:
+        errors.append(problem(where, PREFIX + "vllm_version",
+                              "no flag snapshot for vLLM %s, so its arguments cannot be checked." % version,
+                              "use one of %s, or add data/vllm_flags/vllm-%s.json with "
+                              "scripts/dump_vllm_flags.py." % (", ".join(sorted(snapshots, key=version_key)),
+                                                               version)))
+    if version_key(version) < version_key(recipe["min_vllm_version"]):
+        errors.append(problem(where, PREFIX + "vllm_version", "vLLM %s cannot run Kimi-K3 (needs >= %s)."
+                              % (version, recipe["min_vllm_version"]),
+                              "use an image with vLLM >= %s." % recipe["min_vllm_version"]))
+    return errors
+
+
+# ----------------------------------------------------------------------------- strategy and sizes
+
+
+def _strategy_fits(ctx, name, strategy):
+    where, nnodes, gpn, total, errors = ctx["where"], ctx["nnodes"], ctx["gpus_per_node"], ctx["total_gpus"], []
+    if strategy.get("max_nodes") and nnodes > strategy["max_nodes"]:
+        errors.append(problem(where, PREFIX + "strategy",
+                              "%s runs on one node, but vllm_cluster has %d nodes." % (name, nnodes),
+                              "use a multi_node_* strategy, or keep one host in vllm_cluster."))
+    if strategy.get("min_nodes") and nnodes < strategy["min_nodes"]:
+        errors.append(problem(where, PREFIX + "strategy", "%s needs at least %d nodes, vllm_cluster has %d."
+                              % (name, strategy["min_nodes"], nnodes),
+                              "add nodes to vllm_workers or use single_node_tp."))
+    if gpn and total < strategy.get("min_gpus", 0):
+        errors.append(problem(where, PREFIX + "strategy", "%s needs at least %d GPUs, the cluster has %d (%d nodes "
+                              "x %d)." % (name, strategy["min_gpus"], total, nnodes, gpn),
+                              "add nodes (a %s node has %d GPUs) or choose a smaller strategy."
+                              % (ctx["accelerator"], ctx["hw"].get("gpus_per_node", 0))))
+    if ctx["accelerator"] in strategy.get("unsupported_hardware", []):
+        errors.append(problem(where, PREFIX + "strategy", "%s is not supported on %s by the recipe."
+                              % (name, ctx["accelerator"]),
+                              "use multi_node_tp, multi_node_tep or multi_node_tp_dp on this hardware."))
+    only = strategy.get("only_hardware")
+    if only and ctx["accelerator"] and ctx["accelerator"] not in only:
+        errors.append(problem(where, PREFIX + "strategy", "%s is only offered for %s, not %s."
+                              % (name, ", ".join(only), ctx["accelerator"]),
+                              "use multi_node_dep or multi_node_tp_pp on this hardware."))
+    return errors
+
+
+def validate_strategy(ctx):
+    """The parallel strategy exists and fits the node count, GPU count and hardware."""
+    s, recipe, where, errors = ctx["settings"], ctx["recipe"], ctx["where"], []
+    name = s["strategy"]
+    strategy = recipe["strategies"].get(name) if name else None
+    if name is None:
+        errors.append(problem(where, PREFIX + "strategy", "is not set.",
+                              "set one of %s." % ", ".join(recipe["strategies"])))
+    elif strategy is None:
+        errors.append(problem(where, PREFIX + "strategy", "%r is not a known strategy." % (name,),
+                              "use one of %s." % ", ".join(recipe["strategies"])))
+    strategy = strategy or {}
+    ctx["strategy_name"] = name
+    ctx["strategy"] = strategy
+    ctx["launch"] = strategy.get("launch")
+    ctx["expert_parallel"] = bool(strategy.get("expert_parallel"))
+    if strategy and ctx["nnodes"]:
+        errors += _strategy_fits(ctx, name, strategy)
+    return errors
+
+
+def _sizes(ctx, errors):
+    s, strategy, gpn = ctx["settings"], ctx["strategy"], ctx["gpus_per_node"]
+    sizes = {}
+    for key, var in (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size")):
+        given = s[var]
+        if given is not None:
+            try:
+                sizes[key] = to_int(given)
+            except (TypeError, ValueError):
+                errors.append(problem(ctx["where"], PREFIX + var, "%r is not an integer." % (given,),
+                                      "use a positive integer."))
+                sizes[key] = 1
+        elif strategy and gpn:
+            sizes[key] = eval_size(strategy["sizes"][key], gpn, ctx["nnodes"])
+        else:
+            sizes[key] = 1
+    return sizes
+
+
+def validate_sizes(ctx):
+    """TP x PP x DP equals the cluster's GPU count; DP divides over the nodes."""
+    where, nnodes, gpn, total, launch, errors = (ctx["where"], ctx["nnodes"], ctx["gpus_per_node"],
+                                                 ctx["total_gpus"], ctx["launch"], [])
+    sizes = _sizes(ctx, errors)
+    ctx["sizes"] = sizes
+    product = sizes["tp"] * sizes["pp"] * sizes["dp"]
+    if ctx["strategy"] and gpn and product != total:
+        errors.append(problem(where, "%stensor_parallel_size/%spipeline_parallel_size/%sdata_parallel_size"
+                              % (PREFIX, PREFIX, PREFIX),
+                              "TP %d x PP %d x DP %d = %d, but the cluster has %d GPUs (%d nodes x %d)."
+                              % (sizes["tp"], sizes["pp"], sizes["dp"], product, total, nnodes, gpn),
+                              "make the product equal nodes x GPUs per node, or drop the overrides to use the "
+                              "strategy's sizes."))
+    ctx["dp_local"] = None
+    if launch == "dp" and nnodes and sizes["dp"] % nnodes == 0:
+        ctx["dp_local"] = sizes["dp"] // nnodes
+    elif launch == "dp" and nnodes:
+        errors.append(problem(where, PREFIX + "data_parallel_size", "DP %d does not divide over %d nodes."
+                              % (sizes["dp"], nnodes), "use a multiple of the node count."))
+    if launch == "single" and sizes["pp"] * sizes["dp"] != 1:
+        errors.append(problem(where, PREFIX + "strategy", "single_node_tp uses tensor parallelism only.",
+                              "drop kimi_k3_pipeline_parallel_size / kimi_k3_data_parallel_size."))
+    return errors
+
+
+# ----------------------------------------------------------------------------- load balancing
+
+
+def validate_load_balancing(ctx):
+    """The data-parallel load-balancing mode (DP strategies only)."""
+    where, strategy, name, errors = ctx["where"], ctx["strategy"], ctx["strategy_name"], []
+    lb = ctx["settings"]["dp_lb_mode"]
+    if ctx["launch"] == "dp":
+        lb = lb or strategy.get("default_lb_mode")
+        if lb not in strategy.get("lb_modes", []):
+            errors.append(problem(where, PREFIX + "dp_lb_mode", "%r is not available for %s." % (lb, name),
+                                  "use one of %s." % ", ".join(strategy.get("lb_modes", []))))
+        if lb == "hybrid" and ctx["dp_local"] == 1:
+            errors.append(problem(where, PREFIX + "dp_lb_mode",
+                                  "hybrid load balancing with one DP rank per node turns into external LB in vLLM.",
+                                  "set kimi_k3_dp_lb_mode: external (one endpoint per node) or internal."))
+        if lb == "external" and ctx["dp_local"] not in (None, 1):
+            errors.append(problem(where, PREFIX + "dp_lb_mode",
+                                  "external load balancing needs one DP rank per vllm serve, this layout has %s "
+                                  "per node." % ctx["dp_local"], "use hybrid or internal load balancing."))
+    elif lb is not None:
+        errors.append(problem(where, PREFIX + "dp_lb_mode", "is set but %s has no data parallelism." % name,
+                              "remove kimi_k3_dp_lb_mode."))
+    ctx["lb_mode"] = lb if ctx["launch"] == "dp" else None
+    return errors
+
+
+# ----------------------------------------------------------------------------- interconnect and features
+
+
+def validate_interconnect(ctx):
+    """The interconnect between nodes, and the all2all / MoE backends it implies."""
+    s, recipe, where, nnodes, hw, errors = (ctx["settings"], ctx["recipe"], ctx["where"], ctx["nnodes"],
+                                            ctx["hw"], [])
+    interconnect = s["interconnect"]
+    if nnodes > 1 and interconnect is None:
+        errors.append(problem(where, PREFIX + "interconnect", "is not set for a %d-node cluster." % nnodes,
+                              "set nvlink (GB200/GB300 trays in one NVL72 domain) or rdma (IB/RoCE)."))
+    elif interconnect is not None and interconnect not in recipe["interconnects"]:
+        errors.append(problem(where, PREFIX + "interconnect", "%r is not known." % (interconnect,),
+                              "use one of %s." % ", ".join(recipe["interconnects"])))
+        interconnect = None
+    if interconnect == "nvlink" and nnodes > 1 and hw and not hw.get("gb_tray"):
+        errors.append(problem(where, PREFIX + "interconnect",
+                              "multi-node NVLink needs GB200/GB300 NVL trays, not %s." % ctx["accelerator"],
+                              "use rdma between %s nodes." % ctx["accelerator"]))
+    ctx["interconnect"] = interconnect
+    all2all = s["all2all_backend"]
+    if all2all is None and ctx["expert_parallel"] and nnodes > 1 and interconnect:
+        all2all = recipe["interconnects"][interconnect]["all2all_backend"]
+    ctx["all2all_backend"] = all2all
+    ctx["moe_backend_override"] = s["moe_backend"]
+    if nnodes > 1 and not s["socket_ifname"]:
+        ctx["warnings"].append(problem(where, PREFIX + "socket_ifname",
+                                       "is not set; NCCL/Gloo pick an interface themselves (a wrong pick hangs "
+                                       "start-up).", "set the cluster-internal interface name, e.g. bond0."))
+    return errors
+
+
+def _wanted_features(ctx, errors):
+    recipe, where = ctx["recipe"], ctx["where"]
+    wanted = {name: spec.get("default", False) for name, spec in recipe["features"].items()}
+    given = ctx["settings"]["features"] or {}
+    if not isinstance(given, dict):
+        errors.append(problem(where, PREFIX + "features", "must be a mapping of feature: true/false.",
+                              "e.g. {tool_calling: true, reasoning: true, spec_decoding: false}."))
+        return wanted
+    for name, value in given.items():
+        if name not in wanted:
+            errors.append(problem(where, PREFIX + "features", "unknown feature %r." % (name,),
+                                  "use one of %s." % ", ".join(sorted(wanted))))
+            continue
+        try:
+            wanted[name] = to_bool(value)
+        except ValueError:
+            errors.append(problem(where, PREFIX + "features", "%s: %r is not a boolean." % (name, value),
+                                  "use true or false."))
+    return wanted
+
+
+def validate_features(ctx):
+    """Optional recipe features and the strategies they are allowed with."""
+    recipe, where, strategy, name, errors = ctx["recipe"], ctx["where"], ctx["strategy"], ctx["strategy_name"], []
+    features = _wanted_features(ctx, errors)
+    ctx["features"] = features
+    for feature, enabled in features.items():
+        spec = recipe["features"][feature]
+        if not enabled:
+            continue
+        if feature in strategy.get("forbidden_features", []):
+            errors.append(problem(where, PREFIX + "features", "%s is not allowed with %s." % (feature, name),
+                                  "turn %s off or pick another strategy." % feature))
+        if spec.get("only_strategies") and name not in spec["only_strategies"]:
+            errors.append(problem(where, PREFIX + "features", "%s is only available with %s."
+                                  % (feature, ", ".join(spec["only_strategies"])),
+                                  "turn %s off for %s." % (feature, name)))
+        if spec.get("dcp_size") and ctx["sizes"]["tp"] % spec["dcp_size"] != 0:
+            errors.append(problem(where, PREFIX + "features", "DCP size %d does not divide TP %d."
+                                  % (spec["dcp_size"], ctx["sizes"]["tp"]),
+                                  "use TP 8 on one 8-GPU node or turn dcp off."))
+    return errors
+
+
+# ----------------------------------------------------------------------------- ports and addresses
+
+
+def validate_ports_addresses(ctx):
+    """TCP ports in range and distinct; every node has its own internal address."""
+    s, where, defaults, launch, errors = ctx["settings"], ctx["where"], ctx["recipe"]["defaults"], ctx["launch"], []
+    ports = {}
+    for key in ("api_port", "master_port", "dp_rpc_port"):
+        value = s[key] if s[key] is not None else defaults[key]
+        try:
+            value = to_int(value)
+            if not 0 < value < 65536:
+                raise ValueError
+        except (TypeError, ValueError):
+            errors.append(problem(where, PREFIX + key, "%r is not a TCP port." % (value,), "use 1-65535."))
+            value = defaults[key]
+        ports[key] = value
+    ctx["ports"] = ports
+    used = {}
+    for key, value in ports.items():
+        relevant = key == "api_port" or (key == "master_port" and launch == "mp") or \
+            (key == "dp_rpc_port" and launch == "dp")
+        if relevant and value in used:
+            errors.append(problem(where, PREFIX + key, "port %d is also %s." % (value, PREFIX + used[value]),
+                                  "give the API, rendezvous and RPC ports distinct numbers."))
+        if relevant:
+            used[value] = key
+    seen_addr = {}
+    for node in ctx["nodes"]:
+        addr = node_address(node)
+        if addr in seen_addr:
+            errors.append(problem(node["host"], PREFIX + "internal_address",
+                                  "%s is also the address of %s." % (addr, seen_addr[addr]),
+                                  "give every node its own cluster-internal address (kimi_k3_internal_address "
+                                  "or ansible_host)."))
+        seen_addr[addr] = node["host"]
+    return errors
+
+
+# ----------------------------------------------------------------------------- user arguments
+
+
+def validate_extra_args(ctx):
+    """kimi_k3_extra_args: a list of strings that does not pass flags the collection owns."""
+    s, recipe, where, errors = ctx["settings"], ctx["recipe"], ctx["where"], []
+    extra_args = s["extra_args"] or []
+    if not isinstance(extra_args, list) or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
+                                                   for a in extra_args):
+        errors.append(problem(where, PREFIX + "extra_args", "must be a list of strings.",
+                              "write each flag and each value as its own list item."))
+        extra_args = []
+    extra_args = [str(a) for a in extra_args]
+    snap = ctx["snapshot"]
+    for option, _values in vllm_flags.split_units(extra_args)[1]:
+        name = option.split("=", 1)[0]
+        canonical = vllm_flags.canonical_flag(name, snap) if snap else name
+        for reserved, fix in recipe.get("reserved_args", {}).items():
+            if canonical == reserved or name == reserved:
+                errors.append(problem(where, PREFIX + "extra_args", "%s must not be passed by hand." % name,
+                                      fix + "."))
+    ctx["extra_args"] = extra_args
+    return errors
+
+
+def validate_extra_env(ctx):
+    """kimi_k3_extra_env: a mapping without removed or secret variables."""
+    recipe, where, errors = ctx["recipe"], ctx["where"], []
+    extra_env = ctx["settings"]["extra_env"] or {}
+    if not isinstance(extra_env, dict):
+        errors.append(problem(where, PREFIX + "extra_env", "must be a mapping NAME: value.", "fix the YAML."))
+        extra_env = {}
+    for name in extra_env:
+        if name in recipe.get("removed_env", {}):
+            errors.append(problem(where, PREFIX + "extra_env", "%s no longer exists in vLLM." % name,
+                                  recipe["removed_env"][name] + "."))
+        if name in SECRET_ENV.values():
+            errors.append(problem(where, PREFIX + "extra_env", "%s is a secret and would land in the plan." % name,
+                                  "set kimi_k3_api_key / kimi_k3_hf_token (vault) instead."))
+    ctx["extra_env"] = dict((str(k), env_str(v)) for k, v in extra_env.items())
+    return errors
+
+
+# ----------------------------------------------------------------------------- driver
+
+VALIDATORS = (validate_hardware, validate_version, validate_strategy, validate_sizes, validate_load_balancing,
+              validate_interconnect, validate_features, validate_ports_addresses, validate_image,
+              validate_extra_args, validate_extra_env)
+
+
+def resolve(nodes, recipe, snapshots, errors, warnings):
+    """Validate the cluster and compute every derived setting; returns the context."""
+    settings = cluster_settings(nodes, errors)
+    ordered = order_nodes(nodes, errors)
+    head = ordered[0] if ordered else None
+    ctx = {"settings": settings, "nodes": ordered, "nnodes": len(ordered), "head": head, "recipe": recipe,
+           "snapshots": snapshots, "where": head["host"] if head else "vllm_cluster", "warnings": warnings}
+    for validator in VALIDATORS:
+        errors.extend(validator(ctx))
+    return ctx
