@@ -12,54 +12,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import re
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_variables, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool, to_int, version_key
 
 PREFIX = "kimi_k3_"
 DIGEST_RE = re.compile(r"^(?P<repo>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{64})$")
 SECRET_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
-# Cluster-wide variables: name (without prefix) -> default (None = required or recipe-derived).
-CLUSTER_VARS = {
-    "accelerator": None,
-    "gpus_per_node": None,
-    "strategy": None,
-    "tensor_parallel_size": None,
-    "pipeline_parallel_size": None,
-    "data_parallel_size": None,
-    "dp_lb_mode": None,
-    "interconnect": None,
-    "all2all_backend": None,
-    "moe_backend": None,
-    "variant": "default",
-    "model": None,
-    "served_model_name": None,
-    "features": None,
-    "max_model_len": None,
-    "kv_cache_dtype": None,
-    "v2_model_runner": None,
-    "rust_frontend": None,
-    "socket_ifname": None,
-    "nccl_nvls_enable": True,
-    "vllm_version": None,
-    "image": None,
-    "allow_unpinned_image": False,
-    "model_cache_dir": None,
-    "api_port": None,
-    "master_port": None,
-    "dp_rpc_port": None,
-    "extra_args": None,
-    "extra_env": None,
-    "container_name": None,
-    "shm_size": None,
-    "memlock": None,
-    "restart_policy": "no",
-}
-# Secrets are checked for presence only; their values never enter a plan.
 SECRET_VARS = ("api_key", "hf_token")
+SIZE_VARS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpus_per_node")
 
 
 def problem(host, variable, message, fix):
@@ -72,7 +35,14 @@ def internal_address(host, host_vars):
 
 
 def node_address(node):
-    return internal_address(node["host"], node["vars"])
+    """internal_address() of a node whose variables the table checked."""
+    checked = node.get("settings", {}).get("internal_address")
+    return checked or node["vars"].get("ansible_host") or node["host"]
+
+
+def api_host(node):
+    """Where the node's API binds (kimi_k3_api_host, default all addresses)."""
+    return node.get("settings", {}).get("api_host") or "0.0.0.0"
 
 
 def env_str(value):
@@ -98,59 +68,40 @@ def eval_size(expr, gpus_per_node, nnodes):
 # ----------------------------------------------------------------------------- settings and node order
 
 
-def cluster_settings(nodes, errors):
-    """Read cluster-wide variables; they must agree on every node (else: a problem naming both hosts)."""
-    settings = {}
-    for name, default in CLUSTER_VARS.items():
-        var = PREFIX + name
-        seen = [(n["host"], n["vars"][var]) for n in nodes if n["vars"].get(var) is not None]
-        if not seen:
-            settings[name] = copy.deepcopy(default)
-            continue
-        first_host, first = seen[0]
-        for host, value in seen[1:]:
-            if value != first:
-                errors.append(problem(host, var, "differs between %s (%r) and %s (%r); it is cluster-wide."
-                                      % (first_host, first, host, value),
-                                      "set %s once in group_vars/vllm_cluster." % var))
-                break
-        settings[name] = copy.deepcopy(first)
-    settings["secrets"] = dict((name, any(node["vars"].get(PREFIX + name) for node in nodes))
-                               for name in SECRET_VARS)
-    return settings
+def _default_order(nodes, heads):
+    head = heads[0] if heads else None
+    rest = [n for n in nodes if n is not head]
+    return [dict(n, rank=i) for i, n in enumerate(([head] if head else []) + rest)]
 
 
 def _explicit_order(nodes, heads, errors):
+    """Nodes by kimi_k3_node_rank. A rank mistake is reported once; the nodes then keep the default order, so
+    no GPU-count or node-count problem follows from it."""
     by_rank = {}
-    ordered = []
     for node in nodes:
-        try:
-            rank = to_int(node["vars"][PREFIX + "node_rank"])
-        except (TypeError, ValueError):
-            errors.append(problem(node["host"], PREFIX + "node_rank", "is not an integer (%r)."
-                                  % (node["vars"][PREFIX + "node_rank"],), "use 0..N-1."))
-            continue
+        rank = node["settings"]["node_rank"]
         if rank in by_rank:
             errors.append(problem(node["host"], PREFIX + "node_rank",
                                   "rank %d is also given to %s." % (rank, by_rank[rank]["host"]),
-                                  "give every node a distinct rank 0..N-1."))
-            continue
+                                  "give every node a distinct rank 0..%d." % (len(nodes) - 1)))
+            return _default_order(nodes, heads)
         by_rank[rank] = node
-        ordered.append(dict(node, rank=rank))
-    ordered.sort(key=lambda n: n["rank"])
+    ordered = sorted((dict(n, rank=n["settings"]["node_rank"]) for n in nodes), key=lambda n: n["rank"])
     ranks = [n["rank"] for n in ordered]
-    if ranks and ranks != list(range(len(ranks))):
+    if ranks != list(range(len(ranks))):
         errors.append(problem(", ".join(n["host"] for n in ordered), PREFIX + "node_rank",
                               "ranks %s are not 0..%d." % (ranks, len(nodes) - 1),
                               "number the nodes 0..N-1 without gaps."))
-    if ordered and heads and ordered[0]["host"] != heads[0]["host"]:
+        return _default_order(nodes, heads)
+    if heads and ordered[0]["host"] != heads[0]["host"]:
         errors.append(problem(heads[0]["host"], PREFIX + "node_rank",
                               "the head (vllm_head) must be rank 0, but rank 0 is %s." % ordered[0]["host"],
                               "give the vllm_head host kimi_k3_node_rank: 0."))
+        return _default_order(nodes, heads)
     return ordered
 
 
-def order_nodes(nodes, errors):
+def order_nodes(nodes, errors, invalid=()):
     """Return nodes sorted by rank with ``rank`` set; exactly one head, head is rank 0, ranks unique."""
     heads = [n for n in nodes if n.get("head")]
     if len(heads) != 1:
@@ -158,7 +109,9 @@ def order_nodes(nodes, errors):
                               "the head group must hold exactly one host, it holds %d (%s)."
                               % (len(heads), ", ".join(n["host"] for n in heads) or "none"),
                               "put the rank-0 node (alone) in the vllm_head group."))
-    explicit = [n for n in nodes if n["vars"].get(PREFIX + "node_rank") is not None]
+    if "node_rank" in invalid:
+        return _default_order(nodes, heads)
+    explicit = [n for n in nodes if n["settings"]["node_rank"] is not None]
     if explicit and len(explicit) != len(nodes):
         missing = [n["host"] for n in nodes if n not in explicit]
         errors.append(problem(", ".join(missing), PREFIX + "node_rank",
@@ -167,9 +120,7 @@ def order_nodes(nodes, errors):
                               "follow in inventory order)."))
     if explicit and len(explicit) == len(nodes):
         return _explicit_order(nodes, heads, errors)
-    head = heads[0] if heads else None
-    rest = [n for n in nodes if n is not head]
-    return [dict(n, rank=i) for i, n in enumerate(([head] if head else []) + rest)]
+    return _default_order(nodes, heads)
 
 
 # ----------------------------------------------------------------------------- hardware
@@ -180,26 +131,16 @@ def validate_hardware(ctx):
     s, recipe, where, errors = ctx["settings"], ctx["recipe"], ctx["where"], []
     hw_name = s["accelerator"]
     hw = recipe["hardware"].get(str(hw_name).lower()) if hw_name else None
-    if hw_name is None:
+    if hw_name is None and "accelerator" not in ctx["invalid"]:
         errors.append(problem(where, PREFIX + "accelerator", "is not set.",
                               "set it to one of %s." % ", ".join(sorted(recipe["hardware"]))))
-    elif hw is None:
-        errors.append(problem(where, PREFIX + "accelerator", "%r is not a supported accelerator." % (hw_name,),
-                              "use one of %s." % ", ".join(sorted(recipe["hardware"]))))
     ctx["hw"] = hw or {}
     ctx["accelerator"] = str(hw_name).lower() if hw else None
     ctx["vendor"] = ctx["hw"].get("vendor")
     gpn = s["gpus_per_node"]
-    if gpn is None:
+    if gpn is None and "gpus_per_node" not in ctx["invalid"]:
         gpn = ctx["hw"].get("gpus_per_node")
-    else:
-        try:
-            gpn = to_int(gpn)
-        except (TypeError, ValueError):
-            errors.append(problem(where, PREFIX + "gpus_per_node", "%r is not an integer." % (gpn,),
-                                  "set the number of GPUs per node."))
-            gpn = None
-    if hw and gpn is not None and (gpn < 1 or gpn > hw["gpus_per_node"]):
+    if hw and gpn is not None and gpn > hw["gpus_per_node"]:
         errors.append(problem(where, PREFIX + "gpus_per_node",
                               "%d GPUs per node, but a %s node has %d." % (
                                   gpn, ctx["accelerator"], hw["gpus_per_node"]),
@@ -216,10 +157,12 @@ def validate_image(ctx):
     if not ctx["hw"]:
         return errors
     image = s["image"]
+    if not image and "image" in ctx["invalid"]:
+        return errors
     if not image:
         return [problem(where, PREFIX + "image", "is not set.",
                         "set the vLLM image by digest, e.g. vllm/vllm-openai@sha256:<64 hex>.")]
-    unpinned_ok = to_bool(s["allow_unpinned_image"])
+    unpinned_ok = s["allow_unpinned_image"]
     if not DIGEST_RE.match(str(image)):
         if "@sha256:" in str(image):
             errors.append(problem(where, PREFIX + "image", "%r has a malformed digest." % (image,),
@@ -245,21 +188,39 @@ def validate_image(ctx):
 
 
 def validate_version(ctx):
-    """The target vLLM release: a flag snapshot exists and it can run Kimi-K3."""
-    s, recipe, where, snapshots, errors = ctx["settings"], ctx["recipe"], ctx["where"], ctx["snapshots"], []
+    """The target vLLM release can run Kimi-K3 (its flag snapshot exists: the variable table checks that)."""
+    s, recipe, where, errors = ctx["settings"], ctx["recipe"], ctx["where"], []
     version = str(s["vllm_version"] or recipe["defaults"]["vllm_version"])
     ctx["vllm_version"] = version
-    ctx["snapshot"] = snapshots.get(version)
-    if ctx["snapshot"] is None:
+    ctx["snapshot"] = ctx["snapshots"].get(version)
+    if ctx["snapshot"] is None and "vllm_version" not in ctx["invalid"]:
         errors.append(problem(where, PREFIX + "vllm_version",
                               "no flag snapshot for vLLM %s, so its arguments cannot be checked." % version,
-                              "use one of %s, or add data/vllm_flags/vllm-%s.json with "
-                              "scripts/dump_vllm_flags.py." % (", ".join(sorted(snapshots, key=version_key)),
-                                                               version)))
+                              "use one of %s, or add data/vllm_flags/vllm-%s.json with scripts/dump_vllm_flags.py."
+                              % (", ".join(sorted(ctx["snapshots"], key=version_key)), version)))
     if version_key(version) < version_key(recipe["min_vllm_version"]):
         errors.append(problem(where, PREFIX + "vllm_version", "vLLM %s cannot run Kimi-K3 (needs >= %s)."
                               % (version, recipe["min_vllm_version"]),
                               "use an image with vLLM >= %s." % recipe["min_vllm_version"]))
+    return errors
+
+
+def validate_flag_values(ctx):
+    """Variables rendered as a flag with a fixed value set: the value is one the target vLLM accepts."""
+    errors, snapshot = [], ctx["snapshot"]
+    if snapshot is None:
+        return errors
+    for decl in plan_variables.VARIABLES:
+        value = ctx["settings"].get(decl["key"])
+        if decl["choices"] != "snapshot" or value is None:
+            continue
+        choices = (snapshot["flags"].get(decl["flag"]) or {}).get("choices")
+        if choices and not vllm_flags.choice_ok(str(value), choices):
+            errors.append(problem(ctx["where"], decl["name"], "%s is not a %s value vLLM %s accepts."
+                                  % (value, decl["flag"], ctx["vllm_version"]),
+                                  "use one of %s (vLLM %s)." % (", ".join(str(c) for c in choices),
+                                                                ctx["vllm_version"])))
+            ctx["invalid"].add(decl["key"])
     return errors
 
 
@@ -298,10 +259,10 @@ def validate_strategy(ctx):
     s, recipe, where, errors = ctx["settings"], ctx["recipe"], ctx["where"], []
     name = s["strategy"]
     strategy = recipe["strategies"].get(name) if name else None
-    if name is None:
+    if name is None and "strategy" not in ctx["invalid"]:
         errors.append(problem(where, PREFIX + "strategy", "is not set.",
                               "set one of %s." % ", ".join(recipe["strategies"])))
-    elif strategy is None:
+    elif strategy is None and name is not None:
         errors.append(problem(where, PREFIX + "strategy", "%r is not a known strategy." % (name,),
                               "use one of %s." % ", ".join(recipe["strategies"])))
     strategy = strategy or {}
@@ -320,12 +281,7 @@ def _sizes(ctx, errors):
     for key, var in (("tp", "tensor_parallel_size"), ("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size")):
         given = s[var]
         if given is not None:
-            try:
-                sizes[key] = to_int(given)
-            except (TypeError, ValueError):
-                errors.append(problem(ctx["where"], PREFIX + var, "%r is not an integer." % (given,),
-                                      "use a positive integer."))
-                sizes[key] = 1
+            sizes[key] = given
         elif strategy and gpn:
             sizes[key] = eval_size(strategy["sizes"][key], gpn, ctx["nnodes"])
         else:
@@ -340,7 +296,7 @@ def validate_sizes(ctx):
     sizes = _sizes(ctx, errors)
     ctx["sizes"] = sizes
     product = sizes["tp"] * sizes["pp"] * sizes["dp"]
-    if ctx["strategy"] and gpn and product != total:
+    if ctx["strategy"] and gpn and product != total and not ctx["invalid"] & set(SIZE_VARS):
         errors.append(problem(where, "%stensor_parallel_size/%spipeline_parallel_size/%sdata_parallel_size"
                               % (PREFIX, PREFIX, PREFIX),
                               "TP %d x PP %d x DP %d = %d, but the cluster has %d GPUs (%d nodes x %d)."
@@ -394,13 +350,9 @@ def validate_interconnect(ctx):
     s, recipe, where, nnodes, hw, errors = (ctx["settings"], ctx["recipe"], ctx["where"], ctx["nnodes"],
                                             ctx["hw"], [])
     interconnect = s["interconnect"]
-    if nnodes > 1 and interconnect is None:
+    if nnodes > 1 and interconnect is None and "interconnect" not in ctx["invalid"]:
         errors.append(problem(where, PREFIX + "interconnect", "is not set for a %d-node cluster." % nnodes,
                               "set nvlink (GB200/GB300 trays in one NVL72 domain) or rdma (IB/RoCE)."))
-    elif interconnect is not None and interconnect not in recipe["interconnects"]:
-        errors.append(problem(where, PREFIX + "interconnect", "%r is not known." % (interconnect,),
-                              "use one of %s." % ", ".join(recipe["interconnects"])))
-        interconnect = None
     if interconnect == "nvlink" and nnodes > 1 and hw and not hw.get("gb_tray"):
         errors.append(problem(where, PREFIX + "interconnect",
                               "multi-node NVLink needs GB200/GB300 NVL trays, not %s." % ctx["accelerator"],
@@ -433,8 +385,8 @@ def _wanted_features(ctx, errors):
             continue
         try:
             wanted[name] = to_bool(value)
-        except ValueError:
-            errors.append(problem(where, PREFIX + "features", "%s: %r is not a boolean." % (name, value),
+        except (TypeError, ValueError):
+            errors.append(problem(where, PREFIX + "features", "%s: %s is not a boolean." % (name, plan_variables.show(value)),
                                   "use true or false."))
     return wanted
 
@@ -470,15 +422,7 @@ def validate_ports_addresses(ctx):
     s, where, defaults, launch, errors = ctx["settings"], ctx["where"], ctx["recipe"]["defaults"], ctx["launch"], []
     ports = {}
     for key in ("api_port", "master_port", "dp_rpc_port"):
-        value = s[key] if s[key] is not None else defaults[key]
-        try:
-            value = to_int(value)
-            if not 0 < value < 65536:
-                raise ValueError
-        except (TypeError, ValueError):
-            errors.append(problem(where, PREFIX + key, "%r is not a TCP port." % (value,), "use 1-65535."))
-            value = defaults[key]
-        ports[key] = value
+        ports[key] = s[key] if s[key] is not None else defaults[key]
     ctx["ports"] = ports
     used = {}
     for key, value in ports.items():
@@ -504,60 +448,103 @@ def validate_ports_addresses(ctx):
 # ----------------------------------------------------------------------------- user arguments
 
 
+def _reserved_fix(recipe, canonical, name):
+    """The fix for a flag the plan derives, or None when ``kimi_k3_extra_args`` may pass it."""
+    reserved = recipe.get("reserved_args", {})
+    for flag in (canonical, name):
+        if flag in reserved:
+            return reserved[flag]
+    for prefix, fix in recipe.get("reserved_arg_prefixes", {}).items():
+        if str(canonical).startswith(prefix) or name.startswith(prefix):
+            return fix
+    return None
+
+
 def validate_extra_args(ctx):
-    """kimi_k3_extra_args: a list of strings that does not pass flags the collection owns."""
-    s, recipe, where, errors = ctx["settings"], ctx["recipe"], ctx["where"], []
-    extra_args = s["extra_args"] or []
-    if not isinstance(extra_args, list) or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
-                                                   for a in extra_args):
-        errors.append(problem(where, PREFIX + "extra_args", "must be a list of strings.",
-                              "write each flag and each value as its own list item."))
-        extra_args = []
-    extra_args = [str(a) for a in extra_args]
+    """kimi_k3_extra_args does not pass flags the collection derives (the table checked it is a string list)."""
+    recipe, errors = ctx["recipe"], []
+    extra_args = ctx["settings"]["extra_args"] or []
     snap = ctx["snapshot"]
+    for token in extra_args:
+        if re.search(r"[\x00-\x1f\x7f]", token):
+            errors.append(problem(ctx["where"], PREFIX + "extra_args", "item %s contains a control character."
+                                  % plan_variables.show(token), "remove the newline/tab from the item."))
     for option, _values in vllm_flags.split_units(extra_args)[1]:
         name = option.split("=", 1)[0]
         canonical = vllm_flags.canonical_flag(name, snap) if snap else name
-        for reserved, fix in recipe.get("reserved_args", {}).items():
-            if canonical == reserved or name == reserved:
-                errors.append(problem(where, PREFIX + "extra_args", "%s must not be passed by hand." % name,
-                                      fix + "."))
-    ctx["extra_args"] = extra_args
+        fix = _reserved_fix(recipe, canonical, name)
+        if fix:
+            errors.append(problem(ctx["where"], PREFIX + "extra_args", "%s must not be passed by hand: the plan "
+                                  "derives it." % name, fix + "."))
+    ctx["extra_args"] = list(extra_args)
     return errors
 
 
+def _env_entry_problem(name, value):
+    if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+        return ("key %s is not an environment variable name." % plan_variables.show(name),
+                "use NAME: value with NAME matching [A-Za-z_][A-Za-z0-9_]*.")
+    if not plan_variables.is_scalar(value) and not isinstance(value, bool):
+        return ("%s must be a string or number, got %s." % (name, plan_variables.kind(value)),
+                "write %s: \"<value>\" (a list or mapping cannot be an environment value)." % name)
+    if re.search(r"[\x00-\x1f\x7f]", str(value)):
+        return ("%s contains a control character (it would break the env file)." % name,
+                "put the value on one line.")
+    return None
+
+
 def validate_extra_env(ctx):
-    """kimi_k3_extra_env: a mapping without removed or secret variables."""
+    """kimi_k3_extra_env: NAME: scalar entries, without removed or secret variables."""
     recipe, where, errors = ctx["recipe"], ctx["where"], []
     extra_env = ctx["settings"]["extra_env"] or {}
-    if not isinstance(extra_env, dict):
-        errors.append(problem(where, PREFIX + "extra_env", "must be a mapping NAME: value.", "fix the YAML."))
-        extra_env = {}
-    for name in extra_env:
+    clean = {}
+    for name, value in extra_env.items():
+        issue = _env_entry_problem(name, value)
+        if issue:
+            errors.append(problem(where, PREFIX + "extra_env", issue[0], issue[1]))
+            continue
         if name in recipe.get("removed_env", {}):
             errors.append(problem(where, PREFIX + "extra_env", "%s no longer exists in vLLM." % name,
                                   recipe["removed_env"][name] + "."))
         if name in SECRET_ENV.values():
             errors.append(problem(where, PREFIX + "extra_env", "%s is a secret and would land in the plan." % name,
                                   "set kimi_k3_api_key / kimi_k3_hf_token (vault) instead."))
-    ctx["extra_env"] = dict((str(k), env_str(v)) for k, v in extra_env.items())
+        clean[name] = env_str(value)
+    ctx["extra_env"] = clean
+    return errors
+
+
+def validate_host_names(ctx):
+    """Inventory host names become plan file names (<host>.json, <host>.sh)."""
+    errors = []
+    for node in ctx["nodes"]:
+        host = node["host"]
+        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", host) or host in (".", ".."):
+            errors.append(problem(plan_variables.show(host), "inventory_hostname",
+                                  "the host name is used as a file name (<host>.json) and holds a path separator, "
+                                  "a control character or a leading dot/dash.",
+                                  "rename the host in the inventory (letters, digits, . _ @ -) and keep the "
+                                  "address in ansible_host."))
     return errors
 
 
 # ----------------------------------------------------------------------------- driver
 
-VALIDATORS = (validate_hardware, validate_version, validate_strategy, validate_sizes, validate_load_balancing,
-              validate_interconnect, validate_features, validate_ports_addresses, validate_image,
-              validate_extra_args, validate_extra_env)
+VALIDATORS = (validate_host_names, validate_hardware, validate_version, validate_flag_values, validate_strategy,
+              validate_sizes, validate_load_balancing, validate_interconnect, validate_features,
+              validate_ports_addresses, validate_image, validate_extra_args, validate_extra_env)
 
 
 def resolve(nodes, recipe, snapshots, errors, warnings):
     """Validate the cluster and compute every derived setting; returns the context."""
-    settings = cluster_settings(nodes, errors)
-    ordered = order_nodes(nodes, errors)
+    nodes = [dict(node) for node in nodes]  # read_settings adds "settings"; the caller's nodes stay as given
+    settings, invalid, problems = plan_variables.read_settings(nodes, recipe, snapshots)
+    errors.extend(problems)
+    ordered = order_nodes(nodes, errors, invalid)
     head = ordered[0] if ordered else None
-    ctx = {"settings": settings, "nodes": ordered, "nnodes": len(ordered), "head": head, "recipe": recipe,
-           "snapshots": snapshots, "where": head["host"] if head else "vllm_cluster", "warnings": warnings}
+    ctx = {"settings": settings, "invalid": invalid, "nodes": ordered, "nnodes": len(ordered), "head": head,
+           "recipe": recipe, "snapshots": snapshots, "where": head["host"] if head else "vllm_cluster",
+           "warnings": warnings}
     for validator in VALIDATORS:
         errors.extend(validator(ctx))
     return ctx

@@ -26,11 +26,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pic
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_validate import (  # noqa: F401 (re-exported)
-    PREFIX, SECRET_ENV, SECRET_VARS, internal_address, node_address, problem)
-
-def _api_host(node):
-    return node["vars"].get(PREFIX + "api_host") or "0.0.0.0"
-
+    PREFIX, SECRET_ENV, SECRET_VARS, api_host, internal_address, node_address, problem)
 
 def _mp_layer(ctx, node, ports, defaults):
     sizes, rank = ctx["sizes"], node["rank"]
@@ -82,41 +78,45 @@ def _parallel_layer(ctx, node, recipe):
 
 
 def _recipe_layers(ctx, recipe):
-    """Strategy, hardware override, strategy x hardware override and feature flags."""
+    """Strategy, hardware override, strategy x hardware override and feature flags, each with the variable
+    that chose it."""
     strategy = ctx["strategy"]
-    args = list(strategy.get("args", []))
     override = recipe["hardware_overrides"].get(ctx["hw"].get("override"), {})
-    args += list(override.get("args", []))
-    args += list(strategy.get("hardware_overrides", {}).get(ctx["accelerator"], {}).get("args", []))
+    layers = [(PREFIX + "strategy", list(strategy.get("args", []))),
+              (PREFIX + "accelerator", list(override.get("args", []))),
+              (PREFIX + "strategy",
+               list(strategy.get("hardware_overrides", {}).get(ctx["accelerator"], {}).get("args", [])))]
     for name, enabled in ctx["features"].items():
         if enabled:
             spec = recipe["features"][name]
-            args += list(spec.get("args", []))
-            args += list(spec.get("vendor_args", {}).get(ctx["vendor"], []))
-    return args
+            layers.append((PREFIX + "features", list(spec.get("args", []))
+                           + list(spec.get("vendor_args", {}).get(ctx["vendor"], []))))
+    return layers
 
 
 def _user_layer(ctx, node, recipe):
-    """Flags from the inventory's own settings (backends, context length, names, API bind)."""
+    """Flags from the inventory's own settings (backends, context length, names, API bind), with their variable."""
     s, ports, defaults = ctx["settings"], ctx["ports"], recipe["defaults"]
-    args = []
+    layers = []
     if ctx["all2all_backend"]:
-        args += ["--all2all-backend", ctx["all2all_backend"]]
+        source = "all2all_backend" if s["all2all_backend"] else "interconnect"
+        layers.append((PREFIX + source, ["--all2all-backend", ctx["all2all_backend"]]))
     if ctx["moe_backend_override"]:
-        args += ["--moe-backend", str(ctx["moe_backend_override"])]
+        layers.append((PREFIX + "moe_backend", ["--moe-backend", str(ctx["moe_backend_override"])]))
     if s["max_model_len"] is not None:
-        args += ["--max-model-len", str(s["max_model_len"])]
+        layers.append((PREFIX + "max_model_len", ["--max-model-len", str(s["max_model_len"])]))
     if s["kv_cache_dtype"] is not None:
-        args += ["--kv-cache-dtype", str(s["kv_cache_dtype"])]
+        layers.append((PREFIX + "kv_cache_dtype", ["--kv-cache-dtype", str(s["kv_cache_dtype"])]))
     if s["served_model_name"]:
         names = s["served_model_name"]
-        args += ["--served-model-name"] + ([str(n) for n in names] if isinstance(names, list) else [str(names)])
+        names = [str(n) for n in names] if isinstance(names, list) else [str(names)]
+        layers.append((PREFIX + "served_model_name", ["--served-model-name"] + names))
     if serves_http(ctx, node):
-        if _api_host(node) not in ("0.0.0.0", "", None):
-            args += ["--host", _api_host(node)]
+        if api_host(node) not in ("0.0.0.0", "", None):
+            layers.append((PREFIX + "api_host", ["--host", api_host(node)]))
         if ports["api_port"] != defaults["api_port"]:
-            args += ["--port", str(ports["api_port"])]
-    return args
+            layers.append((PREFIX + "api_port", ["--port", str(ports["api_port"])]))
+    return layers
 
 
 def model_of(ctx, recipe):
@@ -126,13 +126,24 @@ def model_of(ctx, recipe):
     return s["model"] or variant["model"]
 
 
+def _node_layers(ctx, node, recipe):
+    """The argv layers of one node as (variable that chose them, tokens), in order (later layers win)."""
+    layers = [(PREFIX + "model", [model_of(ctx, recipe)]), (PREFIX + "accelerator", list(recipe["base_args"])),
+              (PREFIX + "strategy", _parallel_layer(ctx, node, recipe))]
+    layers += _recipe_layers(ctx, recipe)
+    layers += _user_layer(ctx, node, recipe)
+    return layers + [(PREFIX + "extra_args", list(ctx["extra_args"]))]
+
+
 def _node_args(ctx, node, recipe):
-    """The argv layers for one node, before de-duplication (later layers win)."""
-    args = [model_of(ctx, recipe)] + list(recipe["base_args"])
-    args += _parallel_layer(ctx, node, recipe)
-    args += _recipe_layers(ctx, recipe)
-    args += _user_layer(ctx, node, recipe)
-    return args + ctx["extra_args"]
+    """The argv of one node before de-duplication, and {flag: inventory variable that produced it}."""
+    args, sources = [], {}
+    for variable, tokens in _node_layers(ctx, node, recipe):
+        args += tokens
+        for option, _values in vllm_flags.split_units(tokens)[1]:
+            name = option.split("=", 1)[0]
+            sources[vllm_flags.canonical_flag(name, ctx["snapshot"]) or name] = variable
+    return args, sources
 
 
 def serves_http(ctx, node):
@@ -212,13 +223,31 @@ def _container(ctx, recipe, node):
     return c
 
 
-def _check_node_args(node, args, ctx, recipe, errors):
-    """Flag-snapshot and engine-rule problems of one node's argv."""
+def _flag_fix(flag, variable, ctx):
+    """What to do about a flag the target release refuses: the values it accepts, or where the flag came from."""
+    version, snapshot = ctx["vllm_version"], ctx["snapshot"]
+    canonical = vllm_flags.canonical_flag(flag, snapshot) if flag else None
+    spec = snapshot["flags"].get(canonical) if canonical else None
+    if spec and spec.get("choices"):
+        return "set %s to a value vLLM %s accepts for %s: %s." % (
+            variable, version, canonical, ", ".join(str(c) for c in spec["choices"]))
+    if canonical == "--tool-call-parser" and snapshot.get("tool_parsers"):
+        return "vLLM %s registers these tool parsers: %s." % (version, ", ".join(snapshot["tool_parsers"]))
+    if canonical == "--reasoning-parser" and snapshot.get("reasoning_parsers"):
+        return "vLLM %s registers these reasoning parsers: %s." % (version, ", ".join(snapshot["reasoning_parsers"]))
+    if spec is None and flag:
+        return "remove %s from %s, or set kimi_k3_vllm_version to a release whose parser has it." % (flag, variable)
+    return "correct the value %s gives to %s (vLLM %s)." % (variable, flag or "the flag", version)
+
+
+def _check_node_args(node, args, sources, ctx, recipe, errors):
+    """Flag-snapshot and engine-rule problems of one node's argv, each naming the variable behind the flag."""
     snapshot = ctx["snapshot"]
     for issue in vllm_flags.check_argv(args, snapshot):
-        var = PREFIX + "extra_args" if _from_extra(issue, ctx["extra_args"]) else PREFIX + "vllm_version"
-        errors.append(problem(node["host"], var, issue + ".",
-                              "remove or correct that argument, or target a vLLM version that accepts it."))
+        flag = issue.split()[0] if issue.startswith("-") else None
+        canonical = vllm_flags.canonical_flag(flag, snapshot) if flag else None
+        variable = sources.get(canonical) or sources.get(flag) or PREFIX + "vllm_version"
+        errors.append(problem(node["host"], variable, issue + ".", _flag_fix(flag, variable, ctx)))
     _check_engine_rules(node, args, ctx, recipe, snapshot, errors)
 
 
@@ -244,11 +273,22 @@ def _node_plan(ctx, recipe, node, env, secret_env, args):
         "vllm_args": args,
     }
     if plan["serves_http"]:
-        host = _api_host(node)
+        host = api_host(node)
         host = node_address(node) if host in ("0.0.0.0", "::", "") else host
         plan["api_url"] = "http://%s:%d" % (host, ctx["ports"]["api_port"])
     plan["container"]["labels"]["io.gpufleet.kimi_k3.plan_hash"] = plan_hash(plan)
     return plan
+
+
+def _once(problems):
+    """The same cluster-wide mistake seen on every node is one problem (reported for the first node)."""
+    seen, out = set(), []
+    for p in problems:
+        key = (p["variable"], p["message"], p["fix"])
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
 
 
 def build_cluster_plan(nodes, recipe, snapshots):
@@ -264,17 +304,16 @@ def build_cluster_plan(nodes, recipe, snapshots):
     if not errors:
         env = _node_env(ctx, recipe)
         secret_env = [SECRET_ENV[k] for k in SECRET_VARS if ctx["settings"]["secrets"][k]]
+        node_errors = []
         for node in ctx["nodes"]:
-            args = vllm_flags.dedupe_args(_node_args(ctx, node, recipe), ctx["snapshot"])
-            _check_node_args(node, args, ctx, recipe, errors)
+            args, sources = _node_args(ctx, node, recipe)
+            args = vllm_flags.dedupe_args(args, ctx["snapshot"])
+            _check_node_args(node, args, sources, ctx, recipe, node_errors)
             plans[node["host"]] = _node_plan(ctx, recipe, node, env, secret_env, args)
+        errors.extend(_once(node_errors))
     cluster = _cluster_summary(ctx, plans) if not errors else {}
     return {"ok": not errors, "errors": errors, "warnings": warnings,
             "plans": plans if not errors else {}, "cluster": cluster}
-
-
-def _from_extra(problem, extra_args):
-    return any(a.split("=", 1)[0] in problem for a in extra_args if vllm_flags.is_flag(a))
 
 
 def _check_engine_rules(node, args, ctx, recipe, snapshot, errors):

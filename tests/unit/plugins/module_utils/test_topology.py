@@ -343,10 +343,15 @@ def test_rule_unknown_argument_for_version():
 def test_rule_value_outside_choices():
     r = plan(make_nodes(1, kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp",
                         kimi_k3_kv_cache_dtype="fp9"))
-    assert any("fp9: invalid choice" in e["message"] for e in r["errors"])
-    r = plan(make_nodes(1, kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp",
+    # The problem names the variable that produced the flag and the values this release accepts.
+    (e,) = r["errors"]
+    assert e["variable"] == "kimi_k3_kv_cache_dtype" and "fp9 is not a --kv-cache-dtype value" in e["message"]
+    assert "fp8" in e["fix"] and "0.28.0" in e["fix"]
+    r = plan(make_nodes(2, kimi_k3_accelerator="b300", kimi_k3_strategy="multi_node_tep",
+                        kimi_k3_interconnect="rdma", kimi_k3_socket_ifname="eth9",
                         kimi_k3_all2all_backend="moonep"))  # only 0.33.0 knows moonep
-    assert any("moonep: invalid choice" in e["message"] for e in r["errors"])
+    (e,) = r["errors"]
+    assert e["variable"] == "kimi_k3_all2all_backend" and "moonep" in e["message"] and "deepep_v2" in e["fix"]
 
 
 def test_rule_unknown_vllm_version_and_too_old():
