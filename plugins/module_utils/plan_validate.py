@@ -514,6 +514,20 @@ def validate_extra_env(ctx):
     return errors
 
 
+def validate_model(ctx):
+    """Remote code runs pinned: --trust-remote-code needs kimi_k3_model_revision (or an explicit opt-in)."""
+    s, recipe = ctx["settings"], ctx["recipe"]
+    remote_code = "--trust-remote-code" in list(recipe["base_args"]) + list(s["extra_args"] or [])
+    if not remote_code or s["model_revision"] or s["allow_unpinned_remote_code"] or "model_revision" in ctx["invalid"]:
+        return []
+    variant = recipe["variants"].get(s["variant"]) or recipe["variants"]["default"]
+    model = s["model"] or variant["model"]
+    return [problem(ctx["where"], PREFIX + "model_revision",
+                    "is not set, so --trust-remote-code would run whatever code %s holds at start-up." % model,
+                    "set kimi_k3_model_revision to the 40-hex commit you reviewed (huggingface.co/%s/commits), or "
+                    "kimi_k3_allow_unpinned_remote_code: true to accept unreviewed code." % model)]
+
+
 def validate_host_names(ctx):
     """Inventory host names become plan file names (<host>.json, <host>.sh)."""
     errors = []
@@ -532,7 +546,7 @@ def validate_host_names(ctx):
 
 VALIDATORS = (validate_host_names, validate_hardware, validate_version, validate_flag_values, validate_strategy,
               validate_sizes, validate_load_balancing, validate_interconnect, validate_features,
-              validate_ports_addresses, validate_image, validate_extra_args, validate_extra_env)
+              validate_ports_addresses, validate_image, validate_model, validate_extra_args, validate_extra_env)
 
 
 def resolve(nodes, recipe, snapshots, errors, warnings):

@@ -103,6 +103,11 @@ def _user_layer(ctx, node, recipe):
         layers.append((PREFIX + source, ["--all2all-backend", ctx["all2all_backend"]]))
     if ctx["moe_backend_override"]:
         layers.append((PREFIX + "moe_backend", ["--moe-backend", str(ctx["moe_backend_override"])]))
+    if s["model_revision"]:
+        # --tokenizer-revision defaults to --revision in vLLM (vllm/config/model.py ModelConfig.__post_init__);
+        # --code-revision is given explicitly: it pins the code --trust-remote-code runs.
+        layers.append((PREFIX + "model_revision", ["--revision", s["model_revision"],
+                                                   "--code-revision", s["model_revision"]]))
     if s["max_model_len"] is not None:
         layers.append((PREFIX + "max_model_len", ["--max-model-len", str(s["max_model_len"])]))
     if s["kv_cache_dtype"] is not None:
@@ -251,6 +256,28 @@ def _check_node_args(node, args, sources, ctx, recipe, errors):
     _check_engine_rules(node, args, ctx, recipe, snapshot, errors)
 
 
+def served_name(ctx, recipe):
+    """The model name clients send: the first kimi_k3_served_model_name, else the model id (vLLM's default)."""
+    names = ctx["settings"]["served_model_name"]
+    if isinstance(names, list):
+        return str(names[0])
+    return str(names) if names else model_of(ctx, recipe)
+
+
+def _serving_keys(ctx, recipe, node):
+    """What the other roles read from the plan instead of the raw inventory (GUIDE contracts)."""
+    s = ctx["settings"]
+    return {
+        "docker_host": node["settings"]["docker_host"],
+        "model": model_of(ctx, recipe),
+        "model_revision": s["model_revision"],
+        "model_cache_dir": s["model_cache_dir"] or recipe["defaults"]["model_cache_dir"],
+        "served_model_name": served_name(ctx, recipe),
+        "api_host": api_host(node),
+        "api_port": ctx["ports"]["api_port"],
+    }
+
+
 def _node_plan(ctx, recipe, node, env, secret_env, args):
     plan = {
         "host": node["host"],
@@ -272,6 +299,7 @@ def _node_plan(ctx, recipe, node, env, secret_env, args):
         "container": _container(ctx, recipe, node),
         "vllm_args": args,
     }
+    plan.update(_serving_keys(ctx, recipe, node))
     if plan["serves_http"]:
         host = api_host(node)
         host = node_address(node) if host in ("0.0.0.0", "::", "") else host

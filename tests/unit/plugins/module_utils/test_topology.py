@@ -26,6 +26,9 @@ def make_nodes(n, host_vars=None, **cluster):
     cluster = dict(cluster)
     cluster.setdefault("kimi_k3_image", NV_IMAGE)
     cluster.setdefault("kimi_k3_vllm_version", "0.28.0")
+    # The golden commands are the recipe's, which pins no revision (revision rules: test_topology_rules.py).
+    if "kimi_k3_model_revision" not in cluster:
+        cluster.setdefault("kimi_k3_allow_unpinned_remote_code", True)
     nodes = []
     for i in range(n):
         v = dict(cluster)
