@@ -345,6 +345,25 @@ def validate_load_balancing(ctx):
 # ----------------------------------------------------------------------------- interconnect and features
 
 
+def all2all_kernel(recipe, vendor, interconnect):
+    """The recipe's cross-node expert-parallel kernel for a vendor over an interconnect (None: there is none)."""
+    return ((recipe.get("all2all_by_vendor", {}).get(vendor) or {}).get(interconnect) or {}).get("backend")
+
+
+def exclusive_vendor(recipe, setting, value):
+    """(vendor, source) when ``value`` of ``setting`` exists for one vendor only (recipe vendor_exclusive)."""
+    for entry in recipe.get("vendor_exclusive", {}).get(setting, []):
+        if value in entry.get("values", []) or any(str(value).startswith(p) for p in entry.get("prefixes", [])):
+            return entry["vendor"], entry["source"]
+    return None, None
+
+
+def vendor_choices(recipe, vendor, interconnect):
+    """The all2all kernels a vendor offers over an interconnect (rendered one first)."""
+    spec = (recipe.get("all2all_by_vendor", {}).get(vendor) or {}).get(interconnect) or {}
+    return ([spec["backend"]] if spec.get("backend") else []) + list(spec.get("options", []))
+
+
 def validate_interconnect(ctx):
     """The interconnect between nodes, and the all2all / MoE backends it implies."""
     s, recipe, where, nnodes, hw, errors = (ctx["settings"], ctx["recipe"], ctx["where"], ctx["nnodes"],
@@ -358,10 +377,9 @@ def validate_interconnect(ctx):
                               "multi-node NVLink needs GB200/GB300 NVL trays, not %s." % ctx["accelerator"],
                               "use rdma between %s nodes." % ctx["accelerator"]))
     ctx["interconnect"] = interconnect
-    all2all = s["all2all_backend"]
-    if all2all is None and ctx["expert_parallel"] and nnodes > 1 and interconnect:
-        all2all = recipe["interconnects"][interconnect]["all2all_backend"]
-    ctx["all2all_backend"] = all2all
+    ctx["all2all_backend"] = s["all2all_backend"]
+    if s["all2all_backend"] is None and ctx["expert_parallel"] and nnodes > 1 and interconnect:
+        ctx["all2all_backend"] = all2all_kernel(recipe, ctx["vendor"], interconnect)
     ctx["moe_backend_override"] = s["moe_backend"]
     if nnodes > 1 and not s["socket_ifname"]:
         ctx["warnings"].append(problem(where, PREFIX + "socket_ifname",

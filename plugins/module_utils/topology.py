@@ -254,6 +254,42 @@ def _check_node_args(node, args, sources, ctx, recipe, errors):
         variable = sources.get(canonical) or sources.get(flag) or PREFIX + "vllm_version"
         errors.append(problem(node["host"], variable, issue + ".", _flag_fix(flag, variable, ctx)))
     _check_engine_rules(node, args, ctx, recipe, snapshot, errors)
+    _check_vendor_choices(node, args, sources, ctx, recipe, errors)
+
+
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
+VENDOR_FLAGS = (("all2all_backend", "--all2all-backend"), ("moe_backend", "--moe-backend"),
+                ("attention_backend", "--attention-backend"))
+
+
+def _vendor_fix(ctx, recipe, setting, variable):
+    if setting == "all2all_backend":
+        kernels = plan_validate.vendor_choices(recipe, ctx["vendor"], ctx["interconnect"])
+        if kernels:
+            return "unset %s (the plan picks %s on %s over %s) or use one of %s." % (
+                variable, kernels[0], ctx["vendor"], ctx["interconnect"], ", ".join(kernels))
+    return "remove it from %s, or choose a value the %s nodes (%s) support." % (variable, ctx["vendor"],
+                                                                               ctx["accelerator"])
+
+
+def _check_vendor_choices(node, args, sources, ctx, recipe, errors):
+    """Kernels and variables that exist for one vendor only, refused on the other vendor's nodes."""
+    for setting, flag in VENDOR_FLAGS:
+        for value in vllm_flags.flag_value(args, flag, ctx["snapshot"]) or []:
+            vendor, source = plan_validate.exclusive_vendor(recipe, setting, value)
+            if vendor and vendor != ctx["vendor"]:
+                variable = sources.get(flag, PREFIX + "accelerator")
+                errors.append(problem(node["host"], variable, "%s %s is an %s-only kernel, but the nodes are %s (%s); "
+                                      "source: %s." % (flag, value, VENDOR_NAMES[vendor], VENDOR_NAMES[ctx["vendor"]],
+                                                       ctx["accelerator"], source),
+                                      _vendor_fix(ctx, recipe, setting, variable)))
+    for name in sorted(ctx["env"]):
+        vendor, source = plan_validate.exclusive_vendor(recipe, "env", name)
+        if vendor and vendor != ctx["vendor"]:
+            variable = PREFIX + ("extra_env" if name in ctx["extra_env"] else "accelerator")
+            errors.append(problem(node["host"], variable, "%s is read by %s builds only, but the nodes are %s; "
+                                  "source: %s." % (name, VENDOR_NAMES[vendor], VENDOR_NAMES[ctx["vendor"]], source),
+                                  "remove %s from %s." % (name, variable)))
 
 
 def served_name(ctx, recipe):
@@ -331,6 +367,7 @@ def build_cluster_plan(nodes, recipe, snapshots):
     plans = {}
     if not errors:
         env = _node_env(ctx, recipe)
+        ctx["env"] = env
         secret_env = [SECRET_ENV[k] for k in SECRET_VARS if ctx["settings"]["secrets"][k]]
         node_errors = []
         for node in ctx["nodes"]:
@@ -353,25 +390,22 @@ def _check_engine_rules(node, args, ctx, recipe, snapshot, errors):
     ep = vllm_flags.flag_value(args, "--enable-expert-parallel", snapshot) is not None
     if limits.get("requires_expert_parallel") and not ep:
         errors.append(problem(host, PREFIX + "moe_backend", "--moe-backend %s requires expert parallelism "
-                               "(Kimi K3 MegaMoE requires expert parallel)." % moe,
-                               "use multi_node_dep / multi_node_tep, or another --moe-backend."))
+                              "(Kimi K3 MegaMoE requires expert parallel)." % moe,
+                              "use multi_node_dep / multi_node_tep, or another --moe-backend."))
     if ctx["interconnect"] in limits.get("forbidden_interconnects", []) and ctx["nnodes"] > 1:
         errors.append(problem(host, PREFIX + "moe_backend", "--moe-backend %s does not work over cross-node %s."
-                               % (moe, ctx["interconnect"]),
-                               "keep the MoE backend on auto over RDMA (kimi_k3_moe_backend: auto)."))
-    if limits.get("vendors") and ctx["vendor"] not in limits["vendors"]:
-        errors.append(problem(host, PREFIX + "moe_backend", "--moe-backend %s is not available on %s."
-                               % (moe, ctx["vendor"]), "use auto or aiter on AMD."))
+                              % (moe, ctx["interconnect"]),
+                              "keep the MoE backend on auto over RDMA (kimi_k3_moe_backend: auto)."))
     headless = vllm_flags.flag_value(args, "--headless", snapshot) is not None
     hybrid = vllm_flags.flag_value(args, "--data-parallel-hybrid-lb", snapshot) is not None
     if headless and hybrid:
         errors.append(problem(host, PREFIX + "dp_lb_mode", "data_parallel_hybrid_lb is not applicable in headless "
-                               "mode.", "use kimi_k3_dp_lb_mode: internal for headless followers, or hybrid "
-                               "without --headless."))
+                              "mode.", "use kimi_k3_dp_lb_mode: internal for headless followers, or hybrid "
+                              "without --headless."))
     if vllm_flags.flag_value(args, "--enable-auto-tool-choice", snapshot) is not None and \
             vllm_flags.flag_value(args, "--tool-call-parser", snapshot) is None:
         errors.append(problem(host, PREFIX + "extra_args", "--enable-auto-tool-choice requires --tool-call-parser.",
-                               "keep the tool_calling feature on (it adds both) or add --tool-call-parser kimi_k3."))
+                              "keep the tool_calling feature on (it adds both) or add --tool-call-parser kimi_k3."))
 
 
 def _cluster_summary(ctx, plans):
