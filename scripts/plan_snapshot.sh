@@ -10,6 +10,8 @@ set -euo pipefail
 out=${1:?usage: $0 OUTDIR}
 cd "$(dirname "$0")/.."
 SIM_IMAGE=${SIM_IMAGE:-127.0.0.1:5000/vllm/vllm-openai@sha256:$(printf 'e%.0s' $(seq 64))}
+# The examples read the API key from the environment (refused without one); a placeholder renders them.
+export KIMI_K3_API_KEY=${KIMI_K3_API_KEY:-plan-snapshot-placeholder}
 rc=0
 for inv in inventories/*/; do
   name=$(basename "$inv")

@@ -15,6 +15,13 @@ import shlex
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
 
 
+API_ACCESS_TEXT = {
+    "api_key": "API key required (kimi_k3_api_key)",
+    "loopback": "no API key, loopback addresses only",
+    "unauthenticated": "NO API KEY on a non-loopback address (kimi_k3_allow_unauthenticated_api: true)",
+}
+
+
 def format_problem(p):
     """One line an operator can act on: host, variable, what is wrong, what to do."""
     var = p["variable"] or "-"
@@ -78,7 +85,7 @@ def summary_table(result):
              % (c["strategy"], c["nnodes"], c["accelerator"], c["total_gpus"], c["tensor_parallel_size"],
                 c["pipeline_parallel_size"], c["data_parallel_size"],
                 (", LB %s" % c["dp_lb_mode"]) if c["dp_lb_mode"] else "", c["vllm_version"]),
-             "image %s" % c["image"]]
+             "image %s" % c["image"], "API access: %s" % API_ACCESS_TEXT.get(c.get("api_access"), "?")]
     header = ("host", "rank", "role", "address", "http", "args")
     rows = [header]
     for host in c["order"]:

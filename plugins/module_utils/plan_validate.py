@@ -532,6 +532,44 @@ def validate_extra_env(ctx):
     return errors
 
 
+LOOPBACK_NAMES = ("localhost", "ip6-localhost", "ip6-loopback")
+
+
+def is_loopback(address):
+    """True for 127.0.0.0/8, ::1 and the loopback host names."""
+    text = str(address).lower()
+    return text in LOOPBACK_NAMES or text == "::1" or re.match(r"^127\.\d+\.\d+\.\d+$", text) is not None
+
+
+def serves_http(ctx, node):
+    """Whether ``node`` runs an API server (head always; followers in hybrid/external DP)."""
+    if node["rank"] == 0:
+        return True
+    return ctx["launch"] == "dp" and ctx["lb_mode"] in ("hybrid", "external")
+
+
+def api_access(ctx):
+    """How the API is protected: 'api_key', 'loopback' (no key, loopback only) or 'unauthenticated'."""
+    if ctx["settings"]["secrets"]["api_key"]:
+        return "api_key"
+    exposed = [n for n in ctx["nodes"] if serves_http(ctx, n) and not is_loopback(api_host(n))]
+    return "unauthenticated" if exposed else "loopback"
+
+
+def validate_api_exposure(ctx):
+    """An API on a non-loopback address needs kimi_k3_api_key unless the operator opts out explicitly."""
+    ctx["api_access"] = api_access(ctx)
+    if ctx["api_access"] != "unauthenticated" or ctx["settings"]["allow_unauthenticated_api"]:
+        return []
+    exposed = ["%s (%s)" % (n["host"], api_host(n)) for n in ctx["nodes"]
+               if serves_http(ctx, n) and not is_loopback(api_host(n))]
+    return [problem(ctx["where"], PREFIX + "api_key",
+                    "is not set (or empty), but %s would serve the API without authentication on %s."
+                    % ("these nodes" if len(exposed) > 1 else "this node", ", ".join(exposed)),
+                    "set kimi_k3_api_key (from a vault), or bind kimi_k3_api_host to a loopback address, or set "
+                    "kimi_k3_allow_unauthenticated_api: true if an authenticating proxy guards the port.")]
+
+
 def validate_model(ctx):
     """Remote code runs pinned: --trust-remote-code needs kimi_k3_model_revision (or an explicit opt-in)."""
     s, recipe = ctx["settings"], ctx["recipe"]
@@ -564,7 +602,8 @@ def validate_host_names(ctx):
 
 VALIDATORS = (validate_host_names, validate_hardware, validate_version, validate_flag_values, validate_strategy,
               validate_sizes, validate_load_balancing, validate_interconnect, validate_features,
-              validate_ports_addresses, validate_image, validate_model, validate_extra_args, validate_extra_env)
+              validate_ports_addresses, validate_api_exposure, validate_image, validate_model, validate_extra_args,
+              validate_extra_env)
 
 
 def resolve(nodes, recipe, snapshots, errors, warnings):

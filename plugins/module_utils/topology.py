@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pic
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_validate import (  # noqa: F401 (re-exported)
-    PREFIX, SECRET_ENV, SECRET_VARS, api_host, internal_address, node_address, problem)
+    PREFIX, SECRET_ENV, SECRET_VARS, api_host, internal_address, node_address, problem, serves_http)
 
 def _mp_layer(ctx, node, ports, defaults):
     sizes, rank = ctx["sizes"], node["rank"]
@@ -149,13 +149,6 @@ def _node_args(ctx, node, recipe):
             name = option.split("=", 1)[0]
             sources[vllm_flags.canonical_flag(name, ctx["snapshot"]) or name] = variable
     return args, sources
-
-
-def serves_http(ctx, node):
-    """Whether ``node`` runs an API server (head always; followers in hybrid/external DP)."""
-    if node["rank"] == 0:
-        return True
-    return ctx["launch"] == "dp" and ctx["lb_mode"] in ("hybrid", "external")
 
 
 def start_phase(ctx, node):
@@ -428,5 +421,6 @@ def _cluster_summary(ctx, plans):
         "head": ctx["head"]["host"],
         "head_address": node_address(ctx["head"]),
         "endpoints": endpoints,
+        "api_access": ctx["api_access"],
         "order": [n["host"] for n in ctx["nodes"]],
     }

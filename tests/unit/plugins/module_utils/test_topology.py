@@ -29,6 +29,9 @@ def make_nodes(n, host_vars=None, **cluster):
     # The golden commands are the recipe's, which pins no revision (revision rules: test_topology_rules.py).
     if "kimi_k3_model_revision" not in cluster:
         cluster.setdefault("kimi_k3_allow_unpinned_remote_code", True)
+    # API exposure without a key is its own rule (test_topology_rules.py).
+    if "kimi_k3_api_key" not in cluster:
+        cluster.setdefault("kimi_k3_allow_unauthenticated_api", True)
     nodes = []
     for i in range(n):
         v = dict(cluster)
