@@ -237,6 +237,8 @@ def _strategy_fits(ctx, name, strategy):
         errors.append(problem(where, PREFIX + "strategy", "%s needs at least %d nodes, vllm_cluster has %d."
                               % (name, strategy["min_nodes"], nnodes),
                               "add nodes to vllm_workers or use single_node_tp."))
+    if errors:
+        return errors  # the node count is the mistake; a GPU count problem would only repeat it
     if gpn and total < strategy.get("min_gpus", 0):
         errors.append(problem(where, PREFIX + "strategy", "%s needs at least %d GPUs, the cluster has %d (%d nodes "
                               "x %d)." % (name, strategy["min_gpus"], total, nnodes, gpn),
@@ -272,6 +274,7 @@ def validate_strategy(ctx):
     ctx["expert_parallel"] = bool(strategy.get("expert_parallel"))
     if strategy and ctx["nnodes"]:
         errors += _strategy_fits(ctx, name, strategy)
+    ctx["strategy_fits"] = not errors
     return errors
 
 
@@ -296,7 +299,7 @@ def validate_sizes(ctx):
     sizes = _sizes(ctx, errors)
     ctx["sizes"] = sizes
     product = sizes["tp"] * sizes["pp"] * sizes["dp"]
-    if ctx["strategy"] and gpn and product != total and not ctx["invalid"] & set(SIZE_VARS):
+    if ctx["strategy"] and gpn and product != total and not ctx["invalid"] & set(SIZE_VARS) and ctx["strategy_fits"]:
         errors.append(problem(where, "%stensor_parallel_size/%spipeline_parallel_size/%sdata_parallel_size"
                               % (PREFIX, PREFIX, PREFIX),
                               "TP %d x PP %d x DP %d = %d, but the cluster has %d GPUs (%d nodes x %d)."
@@ -327,11 +330,11 @@ def validate_load_balancing(ctx):
         if lb not in strategy.get("lb_modes", []):
             errors.append(problem(where, PREFIX + "dp_lb_mode", "%r is not available for %s." % (lb, name),
                                   "use one of %s." % ", ".join(strategy.get("lb_modes", []))))
-        if lb == "hybrid" and ctx["dp_local"] == 1:
+        elif lb == "hybrid" and ctx["dp_local"] == 1:
             errors.append(problem(where, PREFIX + "dp_lb_mode",
                                   "hybrid load balancing with one DP rank per node turns into external LB in vLLM.",
                                   "set kimi_k3_dp_lb_mode: external (one endpoint per node) or internal."))
-        if lb == "external" and ctx["dp_local"] not in (None, 1):
+        elif lb == "external" and ctx["dp_local"] not in (None, 1):
             errors.append(problem(where, PREFIX + "dp_lb_mode",
                                   "external load balancing needs one DP rank per vllm serve, this layout has %s "
                                   "per node." % ctx["dp_local"], "use hybrid or internal load balancing."))
@@ -584,10 +587,28 @@ def validate_model(ctx):
                     "kimi_k3_allow_unpinned_remote_code: true to accept unreviewed code." % model)]
 
 
+def _fallback_address_problem(node):
+    """ansible_host stands in for kimi_k3_internal_address when that is unset: it must be an address too."""
+    if node["settings"].get("internal_address") or node["vars"].get("ansible_host") is None:
+        return None
+    value = node["vars"]["ansible_host"]
+    decl = plan_variables.declared(PREFIX + "internal_address")
+    _checked, refusal = plan_variables.check_value(decl, value, {}, {})
+    if refusal is None:
+        return None
+    node["vars"] = dict(node["vars"], ansible_host=None)
+    return problem(node["host"], "ansible_host", "%s (it is the node's internal address while "
+                   "kimi_k3_internal_address is unset)" % refusal[0].rstrip("."),
+                   "set kimi_k3_internal_address on %s to its cluster-internal IP or host name." % node["host"])
+
+
 def validate_host_names(ctx):
-    """Inventory host names become plan file names (<host>.json, <host>.sh)."""
+    """Inventory host names become plan file names (<host>.json, <host>.sh); addresses are addresses."""
     errors = []
     for node in ctx["nodes"]:
+        issue = _fallback_address_problem(node)
+        if issue:
+            errors.append(issue)
         host = node["host"]
         if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", host) or host in (".", ".."):
             errors.append(problem(plan_variables.show(host), "inventory_hostname",
