@@ -193,12 +193,13 @@ def validate_version(ctx):
     version = str(s["vllm_version"] or recipe["defaults"]["vllm_version"])
     ctx["vllm_version"] = version
     ctx["snapshot"] = ctx["snapshots"].get(version)
-    if ctx["snapshot"] is None and "vllm_version" not in ctx["invalid"]:
+    too_old = version_key(version) < version_key(recipe["min_vllm_version"])
+    if ctx["snapshot"] is None and "vllm_version" not in ctx["invalid"] and not too_old:
         errors.append(problem(where, PREFIX + "vllm_version",
                               "no flag snapshot for vLLM %s, so its arguments cannot be checked." % version,
                               "use one of %s, or add data/vllm_flags/vllm-%s.json with scripts/dump_vllm_flags.py."
                               % (", ".join(sorted(ctx["snapshots"], key=version_key)), version)))
-    if version_key(version) < version_key(recipe["min_vllm_version"]):
+    if too_old:
         errors.append(problem(where, PREFIX + "vllm_version", "vLLM %s cannot run Kimi-K3 (needs >= %s)."
                               % (version, recipe["min_vllm_version"]),
                               "use an image with vLLM >= %s." % recipe["min_vllm_version"]))
@@ -325,6 +326,9 @@ def validate_load_balancing(ctx):
     """The data-parallel load-balancing mode (DP strategies only)."""
     where, strategy, name, errors = ctx["where"], ctx["strategy"], ctx["strategy_name"], []
     lb = ctx["settings"]["dp_lb_mode"]
+    if not strategy or not ctx["strategy_fits"]:
+        ctx["lb_mode"] = None  # the strategy is the mistake; its load-balancing modes are moot
+        return errors
     if ctx["launch"] == "dp":
         lb = lb or strategy.get("default_lb_mode")
         if lb not in strategy.get("lb_modes", []):

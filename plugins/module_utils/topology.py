@@ -380,6 +380,8 @@ def _check_engine_rules(node, args, ctx, recipe, snapshot, errors):
     moe = vllm_flags.flag_value(args, "--moe-backend", snapshot)
     moe = moe[-1] if moe else None
     limits = recipe.get("moe_backends", {}).get(moe or "", {})
+    if plan_validate.exclusive_vendor(recipe, "moe_backend", moe)[0] not in (None, ctx["vendor"]):
+        limits = {}  # another vendor's kernel: _check_vendor_choices names that one problem
     ep = vllm_flags.flag_value(args, "--enable-expert-parallel", snapshot) is not None
     if limits.get("requires_expert_parallel") and not ep:
         errors.append(problem(host, PREFIX + "moe_backend", "--moe-backend %s requires expert parallelism "

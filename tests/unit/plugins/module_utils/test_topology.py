@@ -363,8 +363,13 @@ def test_rule_value_outside_choices():
 def test_rule_unknown_vllm_version_and_too_old():
     r = plan(make_nodes(1, kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp",
                         kimi_k3_vllm_version="0.26.0"))
+    # One mistake, one problem: too old is the root (no snapshot follows from it).
+    msgs = [e["message"] for e in r["errors"]]
+    assert len(msgs) == 1 and "needs >= 0.27.1" in msgs[0]
+    r = plan(make_nodes(1, kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp",
+                        kimi_k3_vllm_version="0.30.0"))
     msgs = [e["message"] for e in problems(r, "kimi_k3_vllm_version")]
-    assert any("no flag snapshot" in m for m in msgs) and any("needs >= 0.27.1" in m for m in msgs)
+    assert len(msgs) == 1 and "no flag snapshot" in msgs[0]
 
 
 def test_rule_secrets_and_removed_env_refused_in_extra_env():
