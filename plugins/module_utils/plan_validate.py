@@ -15,13 +15,13 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_variables, vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool, to_int, version_key
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool, version_key
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_variables import PREFIX
 
-PREFIX = "kimi_k3_"
 DIGEST_RE = re.compile(r"^(?P<repo>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{64})$")
 SECRET_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
-SECRET_VARS = ("api_key", "hf_token")
+SECRET_VARS = plan_variables.SECRET_KEYS
 SIZE_VARS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "gpus_per_node")
 
 

@@ -151,6 +151,7 @@ VARIABLES = (
 )
 
 BY_NAME = dict((d["name"], d) for d in VARIABLES)
+SECRET_KEYS = tuple(d["key"] for d in VARIABLES if d["secret"])
 
 
 def declared(name):
@@ -369,7 +370,7 @@ def read_settings(nodes, recipe, snapshots):
         else:
             settings[decl["key"]] = True if decl["secret"] else copy.deepcopy(checked)
     settings["secrets"] = dict((k, bool(settings.pop(k) and any(n["vars"].get(PREFIX + k) for n in nodes)))
-                               for k in ("api_key", "hf_token"))
+                               for k in SECRET_KEYS)
     return settings, invalid, errors
 
 
