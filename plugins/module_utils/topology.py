@@ -391,12 +391,6 @@ def _check_engine_rules(node, args, ctx, recipe, snapshot, errors):
         errors.append(problem(host, PREFIX + "moe_backend", "--moe-backend %s does not work over cross-node %s."
                               % (moe, ctx["interconnect"]),
                               "keep the MoE backend on auto over RDMA (kimi_k3_moe_backend: auto)."))
-    headless = vllm_flags.flag_value(args, "--headless", snapshot) is not None
-    hybrid = vllm_flags.flag_value(args, "--data-parallel-hybrid-lb", snapshot) is not None
-    if headless and hybrid:
-        errors.append(problem(host, PREFIX + "dp_lb_mode", "data_parallel_hybrid_lb is not applicable in headless "
-                              "mode.", "use kimi_k3_dp_lb_mode: internal for headless followers, or hybrid "
-                              "without --headless."))
     if vllm_flags.flag_value(args, "--enable-auto-tool-choice", snapshot) is not None and \
             vllm_flags.flag_value(args, "--tool-call-parser", snapshot) is None:
         errors.append(problem(host, PREFIX + "extra_args", "--enable-auto-tool-choice requires --tool-call-parser.",
