@@ -24,8 +24,10 @@ def _committed(rel):
         return handle.read()
 
 
-@pytest.mark.parametrize("rel", sorted(variable_docs.rendered_files(RECIPE, SNAPSHOTS, _committed("README.md"))))
+@pytest.mark.parametrize("rel", ["README.md", variable_docs.VARIABLES_MD, variable_docs.FRAGMENT_PATH])
 def test_generated_documents_match_the_table(rel):
+    if not os.path.exists(os.path.join(REPO, "README.md")):
+        pytest.skip("partial copy of the tree (e.g. the mutation run): no README.md")
     expected = variable_docs.rendered_files(RECIPE, SNAPSHOTS, _committed("README.md"))[rel]
     assert _committed(rel) == expected, "%s is out of date: run scripts/gen_variable_docs.py" % rel
 
