@@ -265,9 +265,6 @@ def validate_strategy(ctx):
     if name is None and "strategy" not in ctx["invalid"]:
         errors.append(problem(where, PREFIX + "strategy", "is not set.",
                               "set one of %s." % ", ".join(recipe["strategies"])))
-    elif strategy is None and name is not None:
-        errors.append(problem(where, PREFIX + "strategy", "%r is not a known strategy." % (name,),
-                              "use one of %s." % ", ".join(recipe["strategies"])))
     strategy = strategy or {}
     ctx["strategy_name"] = name
     ctx["strategy"] = strategy
@@ -398,11 +395,7 @@ def validate_interconnect(ctx):
 def _wanted_features(ctx, errors):
     recipe, where = ctx["recipe"], ctx["where"]
     wanted = {name: spec.get("default", False) for name, spec in recipe["features"].items()}
-    given = ctx["settings"]["features"] or {}
-    if not isinstance(given, dict):
-        errors.append(problem(where, PREFIX + "features", "must be a mapping of feature: true/false.",
-                              "e.g. {tool_calling: true, reasoning: true, spec_decoding: false}."))
-        return wanted
+    given = ctx["settings"]["features"] or {}  # a mapping: the variable table checked the type
     for name, value in given.items():
         if name not in wanted:
             errors.append(problem(where, PREFIX + "features", "unknown feature %r." % (name,),
