@@ -1,6 +1,7 @@
-#!/usr/bin/env python3
-"""Render docs/variables.md, the README variable table and the plan_variables doc fragment from the variable
-table (plugins/module_utils/plan_variables.py).  --check: exit 1 and name the files that are out of date."""
+"""python scripts/gen_variable_docs.py [--check]
+
+Render docs/variables.md, the README variable table and the plan_variables doc fragment from the variable table
+(plugins/module_utils/plan_variables.py). --check: exit 1 and name the files that are out of date."""
 import os
 import sys
 

@@ -12,48 +12,105 @@ class ModuleDocFragment(object):
     DOCUMENTATION = r"""
 options: {}
 notes:
-  - 'The inventory variables below are declared once in module_utils/plan_variables.py; the same table validates them (docs/variables.md has the table).'
-  - 'C(kimi_k3_accelerator) (str, cluster scope, default required): GPU model of every node. Allowed: gb300, gb200, b300, b200, h200, mi355x, mi350x.'
-  - 'C(kimi_k3_gpus_per_node) (int, cluster scope, default the accelerator''s): GPUs per node (a GB200/GB300 tray has 4). Allowed: >= 1.'
-  - 'C(kimi_k3_strategy) (str, cluster scope, default required): The recipe''s parallel strategy. Allowed: single_node_tp, multi_node_tp, multi_node_tep, multi_node_tp_pp, multi_node_dep, multi_node_tp_dp.'
-  - 'C(kimi_k3_tensor_parallel_size) (int, cluster scope, default strategy): Override the strategy''s tensor-parallel size (TP x PP x DP = nodes x GPUs per node). Allowed: >= 1.'
-  - 'C(kimi_k3_pipeline_parallel_size) (int, cluster scope, default strategy): Override the strategy''s pipeline-parallel size. Allowed: >= 1.'
-  - 'C(kimi_k3_data_parallel_size) (int, cluster scope, default strategy): Override the strategy''s data-parallel size. Allowed: >= 1.'
-  - 'C(kimi_k3_dp_lb_mode) (str, cluster scope, default DEP: hybrid; TP x DP: internal): Data-parallel load balancing: internal (followers --headless), hybrid (every node serves its local ranks) or external (one endpoint per rank). Allowed: internal, hybrid, external.'
-  - 'C(kimi_k3_interconnect) (str, cluster scope, default required for several nodes): Fabric between the nodes; picks the vendor''s --all2all-backend for expert parallelism. Allowed: nvlink, rdma.'
-  - 'C(kimi_k3_all2all_backend) (str, cluster scope, default recipe (vendor x interconnect)): Override --all2all-backend (must be a kernel of the nodes'' vendor). Allowed: a --all2all-backend choice of the target release (allgather_reducescatter, deepep_high_throughput, deepep_low_latency, deepep_v2, flashinfer_all2allv, flashinfer_nvlink_one_sided, flashinfer_nvlink_two_sided, moonep, mori_high_throughput, mori_low_latency, naive, nixl_ep, pplx).'
-  - 'C(kimi_k3_moe_backend) (str, cluster scope, default recipe): Override --moe-backend (MegaMoE is refused over RDMA or without EP; vendor-exclusive backends are refused on the other vendor). Allowed: a --moe-backend choice of the target release (aiter, aiter_mega_moe, aiter_triton_mxfp4_bf16, aiter_triton_mxfp4_mxfp4, auto, b12x, batched_triton, cutlass, deep_gemm, deep_gemm_mega_moe, emulation, flashinfer_b12x, flashinfer_cutedsl, flashinfer_cutlass, flashinfer_moe_ep_cutedsl, flashinfer_moe_ep_mega_deep_gemm, flashinfer_trtllm, flydsl, hpc, humming, marlin, rdna3, triton, triton_unfused).'
-  - 'C(kimi_k3_node_rank) (int, host scope, default head 0, workers in inventory order): Explicit node order (0 = head); on every node or on none. Allowed: >= 0.'
+  - 'The inventory variables below are declared once in module_utils/plan_variables.py; the same table validates
+    them (docs/variables.md has the table).'
+  - 'C(kimi_k3_accelerator) (str, cluster scope, default required): GPU model of every node. Allowed: gb300,
+    gb200, b300, b200, h200, mi355x, mi350x.'
+  - 'C(kimi_k3_gpus_per_node) (int, cluster scope, default the accelerator''s): GPUs per node (a GB200/GB300 tray
+    has 4). Allowed: >= 1.'
+  - 'C(kimi_k3_strategy) (str, cluster scope, default required): The recipe''s parallel strategy. Allowed:
+    single_node_tp, multi_node_tp, multi_node_tep, multi_node_tp_pp, multi_node_dep, multi_node_tp_dp.'
+  - 'C(kimi_k3_tensor_parallel_size) (int, cluster scope, default strategy): Override the strategy''s tensor-
+    parallel size (TP x PP x DP = nodes x GPUs per node). Allowed: >= 1.'
+  - 'C(kimi_k3_pipeline_parallel_size) (int, cluster scope, default strategy): Override the strategy''s pipeline-
+    parallel size. Allowed: >= 1.'
+  - 'C(kimi_k3_data_parallel_size) (int, cluster scope, default strategy): Override the strategy''s data-parallel
+    size. Allowed: >= 1.'
+  - 'C(kimi_k3_dp_lb_mode) (str, cluster scope, default DEP: hybrid; TP x DP: internal): Data-parallel load
+    balancing: internal (followers --headless), hybrid (every node serves its local ranks) or external (one
+    endpoint per rank). Allowed: internal, hybrid, external.'
+  - 'C(kimi_k3_interconnect) (str, cluster scope, default required for several nodes): Fabric between the nodes;
+    picks the vendor''s --all2all-backend for expert parallelism. Allowed: nvlink, rdma.'
+  - 'C(kimi_k3_all2all_backend) (str, cluster scope, default recipe (vendor x interconnect)): Override --all2all-
+    backend (must be a kernel of the nodes'' vendor). Allowed: a --all2all-backend choice of the target release
+    (allgather_reducescatter, deepep_high_throughput, deepep_low_latency, deepep_v2, flashinfer_all2allv,
+    flashinfer_nvlink_one_sided, flashinfer_nvlink_two_sided, moonep, mori_high_throughput, mori_low_latency,
+    naive, nixl_ep, pplx).'
+  - 'C(kimi_k3_moe_backend) (str, cluster scope, default recipe): Override --moe-backend (MegaMoE is refused over
+    RDMA or without EP; vendor-exclusive backends are refused on the other vendor). Allowed: a --moe-backend
+    choice of the target release (aiter, aiter_mega_moe, aiter_triton_mxfp4_bf16, aiter_triton_mxfp4_mxfp4, auto,
+    b12x, batched_triton, cutlass, deep_gemm, deep_gemm_mega_moe, emulation, flashinfer_b12x, flashinfer_cutedsl,
+    flashinfer_cutlass, flashinfer_moe_ep_cutedsl, flashinfer_moe_ep_mega_deep_gemm, flashinfer_trtllm, flydsl,
+    hpc, humming, marlin, rdna3, triton, triton_unfused).'
+  - 'C(kimi_k3_node_rank) (int, host scope, default head 0, workers in inventory order): Explicit node order (0 =
+    head); on every node or on none. Allowed: >= 0.'
   - 'C(kimi_k3_variant) (str, cluster scope, default default): Recipe model variant. Allowed: default, nvfp4.'
-  - 'C(kimi_k3_model) (str, cluster scope, default the variant''s model): Model to serve instead of the variant''s. Allowed: a Hugging Face repository id (org/name) or an absolute path inside the container.'
-  - 'C(kimi_k3_model_revision) (str, cluster scope, default unset (refused with remote code unless kimi_k3_allow_unpinned_remote_code)): Commit of the model repository; renders --revision and --code-revision so --trust-remote-code runs exactly the reviewed code. Allowed: a 40-character lowercase hex commit hash of the Hugging Face repository.'
-  - 'C(kimi_k3_allow_unpinned_remote_code) (bool, cluster scope, default false): Accept --trust-remote-code without kimi_k3_model_revision (the repository''s latest code runs). Allowed: true/false.'
-  - 'C(kimi_k3_served_model_name) (str_or_list, cluster scope, default the model id): Name(s) the API serves the model under. Allowed: non-empty text without control characters.'
-  - 'C(kimi_k3_features) (dict, cluster scope, default tool_calling, reasoning on; others off): Recipe features on/off: {feature: true/false}. Allowed: keys: tool_calling, reasoning, spec_decoding, text_only, dcp.'
-  - 'C(kimi_k3_max_model_len) (int_or_auto, cluster scope, default recipe): --max-model-len: a positive integer or auto. Allowed: >= 1 or auto.'
-  - 'C(kimi_k3_kv_cache_dtype) (str, cluster scope, default recipe (fp8 on Blackwell)): --kv-cache-dtype. Allowed: a --kv-cache-dtype choice of the target release (auto, bfloat16, float16, fp8, fp8_ds_mla, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_per_token_head, int4_per_token_head, int8_per_token_head, nvfp4, nvfp4_4over6, turboquant_3bit_nc, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_k8v4).'
-  - 'C(kimi_k3_v2_model_runner) (bool, cluster scope, default recipe): Force VLLM_USE_V2_MODEL_RUNNER on/off. Allowed: true/false.'
-  - 'C(kimi_k3_rust_frontend) (bool, cluster scope, default recipe): Force VLLM_USE_RUST_FRONTEND on/off. Allowed: true/false.'
-  - 'C(kimi_k3_socket_ifname) (str, cluster scope, default unset (warning on several nodes)): NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME for multi-node bootstrap. Allowed: NCCL interface syntax: comma-separated interface names (prefix matches), optionally prefixed by ^ (exclude) and/or = (exact match), e.g. bond0, =eth0, ^docker,lo.'
-  - 'C(kimi_k3_nccl_nvls_enable) (bool, cluster scope, default true): NCCL_NVLS_ENABLE on multi-node GB trays (NCCL >= 2.30.4 hang hazard). Allowed: true/false.'
-  - 'C(kimi_k3_vllm_version) (str, cluster scope, default recipe default (0.28.0)): Target vLLM release: flag snapshot and per-release env names. Allowed: 0.27.1, 0.28.0, 0.33.0.'
-  - 'C(kimi_k3_image) (str, cluster scope, default required): The vLLM image, repo@sha256:<digest>. Allowed: non-empty text without control characters.'
-  - 'C(kimi_k3_allow_unpinned_image) (bool, cluster scope, default false): Accept an image tag instead of a digest (not recommended). Allowed: true/false.'
-  - 'C(kimi_k3_model_cache_dir) (str, cluster scope, default /data/hf-cache): Host directory of the weights / HF cache (same path on every node), mounted into the container. Allowed: an absolute path (starts with /, no '':'' and no control characters).'
-  - 'C(kimi_k3_container_name) (str, cluster scope, default vllm-kimi-k3): Name of the vLLM container on every node. Allowed: a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+).'
-  - 'C(kimi_k3_shm_size) (size, cluster scope, default 64g): /dev/shm size of the container (ipc=host uses the node''s). Allowed: a size in bytes or with unit b/k/m/g, e.g. 64g.'
-  - 'C(kimi_k3_memlock) (int, cluster scope, default -1): memlock ulimit of the container in bytes (-1 = unlimited). Allowed: >= -1.'
-  - 'C(kimi_k3_restart_policy) (str, cluster scope, default no): Docker restart policy of the container. Allowed: no, on-failure, always, unless-stopped.'
-  - 'C(kimi_k3_docker_host) (str, host scope, default unix:///var/run/docker.sock): Container engine URL on the node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host.'
-  - 'C(kimi_k3_extra_args) (list, cluster scope, default []): Extra vllm serve arguments, each flag and value its own item (checked against the flag snapshot; flags the plan derives are refused). Allowed: -.'
-  - 'C(kimi_k3_extra_env) (dict, cluster scope, default {}): Extra container environment NAME: value (no secrets, no removed variables). Allowed: -.'
-  - 'C(kimi_k3_internal_address) (str, host scope, default ansible_host): Cluster-internal address of the node (--master-addr / --data-parallel-address). Allowed: an IPv4/IPv6 address or a host name, without prefix length (/24), port (:8000) or brackets.'
-  - 'C(kimi_k3_api_host) (str, host scope, default 0.0.0.0 (all)): Address the API binds to on the node. Allowed: an IPv4/IPv6 address or a host name, without prefix length (/24), port (:8000) or brackets.'
+  - 'C(kimi_k3_model) (str, cluster scope, default the variant''s model): Model to serve instead of the
+    variant''s. Allowed: a Hugging Face repository id (org/name) or an absolute path inside the container.'
+  - 'C(kimi_k3_model_revision) (str, cluster scope, default unset (refused with remote code unless
+    kimi_k3_allow_unpinned_remote_code)): Commit of the model repository; renders --revision and --code-revision
+    so --trust-remote-code runs exactly the reviewed code. Allowed: a 40-character lowercase hex commit hash of
+    the Hugging Face repository.'
+  - 'C(kimi_k3_allow_unpinned_remote_code) (bool, cluster scope, default false): Accept --trust-remote-code
+    without kimi_k3_model_revision (the repository''s latest code runs). Allowed: true/false.'
+  - 'C(kimi_k3_served_model_name) (str_or_list, cluster scope, default the model id): Name(s) the API serves the
+    model under. Allowed: non-empty text without control characters.'
+  - 'C(kimi_k3_features) (dict, cluster scope, default tool_calling, reasoning on; others off): Recipe features
+    on/off: {feature: true/false}. Allowed: keys: tool_calling, reasoning, spec_decoding, text_only, dcp.'
+  - 'C(kimi_k3_max_model_len) (int_or_auto, cluster scope, default recipe): --max-model-len: a positive integer or
+    auto. Allowed: >= 1 or auto.'
+  - 'C(kimi_k3_kv_cache_dtype) (str, cluster scope, default recipe (fp8 on Blackwell)): --kv-cache-dtype. Allowed:
+    a --kv-cache-dtype choice of the target release (auto, bfloat16, float16, fp8, fp8_ds_mla, fp8_e4m3, fp8_e5m2,
+    fp8_inc, fp8_per_token_head, int4_per_token_head, int8_per_token_head, nvfp4, nvfp4_4over6,
+    turboquant_3bit_nc, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_k8v4).'
+  - 'C(kimi_k3_v2_model_runner) (bool, cluster scope, default recipe): Force VLLM_USE_V2_MODEL_RUNNER on/off.
+    Allowed: true/false.'
+  - 'C(kimi_k3_rust_frontend) (bool, cluster scope, default recipe): Force VLLM_USE_RUST_FRONTEND on/off. Allowed:
+    true/false.'
+  - 'C(kimi_k3_socket_ifname) (str, cluster scope, default unset (warning on several nodes)): NCCL_SOCKET_IFNAME /
+    GLOO_SOCKET_IFNAME for multi-node bootstrap. Allowed: NCCL interface syntax: comma-separated interface names
+    (prefix matches), optionally prefixed by ^ (exclude) and/or = (exact match), e.g. bond0, =eth0, ^docker,lo.'
+  - 'C(kimi_k3_nccl_nvls_enable) (bool, cluster scope, default true): NCCL_NVLS_ENABLE on multi-node GB trays
+    (NCCL >= 2.30.4 hang hazard). Allowed: true/false.'
+  - 'C(kimi_k3_vllm_version) (str, cluster scope, default recipe default (0.28.0)): Target vLLM release: flag
+    snapshot and per-release env names. Allowed: 0.27.1, 0.28.0, 0.33.0.'
+  - 'C(kimi_k3_image) (str, cluster scope, default required): The vLLM image, repo@sha256:<digest>. Allowed: non-
+    empty text without control characters.'
+  - 'C(kimi_k3_allow_unpinned_image) (bool, cluster scope, default false): Accept an image tag instead of a digest
+    (not recommended). Allowed: true/false.'
+  - 'C(kimi_k3_model_cache_dir) (str, cluster scope, default /data/hf-cache): Host directory of the weights / HF
+    cache (same path on every node), mounted into the container. Allowed: an absolute path (starts with /, no
+    '':'' and no control characters).'
+  - 'C(kimi_k3_container_name) (str, cluster scope, default vllm-kimi-k3): Name of the vLLM container on every
+    node. Allowed: a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+).'
+  - 'C(kimi_k3_shm_size) (size, cluster scope, default 64g): /dev/shm size of the container (ipc=host uses the
+    node''s). Allowed: a size in bytes or with unit b/k/m/g, e.g. 64g.'
+  - 'C(kimi_k3_memlock) (int, cluster scope, default -1): memlock ulimit of the container in bytes (-1 =
+    unlimited). Allowed: >= -1.'
+  - 'C(kimi_k3_restart_policy) (str, cluster scope, default no): Docker restart policy of the container. Allowed:
+    no, on-failure, always, unless-stopped.'
+  - 'C(kimi_k3_docker_host) (str, host scope, default unix:///var/run/docker.sock): Container engine URL on the
+    node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host.'
+  - 'C(kimi_k3_extra_args) (list, cluster scope, default []): Extra vllm serve arguments, each flag and value its
+    own item (checked against the flag snapshot; flags the plan derives are refused). Allowed: -.'
+  - 'C(kimi_k3_extra_env) (dict, cluster scope, default {}): Extra container environment NAME: value (no secrets,
+    no removed variables). Allowed: -.'
+  - 'C(kimi_k3_internal_address) (str, host scope, default ansible_host): Cluster-internal address of the node
+    (--master-addr / --data-parallel-address). Allowed: an IPv4/IPv6 address or a host name, without prefix length
+    (/24), port (:8000) or brackets.'
+  - 'C(kimi_k3_api_host) (str, host scope, default 0.0.0.0 (all)): Address the API binds to on the node. Allowed:
+    an IPv4/IPv6 address or a host name, without prefix length (/24), port (:8000) or brackets.'
   - 'C(kimi_k3_api_port) (port, cluster scope, default 8000): API port. Allowed: 1-65535, distinct per node.'
-  - 'C(kimi_k3_master_port) (port, cluster scope, default 29501): TP/PP rendezvous port (--master-port). Allowed: 1-65535, distinct per node.'
-  - 'C(kimi_k3_dp_rpc_port) (port, cluster scope, default 29550): Data-parallel RPC port (--data-parallel-rpc-port). Allowed: 1-65535, distinct per node.'
-  - 'C(kimi_k3_api_key) (str, cluster scope, default unset): API key (vault); reaches the container through a mode-0600 env file. Allowed: -.'
-  - 'C(kimi_k3_hf_token) (str, cluster scope, default unset): Hugging Face token (vault), for gated or private repositories. Allowed: -.'
-  - 'C(kimi_k3_allow_unauthenticated_api) (bool, cluster scope, default false): Accept serving the API on a non-loopback address without kimi_k3_api_key. Allowed: true/false.'
-  - 'C(kimi_k3_artifacts_dir) (str, cluster scope, default <playbook_dir>/../artifacts): Controller directory for plans, reports and logs. Allowed: a path without control characters.'
+  - 'C(kimi_k3_master_port) (port, cluster scope, default 29501): TP/PP rendezvous port (--master-port). Allowed:
+    1-65535, distinct per node.'
+  - 'C(kimi_k3_dp_rpc_port) (port, cluster scope, default 29550): Data-parallel RPC port (--data-parallel-rpc-
+    port). Allowed: 1-65535, distinct per node.'
+  - 'C(kimi_k3_api_key) (str, cluster scope, default unset): API key (vault); reaches the container through a
+    mode-0600 env file. Allowed: -.'
+  - 'C(kimi_k3_hf_token) (str, cluster scope, default unset): Hugging Face token (vault), for gated or private
+    repositories. Allowed: -.'
+  - 'C(kimi_k3_allow_unauthenticated_api) (bool, cluster scope, default false): Accept serving the API on a non-
+    loopback address without kimi_k3_api_key. Allowed: true/false.'
+  - 'C(kimi_k3_artifacts_dir) (str, cluster scope, default <playbook_dir>/../artifacts): Controller directory for
+    plans, reports and logs. Allowed: a path without control characters.'
 """

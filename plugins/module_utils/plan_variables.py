@@ -49,8 +49,8 @@ FORMATS = {
     "hf_model": (r"(?:[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*|/[^:\x00-\x1f\x7f]*)",
                  "a Hugging Face repository id (org/name) or an absolute path inside the container"),
     "shm_size": (r"[1-9][0-9]*[bkmgBKMG]?", "a size in bytes or with unit b/k/m/g, e.g. 64g"),
-    "docker_host": (r"(?:unix://|tcp://|ssh://|https?://)\S+", "an engine URL: unix:///path, tcp://host:port or "
-                                                             "ssh://user@host"),
+    "docker_host": (r"(?:unix://|tcp://|ssh://|https?://)\S+",
+                    "an engine URL: unix:///path, tcp://host:port or ssh://user@host"),
     "env_name": (r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
     "text": (r"[^\x00-\x1f\x7f]+", "non-empty text without control characters"),
     "path": (r"[^\x00-\x1f\x7f]+", "a path without control characters"),

@@ -28,6 +28,12 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render impor
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_validate import (  # noqa: F401 (re-exported)
     PREFIX, SECRET_ENV, SECRET_VARS, api_host, internal_address, node_address, problem, serves_http)
 
+# Public names, including those re-exported for callers of the former single module (preflight uses
+# internal_address; tests and plugins may use the output functions through topology).
+__all__ = ["build_cluster_plan", "docker_run_command", "format_problem", "internal_address", "model_of", "plan_hash",
+           "plan_json", "served_name", "serves_http", "start_phase", "summary_table", "PREFIX"]
+
+
 def _mp_layer(ctx, node, ports, defaults):
     sizes, rank = ctx["sizes"], node["rank"]
     layer = ["--tensor-parallel-size", str(sizes["tp"])]
@@ -261,8 +267,8 @@ def _vendor_fix(ctx, recipe, setting, variable):
         if kernels:
             return "unset %s (the plan picks %s on %s over %s) or use one of %s." % (
                 variable, kernels[0], ctx["vendor"], ctx["interconnect"], ", ".join(kernels))
-    return "remove it from %s, or choose a value the %s nodes (%s) support." % (variable, ctx["vendor"],
-                                                                               ctx["accelerator"])
+    return "remove it from %s, or choose a value the %s nodes (%s) support." % (
+        variable, ctx["vendor"], ctx["accelerator"])
 
 
 def _check_vendor_choices(node, args, sources, ctx, recipe, errors):

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import textwrap
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_variables as pv
 
@@ -105,7 +106,7 @@ def doc_fragment(recipe, snapshots):
         notes.append("C(%s) (%s, %s scope, default %s): %s. Allowed: %s." % (
             decl["name"], decl["type"], decl["scope"], default_text(decl), decl["meaning"].rstrip("."),
             allowed_text(decl, recipe, snapshots).replace("`", "")))
-    body = "\n".join("  - %s" % _yaml_str(n) for n in notes)
+    body = "\n".join("  - %s" % "\n    ".join(textwrap.wrap(_yaml_str(n), 110)) for n in notes)
     return ('# -*- coding: utf-8 -*-\n'
             '# Copyright: (c) 2026, gpufleet maintainers\n'
             '# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)\n'
