@@ -63,9 +63,9 @@ def test_invalid_inventory_refused_with_every_problem_and_no_files(tmp_path):
     assert not out.exists()
 
 
-def test_example_without_api_key_is_refused_naming_the_variable(tmp_path, monkeypatch):
-    monkeypatch.delenv("KIMI_K3_API_KEY", raising=False)
-    r = run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path / "plan")})
+def test_example_without_api_key_is_refused_naming_the_variable(tmp_path):
+    r = run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path / "plan")},
+                     envvars={"KIMI_K3_API_KEY": ""})
     assert r.status == "failed"
     msgs = " ".join(m for _h, _t, m in failed_tasks(r))
     assert "kimi_k3_api_key" in msgs and "kimi_k3_allow_unauthenticated_api" in msgs and "gb300-tray01" in msgs
