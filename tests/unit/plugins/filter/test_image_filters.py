@@ -18,7 +18,9 @@ def _img(repo_digests=(), repo_tags=(), image_id=ID1):
 def test_filters_are_registered_under_their_documented_names():
     filters = image_filters.FilterModule().filters()
     assert filters == {"image_reference_parse": image_filters.image_reference_parse,
-                       "image_verdict": image_filters.image_verdict}
+                       "image_verdict": image_filters.image_verdict, "image_mirror": image_filters.image_mirror,
+                       "image_registry_logins": image_filters.image_registry_logins,
+                       "image_login_verdict": image_filters.image_login_verdict}
 
 
 def test_filters_give_the_module_utils_answers():
