@@ -64,7 +64,8 @@ def _quote(text):
 
 def test_operator_users_exist_with_the_intended_rights(gb300):
     node = gb300.nodes[0]
-    assert _ssh_as(node, SUDO_USER, "id -un").stdout.strip() == SUDO_USER
+    who = _ssh_as(node, SUDO_USER, "id -un")
+    assert who.stdout.strip() == SUDO_USER, who.stderr
     assert _ssh_as(node, SUDO_USER, "sudo -n id -u").stdout.strip() == "0"
     assert _ssh_as(node, SUDO_USER, "touch /etc/kimi-k3-probe").returncode != 0, "kimi-ops writes /etc without sudo"
     assert _ssh_as(node, DOCKER_USER, "sudo -n true").returncode != 0, "kimi-docker must have no sudo"
