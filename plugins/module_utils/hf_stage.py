@@ -71,7 +71,12 @@ def parse_tree(entries):
         path, lfs = str(e.get("path") or ""), e.get("lfs") if isinstance(e.get("lfs"), dict) else None
         if not path or path.startswith("/") or ".." in path.split("/"):
             raise StageError("the file list names an unsafe path %r" % path)
-        size = int((lfs or {}).get("size", e.get("size")) or 0)
+        try:
+            size = int((lfs or {}).get("size", e.get("size")) or 0)
+        except (TypeError, ValueError):
+            raise StageError("the file list gives %s no integer size" % path)
+        if size < 0:
+            raise StageError("the file list gives %s a negative size" % path)
         etag = str((lfs or {}).get("oid") or (lfs or {}).get("sha256") or e.get("oid") or "")
         if not re.match(r"^[0-9a-f]{40}([0-9a-f]{24})?$", etag):
             raise StageError("the file list gives %s no usable blob id (oid %r)" % (path, etag))
@@ -214,7 +219,9 @@ def resolve_url(endpoint, repo, revision, path):
 def download_file(url, part, size, token=None, deadline=None, timeout=60, on_bytes=None):
     """Append the missing bytes of one file to ``part`` (resume with Range). Returns {got, restarted, done}.
 
-    Stops at ``deadline`` (monotonic seconds) between chunks; the .incomplete file keeps what was received.
+    Stops at ``deadline`` (monotonic seconds) between chunks when the server can resume (206, or
+    ``Accept-Ranges: bytes``); the .incomplete file keeps what was received. A server that cannot resume gets
+    the file read to the end in this round (stopping would throw the bytes away on the next round).
     """
     have = os.path.getsize(part) if os.path.exists(part) else 0
     if have > size:
@@ -229,6 +236,9 @@ def download_file(url, part, size, token=None, deadline=None, timeout=60, on_byt
         mode = "ab"
         if have and r.status != 206:
             mode, have, restarted = "wb", 0, True
+        # Pause at the deadline only where the next round can resume; otherwise finish this file in this round.
+        if r.status != 206 and (r.headers.get("Accept-Ranges") or "").lower() != "bytes":
+            deadline = None
         with open(part, mode) as out:
             while have + got < size:
                 chunk = r.read(min(CHUNK, size - have - got))
@@ -241,7 +251,7 @@ def download_file(url, part, size, token=None, deadline=None, timeout=60, on_byt
                 if deadline is not None and time.monotonic() >= deadline:
                     break
     done = have + got == size
-    if not done and deadline is None:
+    if not done and (deadline is None or time.monotonic() < deadline):
         raise StageError("%s ended after %d of %d bytes" % (_redact(url), have + got, size))
     return {"got": got, "restarted": restarted, "done": done}
 
@@ -318,6 +328,8 @@ def stage(repo, revision, cache_dir, endpoint, token=None, max_seconds=None, mar
             result["changed"] = True
             continue
         result["current"] = f["path"]
+        if deadline is not None and time.monotonic() >= deadline:
+            return result
         res = _fetch_one(endpoint, repo, revision, repo_dir, f, token, deadline, timeout)
         result["bytes_transferred"] += res["got"]
         result["changed"] = True
