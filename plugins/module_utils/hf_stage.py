@@ -283,9 +283,9 @@ def _fetch_one(endpoint, repo, revision, repo_dir, f, token, deadline, timeout):
         res = download_file(resolve_url(endpoint, repo, revision, f["path"]), part, f["size"], token=token,
                             deadline=deadline, timeout=timeout)
     if res["done"]:
-        if os.path.getsize(part) != f["size"]:
-            raise StageError("%s: received %d bytes, the repository lists %d" % (f["path"], os.path.getsize(part),
-                                                                                  f["size"]))
+        got = os.path.getsize(part)
+        if got != f["size"]:
+            raise StageError("%s: received %d bytes, the repository lists %d" % (f["path"], got, f["size"]))
         os.replace(part, blob)
         link_snapshot(repo_dir, revision, f)
     return res

@@ -344,6 +344,6 @@ def login_outcome(host, results):
             item.get("registry", "?"), item.get("username", "?"), item.get("index", "?"), text.rstrip(".")))
     if not failures:
         return {"ok": True, "msg": "%s: registry logins ok (%d)" % (host, len(results or []))}
-    return {"ok": False, "msg": "%s: %s. Fix the username/password in the vault (image_registry_credentials) or the "
-                               "registry's access for that account; nothing was pulled or changed"
-                               % (host, "; ".join(failures))}
+    msg = ("%s: %s. Fix the username/password in the vault (image_registry_credentials) or the registry's access "
+           "for that account; nothing was pulled or changed" % (host, "; ".join(failures)))
+    return {"ok": False, "msg": msg}

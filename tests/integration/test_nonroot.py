@@ -101,7 +101,9 @@ def test_deploy_smoke_and_teardown_as_a_sudo_user_with_become(gb300, tmp_path):
             assert st.stdout.split() == ["root", "600"], (n["name"], st.stdout, st.stderr)
             running = gb300.docker(n["name"], "inspect", "--format", "{{.State.Running}}", container[n["name"]])
             assert running.stdout.strip() == "true"
-        assert os.path.exists(os.path.join(artifacts, "smoke-%s.json" % gb300.nodes[0]["name"]))
+        with open(os.path.join(artifacts, "smoke-%s.json" % gb300.nodes[0]["name"])) as f:
+            repro = json.load(f)["reproduction"]
+        assert repro["pulled_image"] == repro["image"] == gb300.images["standin-a"]
         again = run_playbook("deploy.yml", inv, extravars=extra, tags="image,launch")
         assert again.status == "successful", failed_tasks(again)
         assert {h: c for h, c in again.stats.get("changed", {}).items() if c} == {}
