@@ -106,7 +106,7 @@ def test_incomplete_credentials_are_refused_before_contacting_nodes_without_show
                                                         "image_registry_credentials": creds})
     for host, _t, msg in _only_task(r, "Check the registry credentials"):
         assert msg.startswith("%s: image_registry_credentials[1] (other.example) has no password" % host)
-    assert "hunter2" not in str([ev for ev in r.events])
+    assert "hunter2" not in str(list(r.events))
 
 
 def test_weights_refuse_an_unpinned_revision_before_contacting_nodes(inventory):

@@ -50,8 +50,8 @@ def test_mirror_and_login_filters_wrap_module_utils():
     logins = image_filters.image_registry_logins([{"registry": "h.example", "username": "u", "password": "p"}], m["pull"])
     assert [x["registry"] for x in logins["logins"]] == ["h.example"]
     assert image_filters.image_registry_logins(None, ref) == {"logins": [], "problem": None}
-    verdict = image_filters.image_login_verdict([{"failed": True, "msg": "401", "item": {"registry": "h.example",
-                                                                                      "username": "u", "index": 0}}], "n1")
+    item = {"registry": "h.example", "username": "u", "index": 0}
+    verdict = image_filters.image_login_verdict([{"failed": True, "msg": "401", "item": item}], "n1")
     assert not verdict["ok"] and verdict["msg"].startswith("n1: cannot log in to h.example as 'u'")
 
 
