@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up the controller environment: Python venv (>= 3.12 preferred), pinned requirements, and the
+# Set up the development environment: Python venv (>= 3.12 preferred), requirements-dev.txt (= the controller
+# requirements.txt + test/lint tools, pinned), and the
 # collection link that lets playbooks in this working tree resolve gpufleet.kimi_k3.* by FQCN.
 # Idempotent. Usage: scripts/setup.sh
 set -euo pipefail
@@ -33,11 +34,11 @@ fi
 log "using $py ($("$py" --version 2>&1))"
 
 stamp=".venv/.requirements.sha256"
-want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+want="$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements.txt
+  .venv/bin/python -m pip install -q -r requirements-dev.txt
   echo "$want" > "$stamp"
   log "venv ready"
 else
