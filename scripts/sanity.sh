@@ -28,11 +28,15 @@ log() { printf '[sanity] %s\n' "$*"; }
 die() { printf '[sanity] ERROR: %s\n' "$*" >&2; exit 2; }
 
 case "$what" in sanity|units|all) ;; *) die "usage: $0 [sanity|units|all] [-- ansible-test args]";; esac
-[ -x .venv/bin/ansible-test ] || die ".venv/bin/ansible-test missing: run scripts/setup.sh first"
+# KIMI_K3_SANITY_VENV: the venv whose ansible-test runs (default .venv; build/venv-2.17 for the oldest core:
+# scripts/setup.sh --oldest). Each ansible-core version reads its own tests/sanity/ignore-<major.minor>.txt.
+venv="${KIMI_K3_SANITY_VENV:-.venv}"
+venv="$(cd "$venv" 2>/dev/null && pwd)" || die "${KIMI_K3_SANITY_VENV:-.venv} missing: run scripts/setup.sh first"
+[ -x "$venv/bin/ansible-test" ] || die "$venv/bin/ansible-test missing: run scripts/setup.sh first"
 command -v git >/dev/null || die "git is needed to list the collection's files"
 
-export PATH="$here/.venv/bin:$PATH"
-py=".venv/bin/python"
+export PATH="$venv/bin:$PATH"
+py="$venv/bin/python"
 pyver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 export ANSIBLE_TEST_PREFER_PODMAN=0
 export ANSIBLE_INJECT_FACT_VARS=false
@@ -119,7 +123,7 @@ fi
 # repo has none, derive it in the copy from requirements.txt: the runtime libraries the plugins and their unit tests
 # import; never ansible/ansible-core (ansible-test brings its own) nor pytest (ansible-test pins it).
 if [ ! -f "$dest/tests/unit/requirements.txt" ] && [ -d "$dest/tests/unit" ]; then
-  "$py" - "$here/requirements.txt" "$here/requirements-dev.txt" "$dest/tests/unit/requirements.txt" <<'EOF'
+  "$py" - "$here/requirements.txt" "$here/requirements-test.txt" "$dest/tests/unit/requirements.txt" <<'EOF'
 import re, sys
 keep = {"openai", "jsonschema", "prometheus-client", "requests", "pyyaml", "ansible-runner"}
 out = []

@@ -14,7 +14,13 @@
 #   units     ansible-test units, offline (same copy)
 #   build     ansible-galaxy collection build + install into a temp collections path + the plan playbook by FQCN
 #             from that installed copy only
+#   matrix    version matrix: the unit tests on the OLDEST supported ansible-core (2.17, build/venv-2.17 made by
+#             scripts/setup.sh --oldest; the newest, 2.21, runs them in stage unit) and the plan playbook on every
+#             example inventory on both (the full rehearsal suite runs on the newest only, stage sim)
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
+#   ee        (optional, not in the default run) build the execution environment (execution-environment.yml) with
+#             ansible-builder on the sim's control engine and run the plan and smoke playbooks inside it with
+#             ansible-runner against the rehearsal cluster (docs/awx.md)
 #
 # Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
@@ -26,7 +32,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
-ALL_STAGES=(setup unit lint sanity units build sim)
+ALL_STAGES=(setup unit lint sanity units build matrix sim)
+OPTIONAL_STAGES=(ee)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"
@@ -202,6 +209,50 @@ EOF
   note "built, installed, plan by FQCN from installed copy: $(find "$plan_dir" -name '*.json' | wc -l) plan file(s)"
 }
 
+# The plan playbook (contacts no host) on every example inventory with the ansible-playbook of venv $1.
+# Sim inventories get their image from `simctl up` (group_vars/all/sim_image.yml); without it, a placeholder digest
+# of the sim registry's repository for the inventory's vendor.
+matrix_plans() {
+  local venv="$1" ver inv name out ok=0 n=0 extra
+  ver="$("$venv/bin/python" -c 'import ansible.release; print(ansible.release.__version__)')"
+  for inv in inventories/*/; do
+    name="$(basename "$inv")"
+    [ -f "$inv/hosts.yml" ] || continue
+    n=$((n + 1))
+    extra=()
+    if [ "${name#sim-}" != "$name" ] && [ ! -f "$inv/group_vars/all/sim_image.yml" ]; then
+      case "$(grep -h '^kimi_k3_accelerator:' "$inv"/group_vars/*.yml 2>/dev/null)" in
+        *mi3*) extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:$(printf '0%.0s' {1..64})") ;;
+        *)     extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai@sha256:$(printf '0%.0s' {1..64})") ;;
+      esac
+    fi
+    out="$(mktemp -d "$here/build/tmp/matrix-plan.XXXXXX")"
+    if "$venv/bin/ansible-playbook" playbooks/plan.yml -i "$inv" -e "plan_dir=$out/plan" "${extra[@]}" \
+         > "$logdir/matrix-plan-$ver-$name.log" 2>&1 \
+       && [ "$(find "$out/plan" -name '*.json' | wc -l)" -gt 0 ]; then
+      ok=$((ok + 1))
+    else
+      say "ansible-core $ver: plan.yml -i $inv FAILED (log: build/test-logs/matrix-plan-$ver-$name.log)"
+      tail -20 "$logdir/matrix-plan-$ver-$name.log"
+    fi
+    rm -rf "$out"
+  done
+  note "ansible-core $ver: plan.yml on $ok/$n example inventories"
+  [ "$ok" -eq "$n" ] && [ "$n" -gt 0 ]
+}
+
+stage_matrix() {
+  need_venv
+  local rc=0 old="$here/build/venv-2.17"
+  mkdir -p "$here/build/tmp"
+  scripts/setup.sh --oldest || { note "scripts/setup.sh --oldest failed (no Python 3.10-3.12?)"; return 1; }
+  PATH="$old/bin:$PATH" run_pytest "ansible-core $("$old/bin/python" -c 'import ansible.release; print(ansible.release.__version__)') pytest tests/unit" \
+    -q -m "not sim and not vllm" -p no:cacheprovider tests/unit || rc=1
+  matrix_plans "$old" || rc=1
+  matrix_plans "$here/.venv" || rc=1
+  return $rc
+}
+
 stage_sim() {
   need_venv
   [ -x sim/simctl ] || skip "sim/simctl does not exist yet (rehearsal cluster not written)"
@@ -268,7 +319,7 @@ while [ $# -gt 0 ]; do
     --fast) stages+=("${FAST_STAGES[@]}") ;;
     --stage) shift; [ $# -gt 0 ] || { echo "--stage needs a name" >&2; exit 2; }; IFS=, read -ra more <<< "$1"; stages+=("${more[@]}") ;;
     --stage=*) IFS=, read -ra more <<< "${1#--stage=}"; stages+=("${more[@]}") ;;
-    --list) printf '%s\n' "${ALL_STAGES[@]}"; exit 0 ;;
+    --list) printf '%s\n' "${ALL_STAGES[@]}"; printf '%s (optional)\n' "${OPTIONAL_STAGES[@]}"; exit 0 ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$self"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -279,7 +330,7 @@ done
 if [ ${#stages[@]} -eq 0 ] && [ -n "${KIMI_K3_STAGES:-}" ]; then IFS=, read -ra stages <<< "$KIMI_K3_STAGES"; fi
 [ ${#stages[@]} -gt 0 ] || stages=("${ALL_STAGES[@]}")
 for s in "${stages[@]}"; do
-  case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2;; esac
+  case " ${ALL_STAGES[*]} ${OPTIONAL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2;; esac
 done
 
 # ------------------------------------------------------------------------------------------------------ run
