@@ -97,6 +97,10 @@ def test_install_site_init_deploy_from_an_empty_directory(tmp_path, sim_cluster)
     assert plans == ["gb300-tray01.json", "gb300-tray02.json"], plans
     assert (art / "preflight-report.json").is_file()
     assert glob.glob(str(art / "smoke" / "smoke-gb300-tray01.json"))
+    # deploy.yml ends with the monitoring role: the scrape configuration of the deployed endpoint is there too
+    with open(str(art / "monitoring" / "targets" / "vllm.json")) as f:
+        assert [t["targets"] for t in json.load(f)] == [["127.0.0.11:8000"]]
+    assert (art / "monitoring" / "grafana" / "kimi-k3-dashboard.json").is_file()
     with open(str(art / "plan" / "gb300-tray01.json")) as f:
         assert json.load(f)["host"] == "gb300-tray01"
     after = sorted(os.path.relpath(os.path.join(r, f), str(installed))
