@@ -36,12 +36,15 @@ def site(tmp_path_factory):
 def test_site_files(site):
     s, out, _ = site
     assert sorted(os.listdir(str(s))) == ["README.md", "ansible.cfg", "deploy.yml", "inventories", "monitoring.yml",
-                                          "requirements.yml"]
+                                          "plan.yml", "preflight.yml", "requirements.yml", "smoke.yml", "teardown.yml"]
     assert os.listdir(str(s / "inventories")) == ["gb300-cluster"]
     assert (s / "inventories" / "gb300-cluster" / "group_vars" / "vllm_cluster.yml").is_file()
     deploy = yaml.safe_load((s / "deploy.yml").read_text())
-    assert deploy == [{"name": "Deploy Kimi-K3 with gpufleet.kimi_k3",
+    assert deploy == [{"name": "Deploy with gpufleet.kimi_k3",
                        "ansible.builtin.import_playbook": "gpufleet.kimi_k3.deploy"}]
+    for name in ("plan", "preflight", "smoke", "monitoring", "teardown"):
+        assert yaml.safe_load((s / (name + ".yml")).read_text())[0]["ansible.builtin.import_playbook"] == \
+            "gpufleet.kimi_k3." + name
     cfg = (s / "ansible.cfg").read_text()
     for line in ("host_key_checking = True", "gathering = explicit", "forks = 64", "pipelining = True",
                  "ControlPersist=30m"):
