@@ -304,6 +304,21 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
   return $rc
 }
 
+# Optional: the execution environment (scripts/ee_ci.py). Brings the rehearsal cluster up like stage sim (its
+# control Docker engine builds the image from the sim's local Debian base image) and down afterwards.
+stage_ee() {
+  need_venv
+  [ -x sim/simctl ] || skip "sim/simctl absent"
+  [ -x .venv/bin/ansible-builder ] || { note "ansible-builder missing from .venv (requirements-dev.txt): run scripts/setup.sh"; return 1; }
+  if [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT; fi
+  trap 'exit 143' TERM INT
+  sim/simctl up --cluster gb300 || { note "sim/simctl up failed"; return 1; }
+  python scripts/ee_ci.py all; local rc=$?
+  [ -f build/ee/timings.json ] && note "$(python -c 'import json; t = json.load(open("build/ee/timings.json")); print(", ".join("%s=%s" % kv for kv in t.items()))')"
+  [ $rc -eq 0 ] || note "scripts/ee_ci.py failed (rc $rc)"
+  return $rc
+}
+
 # ------------------------------------------------------------------------------------------- child entry point
 if [ "${1:-}" = "__stage" ]; then
   STAGE="$2"
