@@ -93,7 +93,7 @@ git ls-files -co --exclude-standard -z \
 import os, sys
 skip = (".ansible/", "tests/output/", "build/", ".venv/")
 names = [n for n in sys.stdin.buffer.read().split(b"\0") if n]
-out = [n for n in names if os.path.lexists(n) and not n.decode().startswith(skip)]
+out = [n for n in names if os.path.lexists(n) and not n.decode().startswith(skip) and n != b".venv"]
 sys.stdout.buffer.write(b"\0".join(out) + (b"\0" if out else b""))' \
   | tar --null --no-recursion -T - -cf - | tar -xf - -C "$dest"
 # ansible-test picks its file list from the nearest enclosing .git (walking up). Without a repo of its own the

@@ -75,7 +75,7 @@ def test_install_site_init_deploy_from_an_empty_directory(tmp_path, sim_cluster)
     _ok(["ansible-galaxy", "collection", "install", "--offline", "-p", str(coll), tarball], work, env)
     installed = coll / "ansible_collections" / "gpufleet" / "kimi_k3"
     before = sorted(os.path.relpath(os.path.join(r, f), str(installed))
-                    for r, _, fs in os.walk(str(installed)) for f in fs)
+                    for r, _dirs, fs in os.walk(str(installed)) for f in fs)
 
     # the site-creation command, by FQCN from the installed copy
     site = work / "kimi-site"
@@ -104,6 +104,6 @@ def test_install_site_init_deploy_from_an_empty_directory(tmp_path, sim_cluster)
     with open(str(art / "plan" / "gb300-tray01.json")) as f:
         assert json.load(f)["host"] == "gb300-tray01"
     after = sorted(os.path.relpath(os.path.join(r, f), str(installed))
-                   for r, _, fs in os.walk(str(installed)) for f in fs if "__pycache__" not in r)
+                   for r, _dirs, fs in os.walk(str(installed)) for f in fs if "__pycache__" not in r)
     assert [f for f in after if f not in before] == [], "written into the installed collection"
     assert not (installed / "artifacts").exists()

@@ -34,7 +34,7 @@ def site(tmp_path_factory):
 
 
 def test_site_files(site):
-    s, out, _ = site
+    s, out = site[0], site[1]
     assert sorted(os.listdir(str(s))) == ["README.md", "ansible.cfg", "deploy.yml", "inventories", "monitoring.yml",
                                           "plan.yml", "preflight.yml", "requirements.yml", "smoke.yml", "teardown.yml"]
     assert os.listdir(str(s / "inventories")) == ["gb300-cluster"]
@@ -58,7 +58,7 @@ def test_site_files(site):
 
 
 def test_second_run_changes_nothing_and_keeps_edits(site):
-    s, _, tmp = site
+    s, tmp = site[0], site[2]
     edited = s / "inventories" / "gb300-cluster" / "hosts.yml"
     edited.write_text(edited.read_text() + "# operator edit\n")
     rc, out = _site_init(tmp, "-e", "site_dir=%s" % s, "-e", '{"site_inventories": ["gb300-cluster"]}')

@@ -36,7 +36,7 @@ def test_tp_cluster_scrapes_only_the_head():
 
 def test_hybrid_dp_scrapes_every_node_in_rank_order():
     plans = dict((h, _plan(h, r)) for h, r in (("c", 2), ("a", 0), ("b", 1)))
-    _, groups = monitoring.vllm_targets(plans, "x")
+    groups = monitoring.vllm_targets(plans, "x")[1]
     assert [g["targets"][0] for g in groups] == ["10.0.0.11:8000", "10.0.0.12:8000", "10.0.0.13:8000"]
     assert [g["labels"]["node"] for g in groups] == ["a", "b", "c"]
 
@@ -66,8 +66,8 @@ def test_router_job_only_when_there_is_a_router(spec):
     plans = {"a": _plan("a", 0)}
     files, summary = monitoring.monitoring_files(plans, "c", spec)
     assert "targets/router.json" not in files and summary["jobs"] == ["kimi_k3_vllm"]
-    files, summary = monitoring.monitoring_files(plans, "c", spec, routers=["http://10.0.0.5:30080",
-                                                                          {"name": "r2", "url": "http://r2:80"}])
+    routers = ["http://10.0.0.5:30080", {"name": "r2", "url": "http://r2:80"}]
+    files, summary = monitoring.monitoring_files(plans, "c", spec, routers=routers)
     assert summary["jobs"] == ["kimi_k3_vllm", "kimi_k3_router"]
     assert files["targets/router.json"] == [
         {"targets": ["10.0.0.5:30080"], "labels": {"kimi_k3_cluster": "c", "node": "router-0", "role": "router"}},
@@ -77,8 +77,8 @@ def test_router_job_only_when_there_is_a_router(spec):
 
 
 def test_https_jobs_carry_the_ca(spec):
-    files, _ = monitoring.monitoring_files({"a": _plan("a", 0, url="https://a:8443")}, "c", spec,
-                                           ca_file="/etc/ssl/kimi-ca.pem")
+    files = monitoring.monitoring_files({"a": _plan("a", 0, url="https://a:8443")}, "c", spec,
+                                        ca_file="/etc/ssl/kimi-ca.pem")[0]
     job = files["prometheus.yml"]["scrape_configs"][0]
     assert (job["scheme"], job["tls_config"]) == ("https", {"ca_file": "/etc/ssl/kimi-ca.pem"})
 
@@ -146,7 +146,7 @@ def _write(tmp_path, files):
 
 def test_promtool_accepts_the_generated_config(tmp_path, spec):
     plans = dict((h, _plan(h, r)) for h, r in (("a", 0), ("b", 1)))
-    files, _ = monitoring.monitoring_files(plans, "c", spec, routers=["http://10.0.0.5:30080"])
+    files = monitoring.monitoring_files(plans, "c", spec, routers=["http://10.0.0.5:30080"])[0]
     _write(tmp_path, files)
     p = subprocess.run([_promtool(), "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
                        text=True, timeout=60, check=False)
