@@ -87,10 +87,13 @@ def test_prometheus_scrapes_the_vllm_series(tmp_path, sim_cluster, prometheus_bi
     try:
         with open(os.path.join(REPO, "data", "monitoring", "vllm-dashboard.yml")) as f:
             wanted = monitoring.metric_names(yaml.safe_load(f))
-        # traffic, so that the histograms and counters move between scrapes
+        # traffic, so that the histograms and counters move between scrapes; wait until every series has arrived
+        # and the rate queries (two samples in their window) answer
+        board = _dashboard(tmp_path)
+        throughput = _dashboard_expr(board["panels"][2]["targets"][0]["expr"])
         body = json.dumps({"model": _served_model(), "messages": [{"role": "user", "content": "hi"}],
                            "max_tokens": 8}).encode()
-        missing, deadline = list(wanted), time.time() + 60
+        up, missing, rates, deadline = [], list(wanted), [], time.time() + 90
         while time.time() < deadline:
             req = urllib.request.Request(HEAD_URL + "/v1/chat/completions", data=body,
                                          headers={"Content-Type": "application/json"})
@@ -99,27 +102,23 @@ def test_prometheus_scrapes_the_vllm_series(tmp_path, sim_cluster, prometheus_bi
                 up = _query(base, 'up{job="kimi_k3_vllm"}')
                 missing = [m for m in wanted
                            if not _query(base, '%s{kimi_k3_cluster="sim-gb300", node="gb300-tray01"}' % m)]
+                rates = _query(base, throughput)
             except (urllib.error.URLError, OSError):
-                up, missing = [], list(wanted)
-            if up and all(s["value"][1] == "1" for s in up) and not missing:
+                up, missing, rates = [], list(wanted), []
+            if _all_up(up) and not missing and rates and float(rates[0]["value"][1]) > 0:
                 break
             time.sleep(1)
-        assert up and all(s["value"][1] == "1" for s in up), up
+        assert _all_up(up), up
         assert missing == [], "series that never arrived: %s (log %s)" % (missing, tmp_path / "prometheus.log")
+        assert [s["metric"]["node"] for s in rates] == ["gb300-tray01"], rates
+        assert float(rates[0]["value"][1]) > 0, "no generated tokens/s although requests were sent: %s" % rates
         series = _query(base, 'vllm:num_requests_running{kimi_k3_cluster="sim-gb300"}')[0]["metric"]
         assert (series["node"], series["role"], series["node_rank"], series["job"]) == \
             ("gb300-tray01", "head", "0", "kimi_k3_vllm")
         # every dashboard query runs against the scraped data
-        with open(str(tmp_path / "monitoring" / "grafana" / "kimi-k3-dashboard.json")) as f:
-            board = json.load(f)
         for panel in board["panels"]:
             for target in panel["targets"]:
-                expr = target["expr"].replace("$__rate_interval", "30s").replace("$cluster", "sim-gb300") \
-                    .replace("$node", ".*")
-                _query(base, expr)
-        rates = _query(base, board["panels"][2]["targets"][0]["expr"].replace("$__rate_interval", "30s")
-                       .replace("$cluster", "sim-gb300").replace("$node", ".*"))
-        assert [s["metric"]["node"] for s in rates] == ["gb300-tray01"], rates
+                _query(base, _dashboard_expr(target["expr"]))
     finally:
         proc.terminate()
         try:
@@ -131,3 +130,17 @@ def test_prometheus_scrapes_the_vllm_series(tmp_path, sim_cluster, prometheus_bi
 
 def _served_model():
     return json.loads(_get(HEAD_URL + "/v1/models")[1])["data"][0]["id"]
+
+
+def _dashboard(tmp_path):
+    with open(str(tmp_path / "monitoring" / "grafana" / "kimi-k3-dashboard.json")) as f:
+        return json.load(f)
+
+
+def _dashboard_expr(expr):
+    """A dashboard query as Grafana would send it for cluster sim-gb300, all nodes, a 30 s rate interval."""
+    return expr.replace("$__rate_interval", "30s").replace("$cluster", "sim-gb300").replace("$node", ".*")
+
+
+def _all_up(up):
+    return bool(up) and all(s["value"][1] == "1" for s in up)
