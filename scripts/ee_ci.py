@@ -17,6 +17,8 @@ The shipped execution-environment.yml is built as written except (CI has no Gala
     ensurepip, so ansible-builder's pip bootstrap is skipped), package cache kept (apt-get has no `clean all`);
   * collections: community.docker and community.library_inventory_filtering_v1 as local tarballs repacked from the
     venv's `ansible` package (scripts/repack_collection.py), ansible-galaxy --offline;
+  * the build machine's local CA certificates (/usr/local/share/ca-certificates/*.crt, e.g. a TLS-intercepting
+    egress proxy's) are added to the image, so pip inside the build trusts the same chain as pip on the host;
   * the image tag kimi-k3-ee:ci; docker build --network host (pip reaches PyPI, apt the Debian mirror).
 Timings go to build/ee/timings.json.
 """
@@ -40,6 +42,7 @@ TAG = "kimi-k3-ee:ci"
 SIM_SOCK = os.environ.get("KIMI_SIM_CONTROL_SOCK", "/run/kimi-sim/control/docker.sock")
 BIN = os.path.dirname(sys.executable)
 HEAD_URL = "http://127.0.0.11:8000"
+LOCAL_CA_DIR = "/usr/local/share/ca-certificates"
 
 
 def log(msg):
@@ -103,7 +106,13 @@ def ci_definition(shipped, base, tarballs):
     ee["additional_build_files"] = [{"src": os.path.join(WORK, "src", f), "dest": "collections"}
                                     for f in sorted(tarballs.values())]
     steps = ee.setdefault("additional_build_steps", {})
-    steps["prepend_base"] = ["RUN apt-get update -qq"] + list(steps.get("prepend_base", []))
+    prepend = ["RUN apt-get update -qq"]
+    local_cas = sorted(glob.glob(os.path.join(LOCAL_CA_DIR, "*.crt")))
+    if local_cas:
+        ee["additional_build_files"] += [{"src": ca, "dest": "ca"} for ca in local_cas]
+        prepend += ["COPY _build/ca/ /usr/local/share/ca-certificates/", "RUN update-ca-certificates",
+                    "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
+    steps["prepend_base"] = prepend + list(steps.get("prepend_base", []))
     ee.setdefault("build_arg_defaults", {}).update(PKGMGR_PRESERVE_CACHE="always",
                                                    ANSIBLE_GALAXY_CLI_COLLECTION_OPTS="--offline")
     ee["options"].update(package_manager_path="/usr/bin/apt-get", skip_pip_install=True, tags=[TAG])
