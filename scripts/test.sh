@@ -209,7 +209,7 @@ EOF
   note "built, installed, plan by FQCN from installed copy: $(find "$plan_dir" -name '*.json' | wc -l) plan file(s)"
 }
 
-# The plan playbook (contacts no host) on every example inventory with the ansible-playbook of venv $1.
+# The plan and monitoring playbooks (contact no host) on every example inventory with the ansible-playbook of venv $1.
 # Sim inventories get their image from `simctl up` (group_vars/all/sim_image.yml); without it, a placeholder digest
 # of the sim registry's repository for the inventory's vendor.
 matrix_plans() {
@@ -227,17 +227,21 @@ matrix_plans() {
       esac
     fi
     out="$(mktemp -d "$here/build/tmp/matrix-plan.XXXXXX")"
+    # plan.yml, then monitoring.yml (plan again + the monitoring files: also contacts no host)
     if "$venv/bin/ansible-playbook" playbooks/plan.yml -i "$inv" -e "plan_dir=$out/plan" "${extra[@]}" \
          > "$logdir/matrix-plan-$ver-$name.log" 2>&1 \
-       && [ "$(find "$out/plan" -name '*.json' | wc -l)" -gt 0 ]; then
+       && [ "$(find "$out/plan" -name '*.json' | wc -l)" -gt 0 ] \
+       && "$venv/bin/ansible-playbook" playbooks/monitoring.yml -i "$inv" -e "kimi_k3_artifacts_dir=$out" "${extra[@]}" \
+         >> "$logdir/matrix-plan-$ver-$name.log" 2>&1 \
+       && [ -s "$out/monitoring/targets/vllm.json" ]; then
       ok=$((ok + 1))
     else
-      say "ansible-core $ver: plan.yml -i $inv FAILED (log: build/test-logs/matrix-plan-$ver-$name.log)"
+      say "ansible-core $ver: plan.yml / monitoring.yml -i $inv FAILED (log: build/test-logs/matrix-plan-$ver-$name.log)"
       tail -20 "$logdir/matrix-plan-$ver-$name.log"
     fi
     rm -rf "$out"
   done
-  note "ansible-core $ver: plan.yml on $ok/$n example inventories"
+  note "ansible-core $ver: plan.yml + monitoring.yml on $ok/$n example inventories"
   [ "$ok" -eq "$n" ] && [ "$n" -gt 0 ]
 }
 
