@@ -37,7 +37,7 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-WORK = os.path.join(REPO, "build", "ee")
+WORK = os.environ.get("KIMI_EE_WORK", os.path.join(REPO, "build", "ee"))
 TAG = "kimi-k3-ee:ci"
 SIM_SOCK = os.environ.get("KIMI_SIM_CONTROL_SOCK", "/run/kimi-sim/control/docker.sock")
 BIN = os.path.dirname(sys.executable)
@@ -163,7 +163,7 @@ def ensure_deployed():
         raise SystemExit("deploy failed: %s" % failed_tasks(r))
 
 
-def private_data_dir():
+def private_data_dir(ssh_key=os.path.join(REPO, "sim", ".state", "ssh", "id_ed25519")):
     """An AWX-like run: project = an operator site (site_init), inventory = its sim-gb300 copy, the SSH key as the
     machine credential (env/ssh_key -> ssh-agent inside the EE), host keys in the project's known_hosts."""
     pdd = os.path.join(WORK, "runner")
@@ -182,7 +182,7 @@ def private_data_dir():
     shutil.copy(os.path.join(REPO, "inventories", "sim-gb300", "group_vars", "all", "sim_image.yml"),
                 os.path.join(pdd, "inventory", "group_vars", "all", "sim_image.yml"))
     os.makedirs(os.path.join(pdd, "env"))
-    shutil.copy(os.path.join(REPO, "sim", ".state", "ssh", "id_ed25519"), os.path.join(pdd, "env", "ssh_key"))
+    shutil.copy(ssh_key, os.path.join(pdd, "env", "ssh_key"))
     os.chmod(os.path.join(pdd, "env", "ssh_key"), 0o600)
     keys = subprocess.run(["ssh-keyscan", "-T", "10", "127.0.0.11", "127.0.0.12"], capture_output=True, text=True,
                           timeout=60, check=False).stdout
@@ -194,12 +194,13 @@ def private_data_dir():
 def run_in_ee(pdd, playbook):
     import ansible_runner
 
+    os.environ.update(DOCKER_HOST=docker_env()["DOCKER_HOST"])  # the docker CLI ansible-runner starts
+    os.environ.pop("DOCKER_CONTEXT", None)
     t0 = time.time()
     r = ansible_runner.run(
         private_data_dir=pdd, playbook=playbook, process_isolation=True, process_isolation_executable="docker",
         container_image=TAG, container_options=["--network=host"], quiet=True,
-        envvars={"DOCKER_HOST": docker_env()["DOCKER_HOST"], "ANSIBLE_NOCOLOR": "1",
-                 "ANSIBLE_SSH_EXTRA_ARGS": "-o UserKnownHostsFile=/runner/project/known_hosts"})
+        envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_SSH_EXTRA_ARGS": "-o UserKnownHostsFile=/runner/project/known_hosts"})
     seconds = round(time.time() - t0, 1)
     log("%s in the EE: %s (rc %s) in %.1f s" % (playbook, r.status, r.rc, seconds))
     if r.status != "successful":
