@@ -20,7 +20,9 @@ The shipped execution-environment.yml is built as written except (CI has no Gala
   * the build machine's local CA certificates (/usr/local/share/ca-certificates/*.crt, e.g. a TLS-intercepting
     egress proxy's) are added to the image, so pip inside the build trusts the same chain as pip on the host;
   * the image tag kimi-k3-ee:ci; docker build --network host (pip reaches PyPI, apt the Debian mirror).
-Timings go to build/ee/timings.json.
+Timings go to build/ee/timings.json. KIMI_SIM_CONTROL_SOCK points at another Docker engine (default: the sim's control
+engine; it needs a kimi-sim/base image - `docker import` of the sim's cached rootfs tarball does), KIMI_EE_WORK at
+another work directory.
 """
 import copy
 import glob
