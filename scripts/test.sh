@@ -15,12 +15,16 @@
 #   build     ansible-galaxy collection build + install into a temp collections path + the plan playbook by FQCN
 #             from that installed copy only
 #   matrix    version matrix: the unit tests on the OLDEST supported ansible-core (2.17, build/venv-2.17 made by
-#             scripts/setup.sh --oldest; the newest, 2.21, runs them in stage unit) and the plan playbook on every
-#             example inventory on both (the full rehearsal suite runs on the newest only, stage sim)
+#             scripts/setup.sh --oldest; the newest, 2.21, runs them in stage unit) and the plan and monitoring
+#             playbooks on every example inventory on both (the full rehearsal suite runs on the newest only, sim)
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
-#   ee        (optional, not in the default run) build the execution environment (execution-environment.yml) with
-#             ansible-builder on the sim's control engine and run the plan and smoke playbooks inside it with
-#             ansible-runner against the rehearsal cluster (docs/awx.md)
+#
+# Optional stages (only with --stage NAME, never in the default run):
+#   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
+#             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|all (default all)
+#   ee        build the execution environment (execution-environment.yml) with ansible-builder on the sim's control
+#             engine and run the plan and smoke playbooks inside it with ansible-runner against the rehearsal
+#             cluster (docs/awx.md; ~3 min build when the engine's cache is cold)
 #
 # Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
@@ -33,7 +37,7 @@ self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
 ALL_STAGES=(setup unit lint sanity units build matrix sim)
-OPTIONAL_STAGES=(ee)
+OPTIONAL_STAGES=(mutation ee)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"
@@ -308,6 +312,17 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
   return $rc
 }
 
+stage_mutation() {
+  need_venv
+  local rc
+  scripts/mutation.sh "${KIMI_K3_MUTATION_SCOPE:-all}"; rc=$?
+  if [ -f build/mutation/report.txt ]; then
+    note "$(grep -F '**all**' build/mutation/report.txt | awk -F'|' '{gsub(/ /,"",$3); gsub(/ /,"",$4); print "mutation score: " $3 "/" $4 " killed"}')"
+    note "survivors listed in build/mutation/report.txt"
+  fi
+  return "$rc"
+}
+
 # Optional: the execution environment (scripts/ee_ci.py). Brings the rehearsal cluster up like stage sim (its
 # control Docker engine builds the image from the sim's local Debian base image) and down afterwards.
 stage_ee() {
@@ -349,7 +364,7 @@ done
 if [ ${#stages[@]} -eq 0 ] && [ -n "${KIMI_K3_STAGES:-}" ]; then IFS=, read -ra stages <<< "$KIMI_K3_STAGES"; fi
 [ ${#stages[@]} -gt 0 ] || stages=("${ALL_STAGES[@]}")
 for s in "${stages[@]}"; do
-  case " ${ALL_STAGES[*]} ${OPTIONAL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2;; esac
+  case " ${ALL_STAGES[*]} ${OPTIONAL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]}; optional: ${OPTIONAL_STAGES[*]})" >&2; exit 2;; esac
 done
 
 # ------------------------------------------------------------------------------------------------------ run
