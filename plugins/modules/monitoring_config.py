@@ -49,16 +49,19 @@ options:
   ca_file:
     description: CA bundle Prometheus uses to verify https endpoints (C(tls_config.ca_file)).
     type: path
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports the files that would change; writes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+  platform:
+    support: full
+    platforms: posix
   action:
-    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
+    description: Runs as an action plugin on the controller (contacts no host).
     support: full
 author:
   - gpufleet maintainers (@gpufleet)
