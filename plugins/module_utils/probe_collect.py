@@ -463,7 +463,7 @@ def collect_weights(io, cache_dir, model):
     """Are the model's weights already on disk? Looks at ``model`` as a local path, then at the HF cache layout
     ``<cache>/hub/models--<org>--<name>/snapshots/*/`` (and ``<cache>/models--...``). Present = a
     ``model.safetensors.index.json`` whose every shard exists."""
-    res = {"present": False, "path": None, "bytes": None, "missing_shards": None}
+    res = {"model": model, "present": False, "path": None, "bytes": None, "missing_shards": None}
     if not model:
         return res
     candidates = []
@@ -571,9 +571,9 @@ def collect(io, options=None):
         "imex_channel": io.exists("/dev/nvidia-caps-imex-channels/channel0"),
         "infiniband_uverbs": len(io.glob("/dev/infiniband/uverbs*")),
     }
-    facts["engine"] = collect_engine(ctx, options.get("docker_host") or "unix:///var/run/docker.sock")
+    facts["engine"] = collect_engine(ctx, options["docker_host"])
     facts["engine"]["gpu_support"] = _engine_gpu_support(vendor, facts["engine"], facts["devices"])
-    facts["deployment"] = collect_deployment(io, options.get("docker_host") or "unix:///var/run/docker.sock",
+    facts["deployment"] = collect_deployment(io, options["docker_host"],
                                              options.get("deployment_container"))
 
     shm = io.statvfs("/dev/shm")
@@ -582,7 +582,7 @@ def collect(io, options=None):
     facts["memlock"] = soft
     facts["memlock_hard"] = hard
 
-    cache_dir = options.get("model_cache_dir") or "/data/hf-cache"
+    cache_dir = options["model_cache_dir"]
     checked = _existing_ancestor(io, cache_dir)
     st = io.statvfs(checked)
     facts["disk"] = {"path": cache_dir, "checked_path": checked, "exists": checked == os.path.abspath(cache_dir),

@@ -19,7 +19,7 @@ fixture_io = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fixture_io)
 FixtureIO = fixture_io.FixtureIO
 
-OPTS = {"model": "moonshotai/Kimi-K3", "model_cache_dir": "/data/hf-cache",
+OPTS = {"model": "moonshotai/Kimi-K3", "model_cache_dir": "/data/hf-cache", "docker_host": "unix:///var/run/docker.sock",
         "ports": [{"name": "api", "port": 8000, "bind": ["0.0.0.0"]}, {"name": "master", "port": "29501"}],
         "bind_addresses": ["10.0.0.11"]}
 
@@ -189,7 +189,7 @@ def test_weights_present_in_hf_cache():
                                                                snap + "/model-00002-of-00002.safetensors": 5}})
     io.read = lambda p, _orig=io.read: index if p == snap + "/model.safetensors.index.json" else _orig(p)
     w = PC.collect(io, OPTS)["weights"]
-    assert w == {"present": True, "path": snap, "bytes": 15, "missing_shards": 0}
+    assert w == {"model": "moonshotai/Kimi-K3", "present": True, "path": snap, "bytes": 15, "missing_shards": 0}
     io.m["sizes"].pop(snap + "/model-00002-of-00002.safetensors")
     w = PC.collect(io, OPTS)["weights"]
     assert w["present"] is False and w["missing_shards"] == 1
