@@ -146,6 +146,10 @@ def _imex_channel_needed(n):
     return bool(n.exp.get("imex_channel"))
 
 
+def _python_reported(n):
+    return "python" in n.facts          # probes of an older collection version do not report it
+
+
 def _gpu_floor_known(n):
     return bool(n.exp.get("min_gpu_memory_mib"))
 
@@ -391,6 +395,16 @@ def check_time_sync(n):
     return [n.f("time_sync", "fail" if n.th["require_time_sync"] else "warn", obs, "synchronized", FIX["time_sync"])]
 
 
+def check_python_requests(n):
+    py = n.get("python", {})
+    want = "requests importable by %s (community.docker's modules need it)" % (py.get("executable") or "the node's Python")
+    if py.get("requests"):
+        return [n.f("python_requests", "pass", "requests at %s (Python %s)" % (py.get("requests_path"),
+                                                                              py.get("version")), want)]
+    return [n.f("python_requests", "fail", "requests not importable by %s (Python %s)" % (
+        py.get("executable"), py.get("version")), want, FIX["python_requests"] % {"python": py.get("executable")})]
+
+
 def check_probe_errors(n):
     if not n.facts.get("errors"):
         return []
@@ -421,6 +435,7 @@ HOST_CHECKS = (
     Check("disk", ("probe",), _always, check_disk),
     Check("ports", ("probe",), _always, check_ports),
     Check("time_sync", ("probe",), _always, check_time_sync),
+    Check("python_requests", ("probe",), _python_reported, check_python_requests),
     Check("probe_errors", ("probe",), _always, check_probe_errors),
 )
 

@@ -79,6 +79,10 @@ FIX = {
                     "/ kimi_k3_dp_rpc_port.",
     "ports.not_local": "The address is not configured on this node: fix kimi_k3_internal_address / kimi_k3_api_host "
                        "(or configure the address).",
+    "python_requests": "Install the requests library for the node's Python %(python)s - `apt-get install "
+                       "python3-requests` (Debian/Ubuntu), `dnf install python3-requests` (RHEL), or `%(python)s -m pip "
+                       "install requests`; or point ansible_python_interpreter at a Python that has it. The "
+                       "community.docker modules the image, launch and teardown roles run on the node import it.",
     "time_sync": "Enable NTP (chronyd or systemd-timesyncd) and wait for synchronisation.",
     "probe_errors": "Look at the listed probe errors; install the missing tools where they matter.",
     "drift": "Bring all nodes to the same version (drivers, ROCm, kernel, engine) before deploying.",

@@ -108,6 +108,18 @@ class ProbeIO(object):
             return None
 
     # --- process and kernel
+    def python_module(self, name):
+        """(interpreter, version, path of module ``name`` or None) for the Python running the probe - the node's
+        ansible_python_interpreter, the one community.docker's modules will run with."""
+        import importlib.util
+        import sys
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        return sys.executable, "%d.%d.%d" % sys.version_info[:3], origin
+
     def memlock(self):
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
@@ -490,6 +502,13 @@ def collect_weights(io, cache_dir, model):
     return res
 
 
+def collect_python(io):
+    """The node's Python as the collection's node-side modules see it: interpreter, version, and whether the
+    ``requests`` library community.docker's modules need is importable."""
+    executable, version, origin = io.python_module("requests")
+    return {"executable": executable, "version": version, "requests": origin is not None, "requests_path": origin}
+
+
 def _port_entries(options):
     default_bind = options.get("bind_addresses") or ["0.0.0.0"]
     out = []
@@ -589,6 +608,7 @@ def collect(io, options=None):
                      "free_bytes": st["free"] if st else None, "total_bytes": st["total"] if st else None}
     facts["weights"] = collect_weights(io, cache_dir, options.get("model"))
     facts["time_sync"] = collect_time_sync(ctx)
+    facts["python"] = collect_python(io)
     facts["ports"] = collect_ports(io, options)
     facts["tools"] = dict(ctx.tools)
     facts["errors"] = ctx.errors

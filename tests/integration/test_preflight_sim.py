@@ -89,6 +89,7 @@ def test_healthy_profile_is_green(sim_cluster, cluster, model, count):
     ("mi355x", 1, "ib_port_down", "rdma"),
     ("mi355x", 1, "rocm_old", "rocm_version"),
     ("gb300", 1, "gpu_busy", "gpu_busy"),
+    ("mi355x", 0, "no_python_requests", "python_requests"),
 ])
 def test_one_faulty_node_fails_naming_node_and_check(sim_cluster, cluster, node_index, fault_name, check):
     sim = sim_cluster(cluster)

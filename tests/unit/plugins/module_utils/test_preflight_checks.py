@@ -406,3 +406,20 @@ def test_drift_charges_the_hosts_off_the_common_value():
     assert d["hosts"] == ["c"] and r["summary"]["failed_hosts"] == ["c"]
     assert PCL.drifting_hosts({"x": ["a"], "y": ["b"]}, heads=["b"]) == ["a"]     # tie: the head's value wins
     assert PCL.drifting_hosts({"x": ["a"], "y": ["b", "c"]}, heads=["a"]) == ["a"]  # majority beats the head
+
+
+# ------------------------------------------------------------------ #14: the nodes' Python runs community.docker
+
+def test_python_without_requests_fails_naming_the_package():
+    f = facts("gb300-tray01")
+    assert f["python"]["requests"] is True
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
+    assert by(r, "n", "python_requests")[0]["status"] == "pass"
+    f["python"] = {"executable": "/usr/bin/python3", "version": "3.11.2", "requests": False, "requests_path": None}
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
+    hit = by(r, "n", "python_requests", "fail")[0]
+    assert hit["observed"] == "requests not importable by /usr/bin/python3 (Python 3.11.2)"
+    assert "apt-get install python3-requests" in hit["fix"] and "/usr/bin/python3 -m pip install requests" in hit["fix"]
+    assert fails(r) == [("n", "python_requests")]
+    del f["python"]                                        # a probe that does not report it: no verdict
+    assert not by(run_checks({"n": f}, {"n": exp(nnodes=1)}), "n", "python_requests")

@@ -266,3 +266,14 @@ def test_real_probeio_never_raises_from_run():
         raise OSError("exec failed")
     rc, out, err = PC.ProbeIO(run=boom).run(["x"])
     assert rc == 127 and "exec failed" in err
+
+
+def test_python_requests_reported():
+    f = probe("gb300-tray01")
+    assert f["python"]["requests"] is True and f["python"]["executable"] == "/usr/bin/python3"
+    f = probe("gb300-tray01", {"python": {"modules": {"requests": None}}})
+    assert f["python"] == {"executable": "/usr/bin/python3", "version": "3.11.2", "requests": False,
+                           "requests_path": None}
+    real = PC.ProbeIO().python_module("json")
+    assert real[2] and real[1].count(".") == 2
+    assert PC.ProbeIO().python_module("no_such_module_kimi")[2] is None

@@ -74,7 +74,7 @@ def test_documentation_matches_argument_spec():
 
 
 STDLIB_OK = {"__future__", "errno", "glob", "json", "os", "re", "socket", "http", "urllib", "urlparse",
-             "xml", "resource", "time", "ansible", "ansible_collections"}
+             "xml", "resource", "time", "importlib", "sys", "ansible", "ansible_collections"}
 
 
 @pytest.mark.parametrize("path", ["modules/node_probe.py", "module_utils/probe_collect.py",
