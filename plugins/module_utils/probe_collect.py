@@ -535,6 +535,27 @@ def collect_ports(io, options):
     return res
 
 
+def collect_host(ctx, options):
+    """Host resources: /dev/shm, memlock, free disk and weights on the model cache, time sync, Python, ports."""
+    io = ctx.io
+    shm = io.statvfs("/dev/shm")
+    soft, hard = io.memlock()
+    cache_dir = options["model_cache_dir"]
+    checked = _existing_ancestor(io, cache_dir)
+    st = io.statvfs(checked)
+    return {
+        "shm_bytes": shm["total"] if shm else None,
+        "memlock": soft,
+        "memlock_hard": hard,
+        "disk": {"path": cache_dir, "checked_path": checked, "exists": checked == os.path.abspath(cache_dir),
+                 "free_bytes": st["free"] if st else None, "total_bytes": st["total"] if st else None},
+        "weights": collect_weights(io, cache_dir, options.get("model")),
+        "time_sync": collect_time_sync(ctx),
+        "python": collect_python(io),
+        "ports": collect_ports(io, options),
+    }
+
+
 def collect(io, options=None):
     """Gather one node. ``options``: docker_host, model_cache_dir, model, ports, bind_addresses,
     command_timeout. Returns the ``node_probe`` fact dict."""
@@ -595,21 +616,7 @@ def collect(io, options=None):
     facts["deployment"] = collect_deployment(io, options["docker_host"],
                                              options.get("deployment_container"))
 
-    shm = io.statvfs("/dev/shm")
-    facts["shm_bytes"] = shm["total"] if shm else None
-    soft, hard = io.memlock()
-    facts["memlock"] = soft
-    facts["memlock_hard"] = hard
-
-    cache_dir = options["model_cache_dir"]
-    checked = _existing_ancestor(io, cache_dir)
-    st = io.statvfs(checked)
-    facts["disk"] = {"path": cache_dir, "checked_path": checked, "exists": checked == os.path.abspath(cache_dir),
-                     "free_bytes": st["free"] if st else None, "total_bytes": st["total"] if st else None}
-    facts["weights"] = collect_weights(io, cache_dir, options.get("model"))
-    facts["time_sync"] = collect_time_sync(ctx)
-    facts["python"] = collect_python(io)
-    facts["ports"] = collect_ports(io, options)
+    facts.update(collect_host(ctx, options))
     facts["tools"] = dict(ctx.tools)
     facts["errors"] = ctx.errors
     facts["commands"] = ctx.commands

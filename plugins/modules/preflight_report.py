@@ -46,17 +46,23 @@ options:
     description: Recipe document under C(data/recipes/).
     type: str
     default: kimi_k3
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Judges and writes the report files in check mode as well; never reports a change.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+  platform:
+    platforms: posix
   action:
-    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
     support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
 author:
   - gpufleet maintainers (@gpufleet)
 """
