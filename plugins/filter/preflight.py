@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the preflight role (thin wrappers around module_utils.preflight_expect).
 
-Documentation: preflight_ports.yml beside this file. The cluster-wide judgement is the preflight_report action.
+Documentation: preflight_ports.yml and preflight_interfaces.yml beside this file. The cluster-wide judgement is the preflight_report action.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -23,6 +23,10 @@ def preflight_ports(plan):
                                  "dp_rpc_port and internal_address (%s)" % exc)
 
 
+def preflight_interfaces(plan):
+    return preflight_expect.socket_ifnames(to_plain(plan or {}))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"preflight_ports": preflight_ports}
+        return {"preflight_ports": preflight_ports, "preflight_interfaces": preflight_interfaces}

@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ipaddress
 from collections import namedtuple
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
@@ -144,6 +145,10 @@ def _rdma_nvidia(n):
 
 def _imex_channel_needed(n):
     return bool(n.exp.get("imex_channel"))
+
+
+def _socket_ifnames_planned(n):
+    return bool(n.exp.get("socket_ifnames")) and "interfaces" in n.facts
 
 
 def _python_reported(n):
@@ -405,6 +410,64 @@ def check_python_requests(n):
         py.get("executable"), py.get("version")), want, FIX["python_requests"] % {"python": py.get("executable")})]
 
 
+def carries(info, address):
+    """Whether an interface (``interfaces.names[x]`` of the probe) holds ``address``: assigned to it, or inside the
+    prefix of a loopback interface (the kernel treats all of 127.0.0.0/8 on ``lo`` as local)."""
+    for item in info.get("addresses") or []:
+        ip, _sep, plen = str(item).partition("/")
+        if ip == address:
+            return True
+        try:
+            if info.get("loopback") and ipaddress.ip_address(address) in ipaddress.ip_network(
+                    "%s/%s" % (ip, plen or 32), strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def socket_interface(n):
+    """(name, info) of the socket interface that carries the node's internal address, else the first one found."""
+    names = n.get("interfaces", {}).get("names") or {}
+    found = [(x, names[x]) for x in n.exp.get("socket_ifnames") or [] if (names.get(x) or {}).get("exists")]
+    for name, info in found:
+        if carries(info, n.exp.get("internal_address")):
+            return name, info
+    return found[0] if found else (None, None)
+
+
+def _socket_problem(n, names, addr):
+    """(observed, fix) of the first thing wrong with the socket interfaces, or None."""
+    seen = n.get("interfaces", {})
+    have = seen.get("available")
+    missing = [x for x in names if not (seen.get("names", {}).get(x) or {}).get("exists")]
+    if missing:
+        return ("%s not found on the node%s" % (", ".join(missing), " (has: %s)" % ", ".join(have) if have else ""),
+                FIX["socket_ifname.missing"] % {"names": ",".join(names)})
+    down = [x for x in names if not seen["names"][x].get("up")]
+    if down:
+        return ("%s down (operstate %s)" % (", ".join(down), ", ".join(
+            str(seen["names"][x].get("operstate")) for x in down)), FIX["socket_ifname.down"] % {"name": down[0]})
+    if any(seen["names"][x].get("addresses") is None for x in names):
+        return None
+    if not any(carries(seen["names"][x], addr) for x in names):
+        return ("none of %s carries %s (has %s)" % (", ".join(names), addr, ", ".join(
+            a for x in names for a in seen["names"][x].get("addresses") or []) or "no address"),
+            FIX["socket_ifname.address"] % {"names": ",".join(names), "address": addr})
+    return None
+
+
+def check_socket_ifname(n):
+    names, addr = n.exp["socket_ifnames"], n.exp.get("internal_address")
+    want = "%s present, up, one of them carrying %s" % (", ".join(names), addr)
+    problem = _socket_problem(n, names, addr)
+    if problem:
+        return [n.f("socket_ifname", "fail", problem[0], want, problem[1])]
+    name, info = socket_interface(n)
+    checked = "carries %s" % addr if info.get("addresses") is not None else "address not checked (no iproute2)"
+    return [n.f("socket_ifname", "pass", "%s up, MTU %s, %s" % (name, info.get("mtu"), checked), want)]
+
+
 def check_probe_errors(n):
     if not n.facts.get("errors"):
         return []
@@ -436,6 +499,7 @@ HOST_CHECKS = (
     Check("ports", ("probe",), _always, check_ports),
     Check("time_sync", ("probe",), _always, check_time_sync),
     Check("python_requests", ("probe",), _python_reported, check_python_requests),
+    Check("socket_ifname", ("probe",), _socket_ifnames_planned, check_socket_ifname),
     Check("probe_errors", ("probe",), _always, check_probe_errors),
 )
 

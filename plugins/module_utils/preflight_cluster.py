@@ -134,6 +134,26 @@ def check_imex_membership(probes, expected, hosts, states):
 _CHECK_ORDER = dict((chk.name, i) for i, chk in enumerate(C.HOST_CHECKS))
 
 
+def check_socket_mtu(probes, expected, hosts, states):
+    """One MTU on the NCCL/Gloo interface of every node whose ``socket_ifname`` check passed."""
+    values = {}
+    for h in hosts:
+        if states.get(h, {}).get("socket_ifname") != "pass":
+            continue
+        node = C.Node(h, probes.get(h), expected.get(h) or {}, {})
+        name, info = C.socket_interface(node)
+        values.setdefault(str(info.get("mtu")), []).append("%s" % h)
+    if not values:
+        return []
+    if len(values) == 1:
+        return [C.finding(CLUSTER, "socket_mtu", "pass", "all %s" % next(iter(values)), "identical")]
+    heads = [h for h in hosts if C.role_of(expected.get(h) or {}) == "head"]
+    obs = "; ".join("MTU %s: %s" % (v, ", ".join(hs)) for v, hs in sorted(values.items(), key=lambda x: -len(x[1])))
+    f = C.finding(CLUSTER, "socket_mtu", "fail", obs, "one MTU on every node's socket interface", FIX["socket_mtu"])
+    f["hosts"] = drifting_hosts(values, heads)
+    return [f]
+
+
 def _sort_key(order):
     """Failures first, then by host, then root causes before what depends on them (registry order)."""
     def key(f):
@@ -152,6 +172,7 @@ def run_checks(probes, expected, thresholds=None, hosts=None):
         findings.extend(found)
     findings.extend(check_nvlink_domain(probes, expected, hosts, states))
     findings.extend(check_imex_membership(probes, expected, hosts, states))
+    findings.extend(check_socket_mtu(probes, expected, hosts, states))
     table = drift_table(probes, hosts, states)
     findings.extend(check_drift(table, th, [h for h in hosts if C.role_of(expected.get(h) or {}) == "head"]))
     order = dict((h, i) for i, h in enumerate([CLUSTER] + hosts))

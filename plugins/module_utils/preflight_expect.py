@@ -22,6 +22,15 @@ def probe_ports(plan):
             {"name": "dp_rpc", "port": int(plan["dp_rpc_port"]), "bind": [internal]}]
 
 
+def socket_ifnames(plan):
+    """Interface names NCCL/Gloo are pinned to by the plan (GLOO_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME): exact names
+    of a comma list; NCCL's ``=name`` is exact too, ``^name`` (exclusions) name nothing to check."""
+    env = plan.get("env") or {}
+    value = env.get("GLOO_SOCKET_IFNAME") or env.get("NCCL_SOCKET_IFNAME") or ""
+    names = [n.strip().lstrip("=") for n in str(value).split(",")]
+    return [n for n in names if n and not n.startswith("^")]
+
+
 def _ulimit_soft(container, name):
     for item in container.get("ulimits") or []:
         parts = str(item).split(":")
@@ -60,6 +69,7 @@ def expected_from_plan(plan, cluster, recipe):
         "shm_size": container.get("shm_size"),
         "memlock": _ulimit_soft(container, "memlock"),
         "imex_channel": _needs_device(container, IMEX_CHANNEL),
+        "socket_ifnames": socket_ifnames(plan),
     }
     exp.update(requirements(recipe, plan["vendor"], plan["accelerator"]))
     return exp

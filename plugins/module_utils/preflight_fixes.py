@@ -83,6 +83,17 @@ FIX = {
                        "python3-requests` (Debian/Ubuntu), `dnf install python3-requests` (RHEL), or `%(python)s -m pip "
                        "install requests`; or point ansible_python_interpreter at a Python that has it. The "
                        "community.docker modules the image, launch and teardown roles run on the node import it.",
+    "socket_ifname.missing": "kimi_k3_socket_ifname (%(names)s) names an interface this node does not have: set it to "
+                             "the cluster-internal interface, named the same on every node (`ip -br addr`), or "
+                             "rename the interface (udev / netplan).",
+    "socket_ifname.down": "Bring the interface up (`ip link set dev %(name)s up`; check the cable, the switch port "
+                          "and the bond's members): NCCL/Gloo would hang at start-up.",
+    "socket_ifname.address": "The node's kimi_k3_internal_address %(address)s is on none of %(names)s: NCCL/Gloo "
+                             "would talk on one network and vLLM rendezvous on another. Point kimi_k3_socket_ifname "
+                             "at the interface holding that address, or fix kimi_k3_internal_address.",
+    "socket_mtu": "Set one MTU on the NCCL/Gloo interface of every node (`ip link set dev <if> mtu <n>`, persist it "
+                  "in netplan/ifcfg, and match the switch ports): mismatched MTUs drop large frames and stall "
+                  "collectives.",
     "time_sync": "Enable NTP (chronyd or systemd-timesyncd) and wait for synchronisation.",
     "probe_errors": "Look at the listed probe errors; install the missing tools where they matter.",
     "drift": "Bring all nodes to the same version (drivers, ROCm, kernel, engine) before deploying.",

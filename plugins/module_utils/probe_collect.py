@@ -26,7 +26,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_pars
 SCHEMA_VERSION = 1
 
 TOOLS = ("nvidia-smi", "nvidia-imex-ctl", "nvidia-ctk", "amd-smi", "rocm-smi", "ibv_devinfo", "docker",
-         "timedatectl", "chronyc", "timeout")
+         "timedatectl", "chronyc", "timeout", "ip")
+IP_ADDR_CMD = ["ip", "-j", "addr", "show"]
 
 NVIDIA_XML_CMD = ["nvidia-smi", "-q", "-x"]
 NVIDIA_CSV_CMD = ["nvidia-smi", "--query-gpu=" + ",".join(P.NVIDIA_QUERY_FIELDS), "--format=csv,noheader,nounits"]
@@ -502,6 +503,41 @@ def collect_weights(io, cache_dir, model):
     return res
 
 
+def _sysfs_interface(io, name):
+    """Fallback without iproute2: existence, MTU and flags from /sys/class/net (no addresses)."""
+    flags = io.read("/sys/class/net/%s/flags" % name)
+    if flags is None:
+        return None
+    try:
+        bits = int(flags.strip(), 16)
+    except ValueError:
+        bits = 0
+    carrier = (io.read("/sys/class/net/%s/carrier" % name) or "").strip() == "1"
+    loopback = bool(bits & 0x8)
+    return {"up": bool(bits & 0x1) and (loopback or carrier), "loopback": loopback,
+            "mtu": P.to_int((io.read("/sys/class/net/%s/mtu" % name) or "").strip()), "operstate": None,
+            "addresses": None}
+
+
+def collect_interfaces(ctx, names):
+    """The network interfaces NCCL/Gloo are told to use (the plan's socket ifnames): up, MTU, addresses."""
+    res = {"source": None, "names": {}}
+    if not names:
+        return res
+    links = {}
+    if ctx.have("ip"):
+        rc, out, _err = ctx.run(IP_ADDR_CMD)
+        links = P.parse_ip_addr_json(out) if rc == 0 else {}
+        res["source"] = "ip" if links else None
+    for name in names:
+        info = links.get(name) if res["source"] == "ip" else _sysfs_interface(ctx.io, name)
+        if res["source"] is None and info is not None:
+            res["source"] = "sysfs"
+        res["names"][name] = dict(info, exists=True) if info else {"exists": False}
+    res["available"] = sorted(links) if res["source"] == "ip" else None
+    return res
+
+
 def collect_python(io):
     """The node's Python as the collection's node-side modules see it: interpreter, version, and whether the
     ``requests`` library community.docker's modules need is importable."""
@@ -552,6 +588,7 @@ def collect_host(ctx, options):
         "weights": collect_weights(io, cache_dir, options.get("model")),
         "time_sync": collect_time_sync(ctx),
         "python": collect_python(io),
+        "interfaces": collect_interfaces(ctx, options.get("interfaces") or []),
         "ports": collect_ports(io, options),
     }
 

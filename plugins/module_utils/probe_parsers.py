@@ -579,6 +579,26 @@ def parse_docker_info(data):
     return out
 
 
+def parse_ip_addr_json(text):
+    """``ip -j addr show`` -> ``{ifname: {up, loopback, mtu, operstate, addresses: ["a.b.c.d/len", ...]}}``.
+
+    ``up``: administratively up (flag ``UP``) with carrier (``LOWER_UP``); loopback has no carrier flag semantics
+    and counts as up when ``UP``. Unparseable input -> {}."""
+    data = _json_load(text)
+    out = {}
+    for link in data if isinstance(data, list) else []:
+        if not isinstance(link, dict) or not link.get("ifname"):
+            continue
+        flags = set(link.get("flags") or [])
+        loopback = "LOOPBACK" in flags
+        addrs = ["%s/%s" % (a.get("local"), a.get("prefixlen")) for a in link.get("addr_info") or []
+                 if isinstance(a, dict) and a.get("local")]
+        out[str(link["ifname"])] = {"up": "UP" in flags and (loopback or "LOWER_UP" in flags), "loopback": loopback,
+                                    "mtu": to_int(link.get("mtu")), "operstate": link.get("operstate"),
+                                    "addresses": addrs}
+    return out
+
+
 def parse_timedatectl(text):
     """``timedatectl show -p NTPSynchronized --value`` -> True/False/None."""
     v = (text or "").strip().lower()

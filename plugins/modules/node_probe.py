@@ -69,6 +69,13 @@ options:
       - The preflight role passes the plan's C(container.name).
     type: str
     default: ""
+  interfaces:
+    description:
+      - Network interfaces whose state, MTU and addresses are reported (C(ip -j addr show), else C(/sys/class/net)).
+        The preflight role passes the socket interfaces of the plan (C(GLOO_SOCKET_IFNAME) / C(NCCL_SOCKET_IFNAME)).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -226,6 +233,7 @@ ARGUMENT_SPEC = dict(
     bind_addresses=dict(type="list", elements="str", default=["0.0.0.0"]),
     command_timeout=dict(type="int", default=60),
     deployment_container=dict(type="str", default=""),
+    interfaces=dict(type="list", elements="str", default=[]),
 )
 
 

@@ -90,6 +90,8 @@ def test_healthy_profile_is_green(sim_cluster, cluster, model, count):
     ("mi355x", 1, "rocm_old", "rocm_version"),
     ("gb300", 1, "gpu_busy", "gpu_busy"),
     ("mi355x", 0, "no_python_requests", "python_requests"),
+    ("gb300", 1, "socket_ifname_down", "socket_ifname"),
+    ("mi355x", 1, "socket_ifname_missing", "socket_ifname"),
 ])
 def test_one_faulty_node_fails_naming_node_and_check(sim_cluster, cluster, node_index, fault_name, check):
     sim = sim_cluster(cluster)
@@ -162,3 +164,16 @@ def test_nothing_further_runs_after_a_failed_preflight(sim_cluster, tmp_path):
     assert r.status == "failed"
     assert not [e for e in r.events if e["event_data"].get("task") == "Must not run"
                 and e.get("event", "").startswith("runner_on_")]
+
+
+def test_socket_mtu_mismatch_fails_the_odd_node(sim_cluster):
+    """#14 §1: one MTU on the NCCL/Gloo interface of every node; the node off the head's MTU is charged."""
+    sim = sim_cluster("gb300")
+    head, worker = sim.nodes[0]["name"], sim.nodes[1]["name"]
+    with fault(worker, "socket_mtu_mismatch"):
+        r, report, _art = preflight(sim)
+    assert r.status == "failed"
+    mtu = [f for f in report["findings"] if f["check"] == "socket_mtu"][0]
+    assert mtu["status"] == "fail" and mtu["hosts"] == [worker] and "MTU 1500: %s" % worker in mtu["observed"]
+    assert "ip link set dev" in mtu["fix"]
+    assert r.stats["failures"].get(worker) == 1 and not r.stats["failures"].get(head), r.stats

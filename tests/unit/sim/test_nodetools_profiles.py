@@ -140,6 +140,9 @@ EXPECTED_CHANGES = {
     "rocm_old": ("mi355x", [r"^rocm\."], ["rocm.version", "rocm.version_file", "rocm.amd_smi_tool"]),
     "gpu_busy": ("mi355x", [r"^gpu\.memory_used_mib$", r"^gpus\.\d\.memory_used_mib$"], ["gpus.0.memory_used_mib"]),
     "no_python_requests": ("gb300", [r"^python_missing_modules\.0$"], ["python_missing_modules.0"]),
+    "socket_ifname_down": ("gb300", [r"^net\.interfaces\.lo\."], ["net.interfaces.lo.operstate"]),
+    "socket_mtu_mismatch": ("mi355x", [r"^net\.interfaces\.lo\."], ["net.interfaces.lo.mtu"]),
+    "socket_ifname_missing": ("gb300", [r"^net\.interfaces\.eth0\."], ["net.interfaces.eth0.mtu"]),
 }
 
 
@@ -307,3 +310,35 @@ def test_init_hides_python_requests_and_puts_it_back(tmp_path):
     assert (site / "requests.kimi-sim-hidden").is_dir() and not (site / "requests").exists()
     _rerun(tmp_path, root, "gb300", [])                                   # fault cleared
     assert (site / "requests" / "__init__.py").exists() and not (site / "requests.kimi-sim-hidden").exists()
+
+
+
+@pytest.mark.parametrize("fault,expect", [
+    ("socket_ifname_down", {"lo": (False, 65536)}),
+    ("socket_mtu_mismatch", {"lo": (True, 1500)}),
+    ("socket_ifname_missing", {"eth0": (True, 1500)}),
+])
+def test_faked_ip_reports_the_fault_and_init_links_it_only_then(tmp_path, fault, expect):
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as PP
+    root, bindir = _init(tmp_path, "gb300", [fault])
+    assert os.path.islink(os.path.join(bindir, "ip"))
+    prof = tmp_path / "profile.json"
+    env = dict(os.environ, KIMI_SIM_PROFILE=str(prof))
+    out = subprocess.run([sys.executable, os.path.join(NODETOOLS, "bin", "ip"), "-j", "addr", "show"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    links = PP.parse_ip_addr_json(out)
+    assert dict((k, (v["up"], v["mtu"])) for k, v in links.items()) == expect
+    _rerun(tmp_path, root, "gb300", [])                                   # cleared: the real ip again
+    assert not os.path.lexists(os.path.join(bindir, "ip"))
+
+
+def test_faked_ip_without_net_runs_the_real_one(tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps(P.render_node_profile("gb300", "n", 0)))
+    env = dict(os.environ, KIMI_SIM_PROFILE=str(prof))
+    res = subprocess.run([sys.executable, os.path.join(NODETOOLS, "bin", "ip"), "-j", "addr", "show"], env=env,
+                         capture_output=True, text=True, check=False)
+    if not any(os.path.exists(p) for p in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip")):
+        assert res.returncode == 127
+    else:
+        assert res.returncode == 0 and '"ifname":"lo"' in res.stdout.replace(" ", "")

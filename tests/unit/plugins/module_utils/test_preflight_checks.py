@@ -423,3 +423,61 @@ def test_python_without_requests_fails_naming_the_package():
     assert fails(r) == [("n", "python_requests")]
     del f["python"]                                        # a probe that does not report it: no verdict
     assert not by(run_checks({"n": f}, {"n": exp(nnodes=1)}), "n", "python_requests")
+
+
+# ------------------------------------------------------------------ #14: the NCCL/Gloo interface
+
+def with_ifaces(node, **names):
+    f = facts(node)
+    f["interfaces"] = {"source": "ip", "available": sorted(names), "names": dict(
+        (k, dict(v, exists=True)) for k, v in names.items())}
+    return f
+
+
+def iface(addr="10.0.0.11/24", mtu=9000, up=True, loopback=False):
+    return {"up": up, "loopback": loopback, "mtu": mtu, "operstate": "UP" if up else "DOWN", "addresses": [addr]}
+
+
+def ifpair(tray02_iface, tray02_addr="10.0.0.12", **kw):
+    probes = {"tray01": with_ifaces("gb300-tray01", bond0=iface()), "tray02": with_ifaces("gb300-tray02", **tray02_iface)}
+    expected = {"tray01": exp(socket_ifnames=["bond0"]),
+                "tray02": exp(role="worker", addr=tray02_addr, socket_ifnames=["bond0"])}
+    return run_checks(probes, expected, hosts=["tray01", "tray02"], **kw)
+
+
+def test_socket_interface_healthy_and_loopback_prefix():
+    r = ifpair({"bond0": iface("10.0.0.12/24")})
+    assert by(r, "tray02", "socket_ifname")[0]["observed"] == "bond0 up, MTU 9000, carries 10.0.0.12"
+    assert by(r, PCL.CLUSTER, "socket_mtu")[0]["status"] == "pass"
+    lo = {"lo": iface("127.0.0.1/8", 65536, loopback=True)}
+    r = run_checks({"n": with_ifaces("gb300-tray01", **lo)},
+                   {"n": exp(addr="127.0.0.11", socket_ifnames=["lo"])})
+    assert by(r, "n", "socket_ifname")[0]["status"] == "pass"                 # the sim: 127.0.0.11 is local on lo
+
+
+@pytest.mark.parametrize("tray02,observed,fix", [
+    ({"eth0": iface("10.0.0.12/24")}, "bond0 not found on the node (has: eth0)", "names an interface this node"),
+    ({"bond0": iface("10.0.0.12/24", up=False)}, "bond0 down (operstate DOWN)", "ip link set dev bond0 up"),
+    ({"bond0": iface("192.168.5.12/24")}, "none of bond0 carries 10.0.0.12 (has 192.168.5.12/24)",
+     "kimi_k3_internal_address 10.0.0.12 is on none of bond0"),
+])
+def test_socket_interface_faults(tray02, observed, fix):
+    r = ifpair(tray02)
+    hit = by(r, "tray02", "socket_ifname", "fail")[0]
+    assert hit["observed"] == observed and fix in hit["fix"]
+    assert fails(r) == [("tray02", "socket_ifname")]                        # its MTU is not compared
+    assert by(r, PCL.CLUSTER, "socket_mtu")[0]["observed"] == "all 9000"
+
+
+def test_socket_mtu_mismatch_is_charged_to_the_odd_node():
+    r = ifpair({"bond0": iface("10.0.0.12/24", mtu=1500)})
+    hit = by(r, PCL.CLUSTER, "socket_mtu", "fail")[0]
+    assert hit["observed"] in ("MTU 1500: tray02; MTU 9000: tray01", "MTU 9000: tray01; MTU 1500: tray02")
+    assert hit["hosts"] == ["tray02"] and r["summary"]["failed_hosts"] == ["tray02"]    # tie: the head's MTU wins
+
+
+def test_socket_ifnames_from_the_plan_env():
+    assert E.socket_ifnames({"env": {"GLOO_SOCKET_IFNAME": "bond0,=eth1", "NCCL_SOCKET_IFNAME": "x"}}) == [
+        "bond0", "eth1"]
+    assert E.socket_ifnames({"env": {"NCCL_SOCKET_IFNAME": "^docker,ib0"}}) == ["ib0"]
+    assert E.socket_ifnames({"env": {}}) == []

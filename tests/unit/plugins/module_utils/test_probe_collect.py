@@ -277,3 +277,21 @@ def test_python_requests_reported():
     real = PC.ProbeIO().python_module("json")
     assert real[2] and real[1].count(".") == 2
     assert PC.ProbeIO().python_module("no_such_module_kimi")[2] is None
+
+
+def test_interfaces_from_ip_json_else_sysfs():
+    ip_j = ('[{"ifname":"bond0","flags":["UP","LOWER_UP"],"mtu":9000,"operstate":"UP",'
+            '"addr_info":[{"family":"inet","local":"10.0.0.11","prefixlen":24}]}]')
+    io = FixtureIO("gb300-tray01", {"tools": {"ip": "/usr/sbin/ip"}})
+    io.run = lambda argv: (0, ip_j, "") if argv[1:] == ["-j", "addr", "show"] else (1, "", "")
+    f = PC.collect(io, dict(OPTS, interfaces=["bond0", "eth9"]))["interfaces"]
+    assert f["source"] == "ip" and f["available"] == ["bond0"]
+    assert f["names"]["bond0"] == {"exists": True, "up": True, "loopback": False, "mtu": 9000, "operstate": "UP",
+                                   "addresses": ["10.0.0.11/24"]}
+    assert f["names"]["eth9"] == {"exists": False}
+    io = FixtureIO("gb300-tray01")                           # no iproute2: /sys/class/net
+    files = {"/sys/class/net/lo/flags": "0x9\n", "/sys/class/net/lo/mtu": "65536\n"}
+    io.read = lambda p, _o=io.read: files.get(p) if p.startswith("/sys/class/net") else _o(p)
+    f = PC.collect(io, dict(OPTS, interfaces=["lo"]))["interfaces"]
+    assert f["source"] == "sysfs" and f["names"]["lo"]["up"] is True and f["names"]["lo"]["addresses"] is None
+    assert PC.collect(FixtureIO("gb300-tray01"), OPTS)["interfaces"] == {"source": None, "names": {}}

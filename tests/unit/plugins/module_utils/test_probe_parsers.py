@@ -321,3 +321,21 @@ def test_na_spellings():
     for v in ("[N/A]", "N/A", "Not Found", "[Not Supported]", "[Insufficient Permissions]", "  "):
         assert P.na(v) is None
     assert P.na("13.3 [Deprecated; will be removed in CUDA 14.0. Use CUDA UMD Version instead]") == "13.3"
+
+
+IP_J = ('[{"ifindex":1,"ifname":"lo","flags":["LOOPBACK","UP","LOWER_UP"],"mtu":65536,"operstate":"UNKNOWN",'
+        '"addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8},{"family":"inet6","local":"::1",'
+        '"prefixlen":128}]},{"ifindex":2,"ifname":"bond0","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],'
+        '"mtu":9000,"operstate":"UP","addr_info":[{"family":"inet","local":"10.0.0.11","prefixlen":24}]},'
+        '{"ifindex":3,"ifname":"eth1","flags":["BROADCAST","MULTICAST","UP"],"mtu":1500,"operstate":"DOWN",'
+        '"addr_info":[]}]')
+
+
+def test_ip_addr_json():
+    links = P.parse_ip_addr_json(IP_J)
+    assert links["lo"] == {"up": True, "loopback": True, "mtu": 65536, "operstate": "UNKNOWN",
+                           "addresses": ["127.0.0.1/8", "::1/128"]}
+    assert links["bond0"]["up"] is True and links["bond0"]["addresses"] == ["10.0.0.11/24"]
+    assert links["eth1"]["up"] is False                       # admin up, no carrier
+    for bad in ("", "not json", "{}", '[{"flags": []}]', "[1, null]"):
+        assert P.parse_ip_addr_json(bad) == {}
