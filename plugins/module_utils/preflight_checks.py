@@ -357,7 +357,10 @@ def check_memlock(n):
 
 def check_disk(n):
     disk, weights, gb = n.get("disk", {}), n.get("weights", {}), n.th["min_free_disk_gb"]
-    want = ">= %s GB free or weights of %s present" % (gb, n.exp.get("model") or "the model")
+    model = n.exp.get("model") or "the model"
+    if n.exp.get("model_revision"):
+        model = "%s@%s" % (model, n.exp["model_revision"])
+    want = ">= %s GB free or weights of %s present" % (gb, model)
     if weights.get("present"):
         obs = "weights present at %s (%s)" % (weights.get("path"), fmt_bytes(weights.get("bytes")))
         return [n.f("disk", "pass", obs, want)]

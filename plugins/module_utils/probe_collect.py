@@ -472,21 +472,31 @@ def _existing_ancestor(io, path):
     return p
 
 
-def collect_weights(io, cache_dir, model):
-    """Are the model's weights already on disk? Looks at ``model`` as a local path, then at the HF cache layout
-    ``<cache>/hub/models--<org>--<name>/snapshots/*/`` (and ``<cache>/models--...``). Present = a
-    ``model.safetensors.index.json`` whose every shard exists."""
-    res = {"model": model, "present": False, "path": None, "bytes": None, "missing_shards": None}
+def _weight_candidates(io, cache_dir, model, revision):
+    """Directories that may hold the weights: the model path itself, or the HF cache snapshots - only the
+    revision's (``snapshots/<revision>``, or the commit ``refs/<revision>`` points to) when one is pinned."""
+    if model.startswith("/"):
+        return [model]
+    repo = "models--" + model.replace("/", "--")
+    out = []
+    for base in (os.path.join(cache_dir, "hub", repo), os.path.join(cache_dir, repo)):
+        if not revision:
+            out.extend(io.glob(os.path.join(base, "snapshots", "*")))
+            continue
+        commit = (io.read(os.path.join(base, "refs", revision)) or "").strip() or revision
+        out.append(os.path.join(base, "snapshots", commit))
+    return out
+
+
+def collect_weights(io, cache_dir, model, revision=None):
+    """Are the model's weights (at ``revision`` when pinned) already on disk? Looks at ``model`` as a local path,
+    then at the HF cache layout ``<cache>/hub/models--<org>--<name>/snapshots/*/`` (and ``<cache>/models--...``).
+    Present = a ``model.safetensors.index.json`` whose every shard exists."""
+    res = {"model": model, "revision": revision, "present": False, "path": None, "bytes": None,
+           "missing_shards": None}
     if not model:
         return res
-    candidates = []
-    if model.startswith("/"):
-        candidates.append(model)
-    else:
-        repo = "models--" + model.replace("/", "--")
-        for base in (os.path.join(cache_dir, "hub", repo), os.path.join(cache_dir, repo)):
-            candidates.extend(io.glob(os.path.join(base, "snapshots", "*")))
-    for cand in candidates:
+    for cand in _weight_candidates(io, cache_dir, model, revision):
         index = io.read(os.path.join(cand, "model.safetensors.index.json"))
         if not index:
             continue
@@ -585,7 +595,7 @@ def collect_host(ctx, options):
         "memlock_hard": hard,
         "disk": {"path": cache_dir, "checked_path": checked, "exists": checked == os.path.abspath(cache_dir),
                  "free_bytes": st["free"] if st else None, "total_bytes": st["total"] if st else None},
-        "weights": collect_weights(io, cache_dir, options.get("model")),
+        "weights": collect_weights(io, cache_dir, options.get("model"), options.get("model_revision")),
         "time_sync": collect_time_sync(ctx),
         "python": collect_python(io),
         "interfaces": collect_interfaces(ctx, options.get("interfaces") or []),

@@ -44,6 +44,11 @@ options:
       - Model id (C(moonshotai/Kimi-K3)) or absolute path. Used to detect weights already present in
         O(model_cache_dir) (HF cache layout C(hub/models--org--name/snapshots/*)) or at the path.
     type: str
+  model_revision:
+    description:
+      - Revision of O(model) the deployment pins (a commit hash, or a branch/tag the cache's C(refs/) resolves). Only
+        that snapshot counts as the weights being present. Unset - any snapshot.
+    type: str
   ports:
     description:
       - TCP ports that must be free. An element is a port number, or a dict with C(port), C(name) and optionally
@@ -229,6 +234,7 @@ ARGUMENT_SPEC = dict(
     docker_host=dict(type="str", required=True),
     model_cache_dir=dict(type="path", required=True),
     model=dict(type="str"),
+    model_revision=dict(type="str"),
     ports=dict(type="list", elements="raw", default=[]),
     bind_addresses=dict(type="list", elements="str", default=["0.0.0.0"]),
     command_timeout=dict(type="int", default=60),

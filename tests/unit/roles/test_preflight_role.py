@@ -120,3 +120,14 @@ def test_standalone_role_without_the_plan_is_refused_clearly(tmp_path):
     msgs = [m for _h, _t, m in failed_tasks(r)]
     assert msgs and all("plan_result is not set - run the gpufleet.kimi_k3.plan role first" in m for m in msgs)
     assert not os.path.exists(str(tmp_path / "art"))
+
+
+
+@pytest.mark.parametrize("revision,present", [("c" * 40, True), ("d" * 40, False)])
+def test_weights_must_be_the_pinned_revision(tmp_path, revision, present):
+    """#14 §1: with kimi_k3_model_revision the snapshot of that commit must be there (or the disk for it)."""
+    fake_weights(tmp_path / "cache", "moonshotai/Kimi-K3")               # snapshot cccc...
+    _r, report = preflight(tmp_path, kimi_k3_model_revision=revision)
+    disk = by(report, "node01", "disk")[0]
+    assert ("moonshotai/Kimi-K3@" + revision) in disk["expected"]
+    assert (disk["status"] == "pass") is present, disk

@@ -189,7 +189,8 @@ def test_weights_present_in_hf_cache():
                                                                snap + "/model-00002-of-00002.safetensors": 5}})
     io.read = lambda p, _orig=io.read: index if p == snap + "/model.safetensors.index.json" else _orig(p)
     w = PC.collect(io, OPTS)["weights"]
-    assert w == {"model": "moonshotai/Kimi-K3", "present": True, "path": snap, "bytes": 15, "missing_shards": 0}
+    assert w == {"model": "moonshotai/Kimi-K3", "revision": None, "present": True, "path": snap, "bytes": 15,
+                 "missing_shards": 0}
     io.m["sizes"].pop(snap + "/model-00002-of-00002.safetensors")
     w = PC.collect(io, OPTS)["weights"]
     assert w["present"] is False and w["missing_shards"] == 1
@@ -295,3 +296,16 @@ def test_interfaces_from_ip_json_else_sysfs():
     f = PC.collect(io, dict(OPTS, interfaces=["lo"]))["interfaces"]
     assert f["source"] == "sysfs" and f["names"]["lo"]["up"] is True and f["names"]["lo"]["addresses"] is None
     assert PC.collect(FixtureIO("gb300-tray01"), OPTS)["interfaces"] == {"source": None, "names": {}}
+
+
+
+def test_weights_of_the_pinned_revision_only():
+    base = "/data/hf-cache/hub/models--moonshotai--Kimi-K3"
+    snap = base + "/snapshots/" + "c" * 40
+    index = json.dumps({"weight_map": {"a": "model-00001-of-00001.safetensors"}})
+    io = FixtureIO("gb300-tray01", {"paths": [snap], "sizes": {snap + "/model-00001-of-00001.safetensors": 10}})
+    refs = {base + "/refs/main": "c" * 40 + "\n"}
+    io.read = lambda p, _o=io.read: index if p == snap + "/model.safetensors.index.json" else refs.get(p, _o(p))
+    for revision, present in (("c" * 40, True), ("main", True), ("d" * 40, False), ("v2", False), (None, True)):
+        w = PC.collect(io, dict(OPTS, model_revision=revision))["weights"]
+        assert w["present"] is present and w["revision"] == revision, (revision, w)
