@@ -61,9 +61,9 @@ class ActionModule(ActionBase):
         plan_result = to_plain(task_vars.get("plan_result") or {})
         expected = _expected(plan_result, hosts, recipe_data.load_recipe(args.get("recipe", "kimi_k3")))
         probes, failures = {}, {}
+        probe_var = args.get("probe_var", "preflight_probe_result")
         for host in hosts:
-            probes[host], failure = _probe_of(task_vars["hostvars"], host, args.get("probe_var",
-                                                                                   "preflight_probe_result"))
+            probes[host], failure = _probe_of(task_vars["hostvars"], host, probe_var)
             if failure:
                 failures[host] = failure
         report = R.build_report(hosts, probes, expected, to_plain(args.get("thresholds") or {}), failures)

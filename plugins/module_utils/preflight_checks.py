@@ -407,8 +407,8 @@ def check_python_requests(n):
     py = n.get("python", {})
     want = "requests importable by %s (community.docker's modules need it)" % (py.get("executable") or "the node's Python")
     if py.get("requests"):
-        return [n.f("python_requests", "pass", "requests at %s (Python %s)" % (py.get("requests_path"),
-                                                                              py.get("version")), want)]
+        found = "requests at %s (Python %s)" % (py.get("requests_path"), py.get("version"))
+        return [n.f("python_requests", "pass", found, want)]
     return [n.f("python_requests", "fail", "requests not importable by %s (Python %s)" % (
         py.get("executable"), py.get("version")), want, FIX["python_requests"] % {"python": py.get("executable")})]
 

@@ -40,7 +40,7 @@ def _ulimit_soft(container, name):
 
 
 def _needs_device(container, path):
-    return any(str(d).split(":")[0] == path for d in container.get("devices") or [])
+    return any(str(d).split(":", maxsplit=1)[0] == path for d in container.get("devices") or [])
 
 
 def requirements(recipe, vendor, accelerator):

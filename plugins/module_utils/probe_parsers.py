@@ -276,6 +276,7 @@ def gpus_from_csv(text):
 NVIDIA_QUERY_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "memory.used", "compute_cap",
                        "pci.bus_id")
 
+
 def parse_proc_driver_version(text):
     """``/proc/driver/nvidia/version`` -> {driver_version, open_module}. First ``\\d{3}.\\d+(.\\d+)?`` on line 1
     (the word after 'Kernel Module' is 'for' in the open flavour; some versions have two components)."""

@@ -122,7 +122,6 @@ def test_standalone_role_without_the_plan_is_refused_clearly(tmp_path):
     assert not os.path.exists(str(tmp_path / "art"))
 
 
-
 @pytest.mark.parametrize("revision,present", [("c" * 40, True), ("d" * 40, False)])
 def test_weights_must_be_the_pinned_revision(tmp_path, revision, present):
     """#14 §1: with kimi_k3_model_revision the snapshot of that commit must be there (or the disk for it)."""

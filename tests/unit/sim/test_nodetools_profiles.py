@@ -312,7 +312,6 @@ def test_init_hides_python_requests_and_puts_it_back(tmp_path):
     assert (site / "requests" / "__init__.py").exists() and not (site / "requests.kimi-sim-hidden").exists()
 
 
-
 @pytest.mark.parametrize("fault,expect", [
     ("socket_ifname_down", {"lo": (False, 65536)}),
     ("socket_mtu_mismatch", {"lo": (True, 1500)}),

@@ -44,8 +44,8 @@ def test_defaults_of_an_example_cluster():
     assert head["docker_host"] == PCT.DEFAULT_DOCKER_HOST == "unix:///var/run/docker.sock"
     assert head["model"] == "moonshotai/Kimi-K3" and head["model_revision"] is None
     assert head["model_cache_dir"] == "/data/hf-cache" and head["served_model_name"] is None
-    assert (head["api_host"], head["api_port"], head["master_port"], head["dp_rpc_port"]) == ("0.0.0.0", 8000, 29501,
-                                                                                               29550)
+    ports = (head["api_host"], head["api_port"], head["master_port"], head["dp_rpc_port"])
+    assert ports == ("0.0.0.0", 8000, 29501, 29550)
     assert worker["api_port"] == 8000                          # headless worker: no --port, the default port
 
 

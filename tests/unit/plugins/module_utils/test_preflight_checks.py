@@ -219,7 +219,7 @@ def test_engine_and_engine_gpu():
 ])
 def test_shm(shm, size, min_shm, status):
     r = run_checks({"n": facts("gb300-tray01", shm_bytes=shm)}, {"n": exp(nnodes=1, shm_size=size)},
-                     {"min_shm": min_shm})
+                   {"min_shm": min_shm})
     assert by(r, "n", "shm")[0]["status"] == status
 
 
@@ -379,7 +379,7 @@ def test_every_prerequisite_is_an_earlier_check():
     for chk in C.HOST_CHECKS:
         assert set(chk.needs) <= seen, chk
         seen.add(chk.name)
-    assert {attr for attr, _ in C.DRIFT_ATTRS} >= {"driver_version", "gpu_count"}
+    assert {attr for attr, _needs in C.DRIFT_ATTRS} >= {"driver_version", "gpu_count"}
     assert all(needs in seen for _attr, needs in C.DRIFT_ATTRS)
 
 

@@ -107,5 +107,3 @@ def test_probe_failure_message_is_carried():
     rep = R.build_report(["a"], {"a": None}, {"a": expected("head")}, probe_failures={"a": "Data could not be sent"})
     f = [x for x in rep["findings"] if x["check"] == "probe"][0]
     assert "Data could not be sent" in f["observed"] and f["status"] == "fail"
-
-

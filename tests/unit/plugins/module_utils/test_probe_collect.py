@@ -298,7 +298,6 @@ def test_interfaces_from_ip_json_else_sysfs():
     assert PC.collect(FixtureIO("gb300-tray01"), OPTS)["interfaces"] == {"source": None, "names": {}}
 
 
-
 def test_weights_of_the_pinned_revision_only():
     base = "/data/hf-cache/hub/models--moonshotai--Kimi-K3"
     snap = base + "/snapshots/" + "c" * 40
