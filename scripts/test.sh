@@ -187,7 +187,9 @@ EOF
     return 0
   fi
   local plan_dir="$work/plan"
-  ansible-playbook gpufleet.kimi_k3.plan -i "$inst/inventories/gb300-cluster" -e "plan_dir=$plan_dir"; rc=$?
+  # The example reads its API key from the environment and is refused without one (kimi_k3_api_key).
+  KIMI_K3_API_KEY="${KIMI_K3_API_KEY:-build-stage-placeholder}" \
+    ansible-playbook gpufleet.kimi_k3.plan -i "$inst/inventories/gb300-cluster" -e "plan_dir=$plan_dir"; rc=$?
   [ "$rc" -eq 0 ] || { note "ansible-playbook gpufleet.kimi_k3.plan failed (rc $rc)"; return "$rc"; }
   # every host of the inventory gets a parseable <host>.json plan (architecture.md "Plan files")
   python - "$inst/inventories/gb300-cluster" "$plan_dir" <<'EOF' || { note "plan files incomplete"; return 1; }

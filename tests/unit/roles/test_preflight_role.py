@@ -26,7 +26,9 @@ def inventory(tmp_path, **cluster_vars):
              "kimi_k3_accelerator": "b200", "kimi_k3_strategy": "multi_node_tp", "kimi_k3_interconnect": "rdma",
              "kimi_k3_socket_ifname": "lo", "kimi_k3_image": DIGEST,
              "kimi_k3_model_cache_dir": str(tmp_path / "cache"), "kimi_k3_api_port": 18431,
-             "kimi_k3_master_port": 18432, "kimi_k3_dp_rpc_port": 18433}
+             "kimi_k3_master_port": 18432, "kimi_k3_dp_rpc_port": 18433,
+             # the plan refuses an API without a key and remote code at no pinned revision
+             "kimi_k3_api_key": "test-key", "kimi_k3_allow_unpinned_remote_code": True}
     group.update(cluster_vars)
     inv = tmp_path / "inv"
     (inv / "group_vars").mkdir(parents=True)

