@@ -14,11 +14,17 @@
 #   units     ansible-test units, offline (same copy)
 #   build     ansible-galaxy collection build + install into a temp collections path + the plan playbook by FQCN
 #             from that installed copy only
+#   matrix    version matrix: the unit tests on the OLDEST supported ansible-core (2.17, build/venv-2.17 made by
+#             scripts/setup.sh --oldest; the newest, 2.21, runs them in stage unit) and the plan and monitoring
+#             playbooks on every example inventory on both (the full rehearsal suite runs on the newest only, sim)
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
 #
 # Optional stages (only with --stage NAME, never in the default run):
 #   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
 #             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|all (default all)
+#   ee        build the execution environment (execution-environment.yml) with ansible-builder on the sim's control
+#             engine and run the plan and smoke playbooks inside it with ansible-runner against the rehearsal
+#             cluster (docs/awx.md; ~3 min build when the engine's cache is cold)
 #
 # Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
@@ -30,8 +36,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
-ALL_STAGES=(setup unit lint sanity units build sim)
-OPTIONAL_STAGES=(mutation)
+ALL_STAGES=(setup unit lint sanity units build matrix sim)
+OPTIONAL_STAGES=(mutation ee)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"
@@ -209,6 +215,54 @@ EOF
   note "built, installed, plan by FQCN from installed copy: $(find "$plan_dir" -name '*.json' | wc -l) plan file(s)"
 }
 
+# The plan and monitoring playbooks (contact no host) on every example inventory with the ansible-playbook of venv $1.
+# Sim inventories get their image from `simctl up` (group_vars/all/sim_image.yml); without it, a placeholder digest
+# of the sim registry's repository for the inventory's vendor.
+matrix_plans() {
+  local venv="$1" ver inv name out ok=0 n=0 extra
+  ver="$("$venv/bin/python" -c 'import ansible.release; print(ansible.release.__version__)')"
+  for inv in inventories/*/; do
+    name="$(basename "$inv")"
+    [ -f "$inv/hosts.yml" ] || continue
+    n=$((n + 1))
+    extra=()
+    if [ "${name#sim-}" != "$name" ] && [ ! -f "$inv/group_vars/all/sim_image.yml" ]; then
+      case "$(grep -h '^kimi_k3_accelerator:' "$inv"/group_vars/*.yml 2>/dev/null)" in
+        *mi3*) extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:$(printf '0%.0s' {1..64})") ;;
+        *)     extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai@sha256:$(printf '0%.0s' {1..64})") ;;
+      esac
+    fi
+    out="$(mktemp -d "$here/build/tmp/matrix-plan.XXXXXX")"
+    # plan.yml, then monitoring.yml (plan again + the monitoring files: also contacts no host)
+    if "$venv/bin/ansible-playbook" playbooks/plan.yml -i "$inv" -e "plan_dir=$out/plan" "${extra[@]}" \
+         > "$logdir/matrix-plan-$ver-$name.log" 2>&1 \
+       && [ "$(find "$out/plan" -name '*.json' | wc -l)" -gt 0 ] \
+       && "$venv/bin/ansible-playbook" playbooks/monitoring.yml -i "$inv" -e "kimi_k3_artifacts_dir=$out" "${extra[@]}" \
+         >> "$logdir/matrix-plan-$ver-$name.log" 2>&1 \
+       && [ -s "$out/monitoring/targets/vllm.json" ]; then
+      ok=$((ok + 1))
+    else
+      say "ansible-core $ver: plan.yml / monitoring.yml -i $inv FAILED (log: build/test-logs/matrix-plan-$ver-$name.log)"
+      tail -20 "$logdir/matrix-plan-$ver-$name.log"
+    fi
+    rm -rf "$out"
+  done
+  note "ansible-core $ver: plan.yml + monitoring.yml on $ok/$n example inventories"
+  [ "$ok" -eq "$n" ] && [ "$n" -gt 0 ]
+}
+
+stage_matrix() {
+  need_venv
+  local rc=0 old="$here/build/venv-2.17"
+  mkdir -p "$here/build/tmp"
+  scripts/setup.sh --oldest || { note "scripts/setup.sh --oldest failed (no Python 3.10-3.12?)"; return 1; }
+  PATH="$old/bin:$PATH" run_pytest "ansible-core $("$old/bin/python" -c 'import ansible.release; print(ansible.release.__version__)') pytest tests/unit" \
+    -q -m "not sim and not vllm" -p no:cacheprovider tests/unit || rc=1
+  matrix_plans "$old" || rc=1
+  matrix_plans "$here/.venv" || rc=1
+  return $rc
+}
+
 stage_sim() {
   need_venv
   [ -x sim/simctl ] || skip "sim/simctl does not exist yet (rehearsal cluster not written)"
@@ -269,6 +323,21 @@ stage_mutation() {
     note "survivors listed in build/mutation/report.txt"
   fi
   return "$rc"
+}
+
+# Optional: the execution environment (scripts/ee_ci.py). Brings the rehearsal cluster up like stage sim (its
+# control Docker engine builds the image from the sim's local Debian base image) and down afterwards.
+stage_ee() {
+  need_venv
+  [ -x sim/simctl ] || skip "sim/simctl absent"
+  [ -x .venv/bin/ansible-builder ] || { note "ansible-builder missing from .venv (requirements-dev.txt): run scripts/setup.sh"; return 1; }
+  if [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT; fi
+  trap 'exit 143' TERM INT
+  sim/simctl up --cluster gb300 || { note "sim/simctl up failed"; return 1; }
+  python scripts/ee_ci.py all; local rc=$?
+  [ -f build/ee/timings.json ] && note "$(python -c 'import json; t = json.load(open("build/ee/timings.json")); print(", ".join("%s=%s" % kv for kv in t.items()))')"
+  [ $rc -eq 0 ] || note "scripts/ee_ci.py failed (rc $rc)"
+  return $rc
 }
 
 # ------------------------------------------------------------------------------------------- child entry point

@@ -111,6 +111,6 @@ notes:
     repositories. Allowed: -.'
   - 'C(kimi_k3_allow_unauthenticated_api) (bool, cluster scope, default false): Accept serving the API on a non-
     loopback address without kimi_k3_api_key. Allowed: true/false.'
-  - 'C(kimi_k3_artifacts_dir) (str, cluster scope, default <playbook_dir>/../artifacts): Controller directory for
-    plans, reports and logs. Allowed: a path without control characters.'
+  - 'C(kimi_k3_artifacts_dir) (str, cluster scope, default artifacts/ in ansible-playbook''s working directory):
+    Controller directory for plans, reports and logs. Allowed: a path without control characters.'
 """

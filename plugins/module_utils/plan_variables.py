@@ -147,7 +147,7 @@ VARIABLES = (
        "kimi_k3_api_key.", default=False),
     # Controller side (read by the roles, not by the plan).
     _v("artifacts_dir", "str", CLUSTER, "Controller directory for plans, reports and logs.", fmt="path",
-       plan=False, default_doc="<playbook_dir>/../artifacts"),
+       plan=False, default_doc="artifacts/ in ansible-playbook's working directory"),
 )
 
 BY_NAME = dict((d["name"], d) for d in VARIABLES)
