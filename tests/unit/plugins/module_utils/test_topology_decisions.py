@@ -3,7 +3,7 @@ sizes, load balancing, ordering, start phases, environment, container, values at
 import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, plan_variables
-from tests.unit.plugins.module_utils.test_topology_rules import AMD, NV, nodes, plan, with_, without
+from tests.unit.plugins.module_utils.test_topology_rules import AMD, nodes, plan, with_, without
 
 B300 = with_(kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp")
 GB4 = dict(count=4)

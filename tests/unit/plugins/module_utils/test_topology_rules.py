@@ -30,12 +30,12 @@ def nodes(cluster=None, host=None, count=2, names=None):
     return out
 
 
-def with_(base=NV, **changes):
-    return dict(base, **changes)
+def with_(base=None, **changes):
+    return dict(NV if base is None else base, **changes)
 
 
-def without(*names, base=NV):
-    return dict((k, v) for k, v in base.items() if k not in names)
+def without(*names, base=None):
+    return dict((k, v) for k, v in (NV if base is None else base).items() if k not in names)
 
 
 # (id, variable, check, nodes, host, message fragment, fix fragment)
