@@ -59,8 +59,14 @@ def launch_restart_reasons(plans, statuses, changed_hosts, kept_plans=None):
 
 
 
+def launch_cluster_report(plans, statuses, kept_plans, record):
+    """Per-node status lines and drift from the inventory's plan (playbooks/status.yml)."""
+    return deploy_state.cluster_report(dict(plans), dict(statuses), dict(kept_plans or {}), record)
+
+
 class FilterModule(object):
     def filters(self):
         return {"env_file": env_file, "launch_failure_report": launch_failure_report,
                 "launch_failure_summary": launch_failure_summary, "launch_culprit": launch_culprit,
-                "launch_secrets": launch_secrets, "launch_restart_reasons": launch_restart_reasons}
+                "launch_secrets": launch_secrets, "launch_restart_reasons": launch_restart_reasons,
+                "launch_cluster_report": launch_cluster_report}

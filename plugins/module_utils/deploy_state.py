@@ -138,3 +138,45 @@ def restart_reasons(new_plans, statuses, changed_hosts, kept=None):
             else:
                 lines.append("%s: container differs from the plan" % host)
     return lines
+
+
+def node_report(host, plan, status, kept=None):
+    """One node's status line and drift from the inventory's plan (``plan``) for playbooks/status.yml."""
+    want = plan["container"]["labels"].get("io.gpufleet.kimi_k3.plan_hash")
+    have = status.get("plan_hash")
+    drift = []
+    if not status.get("exists"):
+        drift.append("no vLLM container")
+    elif have != want:
+        old = (kept or {}).get(host, {}).get(have)
+        fields = changed_fields(old, plan) if old else []
+        drift.append("runs plan %s, the inventory plans %s%s" % (have, want,
+                                                                 (" (" + ", ".join(fields) + ")") if fields else ""))
+    elif status.get("image") != plan.get("image"):
+        drift.append("image %s, the inventory plans %s" % (status.get("image"), plan.get("image")))
+    health = "healthy" if status.get("healthy") else "not healthy"
+    digests = status.get("repo_digests") or []
+    return {"host": host, "container": status.get("status"), "image": status.get("image"),
+            "digest": digests[0].split("@", 1)[-1] if digests else None, "plan_hash": have, "health": health,
+            "drift": drift,
+            "line": "%s: container %s, image %s, plan %s, %s, %s" % (
+                host, status.get("status"), status.get("image"), have, health,
+                ("DRIFT: " + "; ".join(drift)) if drift else "matches the inventory")}
+
+
+def cluster_report(plans, statuses, kept, record):
+    """Lines for every node plus the state record's summary (deployed plan, interrupted upgrade)."""
+    rows = [node_report(h, plans[h], statuses.get(h) or {}, kept) for h in sorted(plans)]
+    rec = normalise(record)
+    dep = rec["deployed"] or {}
+    lines = ["deployed (state record): plan %s, image %s, at %s" % (dep.get("plan_id"), dep.get("image"),
+                                                                     dep.get("at")) if dep else
+             "deployed (state record): none recorded"]
+    if interrupted(rec):
+        lines.append(interrupted(rec) + " The next deploy.yml or upgrade.yml rolls it back.")
+    digests = set(r["image"] for r in rows if r["container"] == "running")
+    if len(digests) > 1:
+        lines.append("MIXED: the nodes run %d different images" % len(digests))
+    lines += [r["line"] for r in rows]
+    return {"nodes": rows, "lines": lines, "drift": any(r["drift"] for r in rows) or len(digests) > 1,
+            "healthy": all(r["health"] == "healthy" for r in rows)}

@@ -135,3 +135,27 @@ def test_wrapper_exports_the_key_from_its_file(tmp_path):
     env["VLLM_API_KEY_FILE"] = str(tmp_path / "missing")
     p = subprocess.run(got["entrypoint"], env=env, capture_output=True, text=True, check=False)
     assert p.returncode == 1 and "cannot read VLLM_API_KEY_FILE" in p.stderr
+
+
+def test_cluster_report_flags_drift_and_mixed_images():
+    plans = {"head": plan(h="n1", image="img@b"), "w1": plan(h="n1", image="img@b"), "w2": plan(h="n1", image="img@b")}
+    statuses = {"head": {"exists": True, "running": True, "status": "running", "plan_hash": "n1", "image": "img@b",
+                         "healthy": True, "repo_digests": ["repo@sha256:bb"]},
+                "w1": {"exists": True, "running": True, "status": "running", "plan_hash": "o1", "image": "img@a",
+                       "healthy": True},
+                "w2": {"exists": False, "status": "absent"}}
+    kept = {"w1": {"o1": plan(h="o1", image="img@a")}}
+    record = ds.begin_upgrade(ds.mark_ready(None, "p1", "img@a", "T0"), "img@a", "img@b", "p1", "p2", "T1")
+    rep = ds.cluster_report(plans, statuses, kept, record)
+    assert rep["drift"] and not rep["healthy"]
+    assert rep["lines"] == [
+        "deployed (state record): plan p1, image img@a, at T0",
+        "An upgrade from img@a to img@b (started T1) was interrupted at the pull stage. The next deploy.yml or "
+        "upgrade.yml rolls it back.",
+        "MIXED: the nodes run 2 different images",
+        "head: container running, image img@b, plan n1, healthy, matches the inventory",
+        "w1: container running, image img@a, plan o1, healthy, DRIFT: runs plan o1, the inventory plans n1 (image)",
+        "w2: container absent, image None, plan None, not healthy, DRIFT: no vLLM container"]
+    assert rep["nodes"][0]["digest"] == "sha256:bb"
+    clean = ds.cluster_report({"head": plans["head"]}, {"head": statuses["head"]}, {}, None)
+    assert not clean["drift"] and clean["healthy"] and clean["lines"][0] == "deployed (state record): none recorded"
