@@ -19,6 +19,7 @@ import tempfile
 import time
 
 from ansible.errors import AnsibleConnectionFailure
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -84,7 +85,7 @@ class ActionModule(ActionBase):
                                "docker_host": args.get("docker_host", "unix:///var/run/docker.sock"),
                                "health_urls": list(args.get("health_urls") or []),
                                "tail": int(args.get("tail", 200)), "wait_s": opts["interval"],
-                               "validate_certs": bool(args.get("validate_certs", True))}
+                               "validate_certs": boolean(args.get("validate_certs", True), strict=False)}
         if args.get("ca_path"):
             opts["module_args"]["ca_path"] = args["ca_path"]
         return opts
