@@ -57,8 +57,6 @@ def launch_restart_reasons(plans, statuses, changed_hosts, kept_plans=None):
     return deploy_state.restart_reasons(dict(plans), dict(statuses), list(changed_hosts), dict(kept_plans or {}))
 
 
-
-
 def launch_cluster_report(plans, statuses, kept_plans, record):
     """Per-node status lines and drift from the inventory's plan (playbooks/status.yml)."""
     return deploy_state.cluster_report(dict(plans), dict(statuses), dict(kept_plans or {}), record)

@@ -169,9 +169,11 @@ def cluster_report(plans, statuses, kept, record):
     rows = [node_report(h, plans[h], statuses.get(h) or {}, kept) for h in sorted(plans)]
     rec = normalise(record)
     dep = rec["deployed"] or {}
-    lines = ["deployed (state record): plan %s, image %s, at %s" % (dep.get("plan_id"), dep.get("image"),
-                                                                     dep.get("at")) if dep else
-             "deployed (state record): none recorded"]
+    if dep:
+        lines = ["deployed (state record): plan %s, image %s, at %s" % (dep.get("plan_id"), dep.get("image"),
+                                                                         dep.get("at"))]
+    else:
+        lines = ["deployed (state record): none recorded"]
     if interrupted(rec):
         lines.append(interrupted(rec) + " The next deploy.yml or upgrade.yml rolls it back.")
     digests = set(r["image"] for r in rows if r["container"] == "running")
