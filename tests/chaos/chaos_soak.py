@@ -33,20 +33,39 @@ import urllib.error
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-INVENTORY = os.path.join(REPO, "inventories", "sim-gb300")
-NODES = {"gb300-tray01": ("127.0.0.11", "gb300-tray01"), "gb300-tray02": ("127.0.0.12", "gb300-tray02")}
-HEAD, WORKER = "gb300-tray01", "gb300-tray02"
 NAME = "vllm-kimi-k3"
 
-# fault -> (moment, operator command, what a failed run must name)
+
+class Cluster(object):
+    """A rehearsal cluster: inventory, nodes {name: address} (head first), nodes serving HTTP."""
+
+    def __init__(self, name, nodes, serving, crash_culprit):
+        self.name = name
+        self.inventory = os.path.join(REPO, "inventories", "sim-" + name)
+        self.nodes = nodes
+        self.head, self.worker = list(nodes)
+        self.serving = serving
+        # who dies first with the crash-on-start image: the TP head (its follower waits in "joining"); with DP
+        # hybrid LB every node loads and crashes on its own, so either may be first
+        self.crash_culprit = crash_culprit
+
+
+CLUSTERS = {
+    "gb300": Cluster("gb300", {"gb300-tray01": "127.0.0.11", "gb300-tray02": "127.0.0.12"}, ["gb300-tray01"],
+                     "gb300-tray01"),
+    "mi355x": Cluster("mi355x", {"mi355x-node01": "127.0.0.21", "mi355x-node02": "127.0.0.22"},
+                      ["mi355x-node01", "mi355x-node02"], None),
+}
+
+# fault -> (moment, operator command, which node a failed run must name first: head, worker, crash, None = any)
 FAULTS = {
-    "crash_image": ("upgrade", "upgrade broken", HEAD),
-    "kill_head": ("launch", "deploy change", HEAD),
-    "kill_worker": ("launch", "deploy change", WORKER),
-    "kill_worker_upgrade": ("upgrade", "upgrade alt", WORKER),
+    "crash_image": ("upgrade", "upgrade broken", "crash"),
+    "kill_head": ("launch", "deploy change", "head"),
+    "kill_worker": ("launch", "deploy change", "worker"),
+    "kill_worker_upgrade": ("upgrade", "upgrade alt", "worker"),
     "missing_digest": ("pull", "deploy missing", None),
     "stall": ("launch", "deploy hang", None),
-    "container_gone": ("launch", "deploy", WORKER),
+    "container_gone": ("launch", "deploy", "worker"),
     "sigint_upgrade": ("upgrade", "upgrade alt", None),
     "sigterm_deploy": ("launch", "deploy change", None),
 }
@@ -56,9 +75,9 @@ FAULT_WORDS = {"crash_image": "container stopped", "kill_head": "container stopp
                "stall": "no start-up progress"}
 
 
-def images():
+def images(cluster):
     out = {}
-    path = os.path.join(INVENTORY, "group_vars", "all", "sim_image.yml")
+    path = os.path.join(cluster.inventory, "group_vars", "all", "sim_image.yml")
     with open(path) as handle:
         for line in handle:
             if ":" in line and not line.startswith("#"):
@@ -68,7 +87,7 @@ def images():
 
 
 def docker(node, *args, timeout=60):
-    env = dict(os.environ, DOCKER_HOST="unix:///run/kimi-sim/%s/docker.sock" % NODES[node][1])
+    env = dict(os.environ, DOCKER_HOST="unix:///run/kimi-sim/%s/docker.sock" % node)
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
@@ -90,18 +109,19 @@ def health(addr):
 class Run(object):
     """ansible-playbook in the background; stdout lines with their arrival time."""
 
-    def __init__(self, playbook, extra, art, skip_preflight=True):
+    def __init__(self, cluster, playbook, extra, art, skip_preflight=True):
         ev = dict(extra, kimi_k3_artifacts_dir=art)
         # extra vars (the secrets among them) go through a 0600 file, never argv (ps would show them)
         fd, self.vars_file = tempfile.mkstemp(prefix="vars-", suffix=".json", dir=art)
         with os.fdopen(fd, "w") as handle:
             json.dump(ev, handle)
-        cmd = [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", INVENTORY,
+        cmd = [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", cluster.inventory,
                os.path.join(REPO, "playbooks", playbook), "-e", "@" + self.vars_file]
         if skip_preflight:
             cmd += ["--skip-tags", "preflight"]
+        # unbuffered: every line arrives when ansible prints it (moments and detection times are read from them)
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                   ANSIBLE_FORCE_COLOR="0")
+                   ANSIBLE_FORCE_COLOR="0", PYTHONUNBUFFERED="1")
         self.t0 = time.time()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                      cwd=REPO)
@@ -148,25 +168,27 @@ def kill_when_new(node, old_id, deadline_s=90):
     return None
 
 
-def cluster_ok():
-    """(ok, why): every node runs one digest and the head answers /health 200."""
-    cs = {n: inspect(n) for n in NODES}
+def cluster_ok(cluster):
+    """(ok, why): every node runs one digest and every node serving HTTP answers /health 200."""
+    cs = {n: inspect(n) for n in cluster.nodes}
     if not all(c and c["State"]["Running"] for c in cs.values()):
         return False, "not running: %s" % [n for n, c in cs.items() if not (c and c["State"]["Running"])]
     imgs = {c["Config"]["Image"] for c in cs.values()}
     if len(imgs) != 1:
         return False, "mixed digests: %s" % sorted(imgs)
-    if health(NODES[HEAD][0]) != 200:
-        return False, "head /health is not 200"
+    bad = [n for n in cluster.serving if health(cluster.nodes[n]) != 200]
+    if bad:
+        return False, "/health is not 200 on %s" % bad
     return True, imgs.pop()
 
 
 class Soak(object):
-    def __init__(self, args):
+    def __init__(self, args, cluster, seed):
         self.args = args
-        self.rng = random.Random(args.seed)
-        self.imgs = images()
-        self.art = tempfile.mkdtemp(prefix="chaos-soak-")
+        self.c = cluster
+        self.rng = random.Random(seed)
+        self.imgs = images(cluster)
+        self.art = tempfile.mkdtemp(prefix="chaos-soak-%s-" % cluster.name)
         self.key, self.token = "sk-" + secrets.token_hex(16), "hf_" + secrets.token_hex(16)
         # a 1 s simulated weight load and the text smoke group keep a round short; the watch settings are defaults
         self.base = {"kimi_k3_api_key": self.key, "kimi_k3_hf_token": self.token,
@@ -175,14 +197,14 @@ class Soak(object):
         self.outputs = []
 
     def run(self, playbook, extra=None, **kw):
-        r = Run(playbook, dict(self.base, **(extra or {})), self.art, **kw)
+        r = Run(self.c, playbook, dict(self.base, **(extra or {})), self.art, **kw)
         self.outputs.append(r)
         return r
 
     def plain_deploy(self):
         r = self.run("deploy.yml")
         rc = r.wait()
-        ok, why = cluster_ok()
+        ok, why = cluster_ok(self.c)
         return rc == 0 and ok, r, why
 
     def operator(self, command):
@@ -204,7 +226,7 @@ class Soak(object):
     def inject(self, fault, run):
         """Inject the fault while ``run`` goes; return the injection time (None when it could not be injected)."""
         if fault.startswith("kill_"):
-            node = HEAD if fault == "kill_head" else WORKER
+            node = self.c.head if fault == "kill_head" else self.c.worker
             return kill_when_new(node, self.before[node])
         if fault in ("sigint_upgrade", "sigterm_deploy"):
             sig = signal.SIGINT if fault == "sigint_upgrade" else signal.SIGTERM
@@ -223,28 +245,30 @@ class Soak(object):
 
     def round(self, index):
         fault = self.rng.choice(self.args.faults.split(",") if self.args.faults else sorted(FAULTS))
-        moment, command, culprit = FAULTS[fault]
+        moment, command, who = FAULTS[fault]
+        culprit = {"head": self.c.head, "worker": self.c.worker, "crash": self.c.crash_culprit}.get(who)
         self.moment = moment
-        self.before = {n: (inspect(n) or {}).get("Id") for n in NODES}
+        self.before = {n: (inspect(n) or {}).get("Id") for n in self.c.nodes}
         if fault == "container_gone":
-            docker(WORKER, "rm", "-f", NAME)
+            docker(self.c.worker, "rm", "-f", NAME)
         t_round = time.time()
         run = self.operator(command)
         t_inject = self.inject(fault, run)
         rc = run.wait()
         text = run.text()
-        row = {"round": index, "fault": fault, "moment": self.moment, "rc": rc, "run_s": round(run.elapsed, 1)}
+        row = {"cluster": self.c.name, "round": index, "fault": fault, "moment": self.moment, "rc": rc,
+               "run_s": round(run.elapsed, 1)}
         interrupted = fault.startswith("sig")
         if interrupted:
             row["outcome"] = "interrupted" if t_inject else "not injected"
         elif rc == 0:
             row["outcome"] = "success"
-            ok, why = cluster_ok()
+            ok, why = cluster_ok(self.c)
             if not ok:
                 self.violate(row, "the run reported success on a broken cluster: " + why)
             elif fault != "container_gone":
                 self.violate(row, "the run reported success although %s was injected" % fault)
-            elif "%s: no vLLM container" % WORKER not in text:
+            elif "%s: no vLLM container" % self.c.worker not in text:
                 self.violate(row, "the restart reason does not name the missing container")
         else:
             self.check_failure(row, fault, culprit, text, run, t_inject)
@@ -270,18 +294,18 @@ class Soak(object):
         word = FAULT_WORDS.get(fault)
         if word and word not in text:
             self.violate(row, "the failure does not name the fault (%r)" % word)
-        names = [culprit] if culprit else list(NODES)
-        if fault == "stall":
-            names = [n for n in NODES if re.search(r"The vLLM group failed: %s" % n, text)]
+        names = [culprit] if culprit else list(self.c.nodes)
+        if fault in ("stall", "crash_image") and not culprit:
+            names = [n for n in self.c.nodes if re.search(r"The vLLM group failed: %s" % n, text)]
             if not names:
-                self.violate(row, "the stall failure names no node")
+                self.violate(row, "the failure summary names no node first")
         for n in names:
             if n not in text:
                 self.violate(row, "the failure does not name %s" % n)
         if culprit and not re.search(r"The vLLM group failed: %s:" % re.escape(culprit), text):
             self.violate(row, "the failure summary does not put %s first" % culprit)
         if FAULTS[fault][1].startswith("upgrade"):
-            ok, why = cluster_ok()
+            ok, why = cluster_ok(self.c)
             if not ok:
                 self.violate(row, "upgrade failed without rolling back: %s" % why)
         if fault in ("crash_image", "stall"):
@@ -300,7 +324,7 @@ class Soak(object):
 
     def violate(self, row, why):
         row.setdefault("violations", []).append(why)
-        self.violations.append((row["round"], row["fault"], why))
+        self.violations.append(("%s round %d" % (self.c.name, row["round"]), row["fault"], why))
 
     def secrets_check(self):
         found = []
@@ -315,7 +339,7 @@ class Soak(object):
                     body = handle.read()
                 if self.key in body or self.token in body:
                     found.append(os.path.join(root, f))
-        for n in NODES:
+        for n in self.c.nodes:
             p = docker(n, "inspect", NAME)
             if self.key in p.stdout or self.token in p.stdout:
                 found.append("docker inspect on %s" % n)
@@ -331,19 +355,26 @@ def pct(values, q):
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def report(soak, elapsed):
-    rows = soak.rows
+def report(soaks, elapsed, seed):
+    rows = [r for sk in soaks for r in sk.rows]
+    detect = {}
+    for sk in soaks:
+        for k, v in sk.detect.items():
+            detect.setdefault(k, []).extend(v)
+    violations = [v for sk in soaks for v in sk.violations]
+    leaks = [leak for sk in soaks for leak in sk.leaks]
     kinds = {}
     for r in rows:
         kinds.setdefault(r["fault"], []).append(r)
-    lines = ["rounds: %d in %.0f s (%.1f s per round), seed %d" % (len(rows), elapsed, elapsed / max(1, len(rows)),
-                                                                    soak.args.seed), "",
+    per_cluster = ", ".join("%s %d" % (sk.c.name, len(sk.rows)) for sk in soaks)
+    lines = ["rounds: %d (%s) in %.0f s wall, seed %d; clusters soaked in parallel" % (len(rows), per_cluster,
+                                                                                     elapsed, seed), "",
              "| fault | moment(s) | rounds | failed naming node + fault | interrupted | succeeded | "
              "recovered by next deploy | detection p50 / p90 / max (s) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for fault in sorted(kinds):
         rs = kinds[fault]
-        d = soak.detect.get(fault, [])
+        d = detect.get(fault, [])
         det = " / ".join("%.1f" % pct(d, q) for q in (50, 90, 100)) if d else "-"
         need = [r for r in rs if r.get("outcome") != "success"]
         lines.append("| %s | %s | %d | %d | %d | %d | %d of %d | %s |" % (
@@ -352,49 +383,68 @@ def report(soak, elapsed):
             sum(1 for r in rs if r.get("outcome") == "interrupted"),
             sum(1 for r in rs if r.get("outcome") == "success"),
             sum(1 for r in need if r.get("recovered")), len(need), det))
-    alld = [v for vs in soak.detect.values() for v in vs]
+    alld = [v for vs in detect.values() for v in vs]
     lines += ["", "detection time, all faults (s): p50 %s, p90 %s, p99 %s, max %s (n=%d)" % tuple(
         ["%.1f" % pct(alld, q) if alld else "-" for q in (50, 90, 99, 100)] + [len(alld)]),
         "recoveries: %d of %d rounds that needed one (%d found an interrupted upgrade and rolled it back)" % (
             sum(1 for r in rows if r.get("recovered")), sum(1 for r in rows if r.get("outcome") != "success"),
             sum(1 for r in rows if r.get("found_interrupted_upgrade") and r.get("recovered"))),
-        "round time (s): p50 %.1f, max %.1f" % (pct([r["round_s"] for r in rows], 50) or 0,
-                                               max([r["round_s"] for r in rows] or [0])),
-        "secret values found in outputs: %d" % len(soak.leaks),
-        "invariant violations: %d" % (len(soak.violations) + len(soak.leaks))]
-    for v in soak.violations:
-        lines.append("  - round %d %s: %s" % v)
-    for leak in soak.leaks:
+        "not injected (the run ended before the moment): %d" % sum(1 for r in rows if r.get("outcome") == "not injected"),
+        "round time per cluster (s): p50 %.1f, p90 %.1f, max %.1f" % (
+            pct([r["round_s"] for r in rows], 50) or 0, pct([r["round_s"] for r in rows], 90) or 0,
+            max([r["round_s"] for r in rows] or [0])),
+        "secret values found in outputs: %d" % len(leaks),
+        "invariant violations: %d" % (len(violations) + len(leaks))]
+    for v in violations:
+        lines.append("  - %s %s: %s" % v)
+    for leak in leaks:
         lines.append("  - secret in %s" % leak)
     return "\n".join(lines)
 
 
+def soak_cluster(soak, rounds, deadline, out):
+    ok, r, why = soak.plain_deploy()
+    if not ok:
+        soak.violations.append(("%s start" % soak.c.name, "-", "initial deploy failed: %s" % why))
+        out.append(r.text()[-3000:])
+        soak.leaks = []
+        return
+    for i in range(1, rounds + 1):
+        if time.time() > deadline:
+            print("%s: stopping at --max-minutes after %d rounds" % (soak.c.name, i - 1), flush=True)
+            break
+        soak.round(i)
+    soak.leaks = soak.secrets_check()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=50, help="total rounds, split over the clusters")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--clusters", default="gb300", help="comma-separated: gb300, mi355x (soaked in parallel)")
     ap.add_argument("--max-minutes", type=float, default=34)
     ap.add_argument("--out", help="write the table (markdown) here too")
     ap.add_argument("--faults", help="comma-separated subset of: " + ", ".join(sorted(FAULTS)))
     args = ap.parse_args()
-    soak = Soak(args)
+    names = [c for c in args.clusters.split(",") if c]
+    soaks = [Soak(args, CLUSTERS[n], args.seed + i) for i, n in enumerate(names)]
     start = time.time()
-    ok, r, why = soak.plain_deploy()
-    if not ok:
-        print("initial deploy failed: %s\n%s" % (why, r.text()[-3000:]))
-        return 2
-    for i in range(1, args.rounds + 1):
-        if time.time() - start > args.max_minutes * 60:
-            print("stopping: --max-minutes reached after %d rounds" % (i - 1))
-            break
-        soak.round(i)
-    soak.leaks = soak.secrets_check()
-    text = report(soak, time.time() - start)
+    deadline = start + args.max_minutes * 60
+    share = [args.rounds // len(soaks) + (1 if i < args.rounds % len(soaks) else 0) for i in range(len(soaks))]
+    notes = []
+    threads = [threading.Thread(target=soak_cluster, args=(sk, n, deadline, notes)) for sk, n in zip(soaks, share)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for note in notes:
+        print(note)
+    text = report(soaks, time.time() - start, args.seed)
     print(text)
     if args.out:
         with open(args.out, "w") as handle:
             handle.write(text + "\n")
-    return 1 if (soak.violations or soak.leaks) else 0
+    return 1 if any(sk.violations or sk.leaks for sk in soaks) else 0
 
 
 if __name__ == "__main__":
