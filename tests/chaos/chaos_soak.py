@@ -145,7 +145,8 @@ class Run(object):
         return rc
 
     def text(self):
-        return "\n".join(line for _t, line in self.lines)
+        """The output with whitespace runs (YAML result line folding included) collapsed to one space."""
+        return " ".join(" ".join(line for _t, line in self.lines).split())
 
     def first_time(self, pattern):
         rx = re.compile(pattern)
@@ -330,8 +331,9 @@ class Soak(object):
         found = []
         for i, r in enumerate(self.outputs):
             text = r.text()
+            raw = "\n".join(line for _t, line in r.lines)
             for s in (self.key, self.token):
-                if s in text:
+                if s in text or s in raw:
                     found.append("run %d stdout" % i)
         for root, _dirs, files in os.walk(self.art):
             for f in files:
