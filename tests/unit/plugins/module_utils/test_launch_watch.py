@@ -141,3 +141,47 @@ def test_board_round_trip_and_per_run_directories(tmp_path, monkeypatch):
     got = board.read(["a", "b", "c"])
     assert sorted(got) == ["a", "b"] and got["a"]["verdict"] == "exited"
     assert lw.group_verdict("b", got, 7.0, 60)["host"] == "a"
+
+
+def _https_server(tmp_path):
+    import shutil
+    import ssl
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    import pytest
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Health)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, cert
+
+
+def test_https_health_honours_validate_certs_and_ca_path(tmp_path):
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status as ls
+    server, cert = _https_server(tmp_path)
+    try:
+        url = "https://127.0.0.1:%d/health" % server.server_address[1]
+        assert ls.check_health(url, context=ls.tls_context()) is None          # self-signed: refused
+        assert ls.check_health(url, context=ls.tls_context(ca_path=cert)) == 200
+        assert ls.check_health(url, context=ls.tls_context(validate_certs=False)) == 200
+        assert ls.check_health(url.replace("/health", "/nope"), context=ls.tls_context(False)) == 404
+    finally:
+        server.shutdown()
