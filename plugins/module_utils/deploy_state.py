@@ -170,8 +170,8 @@ def cluster_report(plans, statuses, kept, record):
     rec = normalise(record)
     dep = rec["deployed"] or {}
     if dep:
-        lines = ["deployed (state record): plan %s, image %s, at %s" % (dep.get("plan_id"), dep.get("image"),
-                                                                         dep.get("at"))]
+        lines = ["deployed (state record): plan %s, image %s, at %s"
+                 % (dep.get("plan_id"), dep.get("image"), dep.get("at"))]
     else:
         lines = ["deployed (state record): none recorded"]
     if interrupted(rec):

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Chaos soak on the GB300 rehearsal pair: inject faults at chosen moments, run what an operator runs next, check.
 
     flock /tmp/kimi-sim.lock bash -c '. .venv/bin/activate; sim/simctl up --cluster gb300 && \
@@ -211,8 +210,8 @@ class Soak(object):
     def operator(self, command):
         what, _sep, arg = command.partition(" ")
         if what == "upgrade":
-            return self.run("upgrade.yml", {"kimi_k3_image": self.imgs["sim_image_alt" if arg == "alt"
-                                                                        else "sim_image_broken"]})
+            image = self.imgs["sim_image_alt" if arg == "alt" else "sim_image_broken"]
+            return self.run("upgrade.yml", {"kimi_k3_image": image})
         if arg == "missing":
             repo = self.imgs["kimi_k3_image"].split("@", 1)[0]
             return self.run("deploy.yml", {"kimi_k3_image": repo + "@sha256:" + "0" * 64})
@@ -369,8 +368,8 @@ def report(soaks, elapsed, seed):
     for r in rows:
         kinds.setdefault(r["fault"], []).append(r)
     per_cluster = ", ".join("%s %d" % (sk.c.name, len(sk.rows)) for sk in soaks)
-    lines = ["rounds: %d (%s) in %.0f s wall, seed %d; clusters soaked in parallel" % (len(rows), per_cluster,
-                                                                                     elapsed, seed), "",
+    lines = ["rounds: %d (%s) in %.0f s wall, seed %d; clusters soaked in parallel"
+             % (len(rows), per_cluster, elapsed, seed), "",
              "| fault | moment(s) | rounds | failed naming node + fault | interrupted | succeeded | "
              "recovered by next deploy | detection p50 / p90 / max (s) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -44,8 +44,7 @@ def test_plan_id_depends_on_every_host_hash_only():
 def test_changed_fields_names_never_values():
     old = plan(env={"A": "1", "B": "2"}, args=["m", "--x", "1"])
     new = plan(image="img@sha256:b", env={"A": "9", "C": "3"}, args=["m", "--x", "2", "--y"], h="h2")
-    assert ds.changed_fields(old, new) == ["env.A", "env.B", "env.C", "image",
-                                         "vllm_args (--y)"]
+    assert ds.changed_fields(old, new) == ["env.A", "env.B", "env.C", "image", "vllm_args (--y)"]
     assert ds.changed_fields(old, dict(old, vllm_args=["m", "--x", "5"])) == ["vllm_args (values)"]
 
 
@@ -73,7 +72,7 @@ def test_plan_files_keep_every_plan_and_point_at_the_deployed_one(tmp_path):
     pid1, changed = plan_files.write_plan(d, {"h.json": (json.dumps(p1["h"]), 0o644)}, p1)
     assert changed == ["h.json", "plans/%s/h.json" % pid1]
     plan_files.write_state(d, ds.mark_ready(plan_files.read_state(d), pid1, "img@a", "T"))
-    pid2, _ = plan_files.write_plan(d, {"h.json": (json.dumps(p2["h"]), 0o644)}, p2)
+    pid2 = plan_files.write_plan(d, {"h.json": (json.dumps(p2["h"]), 0o644)}, p2)[0]
     # a later (failed) rendering does not touch the deployed record or its files
     assert plan_files.read_state(d)["deployed"]["plan_id"] == pid1
     assert os.readlink(os.path.join(d, "deployed")) == os.path.join("plans", pid1)
@@ -93,7 +92,7 @@ def test_prune_keeps_the_deployed_plan(tmp_path):
     d = str(tmp_path)
     ids = []
     for i in range(5):
-        pid, _ = plan_files.write_plan(d, {"h.json": (str(i), 0o644)}, {"h": plan(h=str(i))})
+        pid = plan_files.write_plan(d, {"h.json": (str(i), 0o644)}, {"h": plan(h=str(i))})[0]
         os.utime(os.path.join(d, "plans", pid), (i, i))
         ids.append(pid)
     plan_files.write_state(d, ds.mark_ready(None, ids[0], "img", "T"))
@@ -114,8 +113,8 @@ def test_secrets_become_read_only_files_named_in_env():
                           "VLLM_API_KEY_FILE": "/run/secrets/kimi-k3/VLLM_API_KEY",
                           "KIMI_K3_SECRET_FILES": "VLLM_API_KEY"}
     assert got["volumes"] == ["/etc/kimi-k3/v.secrets:/run/secrets/kimi-k3:ro"]
-    assert got["entrypoint"][:2] == ["/bin/sh", "-c"] and got["entrypoint"][-3:] == ["kimi-k3-secrets", "vllm",
-                                                                                      "serve"]
+    assert got["entrypoint"][:2] == ["/bin/sh", "-c"]
+    assert got["entrypoint"][-3:] == ["kimi-k3-secrets", "vllm", "serve"]
     assert got["files"] == {"HF_TOKEN": "/etc/kimi-k3/v.secrets/HF_TOKEN",
                             "VLLM_API_KEY": "/etc/kimi-k3/v.secrets/VLLM_API_KEY"}
     only_token = launch_secrets.container_secrets(plan(secret=["HF_TOKEN"]), "/d", ["vllm", "serve"])
