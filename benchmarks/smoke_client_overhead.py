@@ -4,7 +4,8 @@
 Starts `sim/standin/bin/vllm serve` on 127.0.0.5 as its own process (niced to -5 when run as root; access log off)
 with VLLM_STANDIN_TTFT_MS / VLLM_STANDIN_ITL_MS, and at each concurrency C runs `--repeats` rounds of C
 simultaneous streaming requests (`--tokens` output tokens, `ignore_eos`) through the module's own code path:
-`smoke_client.make_client` -> `warm_up` -> `stream_chat` -> `aggregate`. The measuring process raises its own
+`smoke_client.make_client` -> `warm_up` -> `smoke_shards.run_streams` (above `--per-shard` streams, default 128,
+spread over client processes like the modules do) -> `smoke_measure.aggregate`. The measuring process raises its own
 priority to `--nice` (default -10, root only), since the machine is shared.
 
 Per round it records the client's TTFT (mean, p50) and ITL (mean of all per-chunk gaps, p50), throughput (output
@@ -20,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -31,7 +33,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as ssrv  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards as ss  # noqa: E402
 
 HOST = "127.0.0.5"
 MODEL = "moonshotai/Kimi-K3"
@@ -111,33 +116,41 @@ def stop(proc):
         proc.wait(5)
 
 
-async def run_round(base_url, concurrency, tokens, preopen=True):
-    """One round of `concurrency` simultaneous streams through the module's client code."""
+def _cpu_s():
+    """CPU seconds of this process plus its finished children (the client processes of a sharded round)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ru.ru_utime + ru.ru_stime
+
+
+async def run_round(base_url, concurrency, tokens, preopen=True, per_shard=None):
+    """One round of `concurrency` simultaneous streams through the module's client code (`smoke_shards.run_streams`:
+    in this process up to `per_shard` streams, above that spread over client processes, as the modules do)."""
+    per_shard = per_shard or ss.SHARD_STREAMS
     metrics = [base_url[:-3] + "/metrics"]
-    before = await asyncio.to_thread(sc.scrape, metrics)
-    client = sc.make_client(base_url, None, 600, concurrency)
-    try:
-        await sc.warm_up(client, concurrency if preopen else 1)
-    except TypeError:  # the client before the timing fixes: warm_up(client) only
-        await sc.warm_up(client)
+    before = await asyncio.to_thread(ssrv.scrape, metrics)
+    local = min(concurrency, per_shard)
+    client = sc.make_client(base_url, None, 600, local)
+    await sc.warm_up(client, local if preopen else 1)
     body = sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
-    msgs = [{"role": "user", "content": PROMPT}]
-    cpu0 = time.process_time()
+    spec = {"base_url": base_url, "api_key": None, "timeout": 600, "tls": (True, None), "model": MODEL, "body": body}
+    msgs = [[{"role": "user", "content": PROMPT}]] * concurrency
+    cpu0 = _cpu_s()
     t0 = time.perf_counter()
-    results = await asyncio.gather(*(sc.stream_chat(client, MODEL, msgs, **body) for _req in range(concurrency)))
-    wall = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0
+    results, wall = await ss.run_streams(client, spec, msgs, concurrency, per_shard=per_shard)
+    elapsed = time.perf_counter() - t0
+    cpu = _cpu_s() - cpu0
     await client.close()
-    after = await asyncio.to_thread(sc.scrape, metrics)
+    after = await asyncio.to_thread(ssrv.scrape, metrics)
     delta = sl.snapshot_delta(before, after)
-    agg = sc.aggregate(results, wall_s=wall)
+    agg = sm.aggregate(results, wall_s=wall)
     return {"ttft_mean_s": agg["ttft_s"]["mean"], "ttft_p50_s": agg["ttft_s"]["p50"],
             "ttft_p99_s": agg["ttft_s"]["p99"],
             "itl_mean_s": agg["itl_s"]["mean"], "itl_p50_s": agg["itl_s"]["p50"],
             "tpot_mean_s": agg["tpot_s"]["mean"], "e2e_mean_s": agg["e2e_s"]["mean"],
             "client_queue_max_s": (agg.get("client_queue_s") or {}).get("max"),
             "tokens_per_s": agg["tokens_per_s"], "output_tokens": agg["output_tokens"], "wall_s": round(wall, 4),
-            "client_cpu_frac": round(cpu / wall, 3) if wall else None,
+            "client_processes": len(ss.plan_shards(concurrency, concurrency, per_shard)),
+            "client_cpu_frac": round(cpu / elapsed, 3) if elapsed else None,
             "server_ttft_mean_s": delta.get("time_to_first_token_seconds_mean"),
             "server_itl_mean_s": delta.get("inter_token_latency_seconds_mean"),
             "failed": agg["failed_requests"], "errors": agg["errors"][:2],
@@ -155,19 +168,20 @@ def summarise(rounds, key):
     return {"median": round(statistics.median(vals), 6), "min": round(min(vals), 6), "max": round(max(vals), 6)}
 
 
-def measure(base_url, concurrencies, tokens, repeats, ttft_s, itl_s, label="", pause=1.0, preopen=True):
+def measure(base_url, concurrencies, tokens, repeats, ttft_s, itl_s, label="", pause=1.0, preopen=True,
+            per_shard=None):
     """Rounds at every concurrency; prints a table; returns {concurrency: summary}."""
     out = {}
     print("%s configured TTFT %.1f ms, ITL %.1f ms, %d output tokens, %d rounds per level" % (
         label, ttft_s * 1000, itl_s * 1000, tokens, repeats))
-    print("%5s | %-22s %7s | %-22s %7s | %-22s %7s | %-21s %7s | %8s %5s %6s %4s %6s" % (
-        "conc", "TTFT mean med (min..max)", "err%", "TTFT p50 med (min..max)", "err%",
+    print("%5s %4s | %-22s %7s | %-22s %7s | %-22s %7s | %-21s %7s | %8s %5s %6s %4s %6s" % (
+        "conc", "proc", "TTFT mean med (min..max)", "err%", "TTFT p50 med (min..max)", "err%",
         "ITL mean med (min..max)", "err%", "server TTFT / ITL", "srv err", "tok/s", "cpu", "load", "fail",
         "queue"))
     for c in concurrencies:
         rounds = []
         for _rep in range(repeats):
-            rounds.append(asyncio.run(run_round(base_url, c, tokens, preopen)))
+            rounds.append(asyncio.run(run_round(base_url, c, tokens, preopen, per_shard)))
             time.sleep(pause)
         s = {k: summarise(rounds, k) for k in ("ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "itl_mean_s", "itl_p50_s",
                                                "tpot_mean_s", "tokens_per_s", "client_cpu_frac", "client_queue_max_s",
@@ -190,12 +204,13 @@ def measure(base_url, concurrencies, tokens, repeats, ttft_s, itl_s, label="", p
                 return "-"
             return (fmt + " (" + fmt + ".." + fmt + ")") % (d["median"] * scale, d["min"] * scale, d["max"] * scale)
 
-        print("%5d | %-22s %+7.2f | %-22s %+7.2f | %-22s %+7.2f | %9.1f / %-9.2f %+7.2f | %8.1f %5.2f %6.2f %4d %6.3f" % (
-            c, rng("ttft_mean_s"), e["ttft_mean"] or 0, rng("ttft_p50_s"), e["ttft_p50"] or 0,
-            rng("itl_mean_s", fmt="%.2f"), e["itl_mean"] or 0,
-            (s["server_ttft_mean_s"]["median"] or 0) * 1000, (s["server_itl_mean_s"]["median"] or 0) * 1000,
-            e["server_ttft"] or 0, s["tokens_per_s"]["median"] or 0, s["client_cpu_frac"]["median"] or 0,
-            s["loadavg_1m"]["median"] or 0, s["failed"], s["client_queue_max_s"]["median"] or 0))
+        row = (c, rounds[0]["client_processes"], rng("ttft_mean_s"), e["ttft_mean"] or 0, rng("ttft_p50_s"),
+               e["ttft_p50"] or 0, rng("itl_mean_s", fmt="%.2f"), e["itl_mean"] or 0,
+               (s["server_ttft_mean_s"]["median"] or 0) * 1000, (s["server_itl_mean_s"]["median"] or 0) * 1000,
+               e["server_ttft"] or 0, s["tokens_per_s"]["median"] or 0, s["client_cpu_frac"]["median"] or 0,
+               s["loadavg_1m"]["median"] or 0, s["failed"], s["client_queue_max_s"]["median"] or 0)
+        print("%5d %4d | %-22s %+7.2f | %-22s %+7.2f | %-22s %+7.2f | %9.1f / %-9.2f %+7.2f | %8.1f %5.2f %6.2f %4d "
+              "%6.3f" % row)
         sys.stdout.flush()
     return out
 
@@ -215,6 +230,9 @@ def main():
     ap.add_argument("--pin", action="store_true",
                     help="pin the stand-in to the last CPU and this client to the others (separate cores, as a real "
                          "client and server would be)")
+    ap.add_argument("--per-shard", type=int, default=ss.SHARD_STREAMS,
+                    help="streams per client process (smoke_shards.SHARD_STREAMS); a large value runs every stream "
+                         "in one process, as before the sharding")
     ap.add_argument("--json", help="write all rounds and summaries here")
     args = ap.parse_args()
     if args.gate_width and hasattr(sc, "SEND_GATE_WIDTH"):
@@ -229,7 +247,7 @@ def main():
         print("client niceness %d, stand-in niceness %d, load average at start %.2f/%.2f/%.2f, %d cores" % (
             nice, os.getpriority(os.PRIO_PROCESS, proc.pid), load0[0], load0[1], load0[2], os.cpu_count()))
         levels = measure(base, args.concurrency, args.tokens, args.repeats, args.ttft_ms / 1000, args.itl_ms / 1000,
-                         preopen=not args.no_preopen)
+                         preopen=not args.no_preopen, per_shard=args.per_shard)
     finally:
         stop(proc)
     load1 = os.getloadavg()

@@ -40,7 +40,8 @@ sys.path.insert(0, HERE)
 import smoke_client_overhead as sco  # noqa: E402  (stand-in start/stop, niceness, sys.path)
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner as cr  # noqa: E402
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as ss  # noqa: E402
 
 REPO = sco.REPO
 OUT = os.path.join(REPO, "build", "bench", "guidellm")
@@ -52,8 +53,10 @@ def module_run(base, c, n, tokens):
         await sc.warm_up(client, c)
         body = sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
         try:
-            return await cr.run_step(client, sco.MODEL, c, n, 8, body, [base[:-3] + "/metrics"], 0.5,
-                                     "%x" % int(time.time() * 1000))
+            spec = {"base_url": base, "api_key": None, "timeout": 600, "tls": (True, None), "model": sco.MODEL,
+                    "body": body}
+            ctx = cr.step_context(client, spec, [base[:-3] + "/metrics"], 0.5, 8)
+            return await cr.run_step(ctx, c, n)
         finally:
             await client.close()
 
@@ -70,11 +73,11 @@ def run_tool_process(name, cmd, base, out, cwd, timeout):
     """Run the other tool (niced like this process) between two scrapes of the stand-in's /metrics.
     -> (metrics delta over the run, start time). Raises when it fails or wrote no ``out``."""
     metrics = [base[:-3] + "/metrics"]
-    before = sc.scrape(metrics)
+    before = ss.scrape(metrics)
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                        preexec_fn=lambda: sco.set_nice(-10), check=False)
-    delta = sl.snapshot_delta(before, sc.scrape(metrics))
+    delta = sl.snapshot_delta(before, ss.scrape(metrics))
     if p.returncode != 0 or not os.path.exists(out):
         raise RuntimeError("%s rc=%s: %s" % (name, p.returncode, (p.stdout + p.stderr)[-1500:]))
     return delta, t0

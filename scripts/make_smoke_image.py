@@ -38,7 +38,7 @@ LINES = [
     "",
     "Card ****1234   THANK YOU",
 ]
-# Tokens a correct transcription must contain (compared after normalisation, see smoke_logic.normalise_text).
+# Tokens a correct transcription must contain (compared after normalisation, see smoke_vision.normalise_text).
 REQUIRED_TOKENS = ["NORTHWIND", "4471-K3", "16.75", "1.34", "18.09"]
 
 

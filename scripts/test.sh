@@ -16,6 +16,10 @@
 #             from that installed copy only
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
 #
+# Optional stages (only with --stage NAME, never in the default run):
+#   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
+#             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|all (default all)
+#
 # Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
 # set KIMI_K3_ALLOW_EMPTY=1 to report it as SKIP instead.
@@ -27,6 +31,7 @@ self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
 ALL_STAGES=(setup unit lint sanity units build sim)
+OPTIONAL_STAGES=(mutation)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"
@@ -253,6 +258,17 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
   return $rc
 }
 
+stage_mutation() {
+  need_venv
+  local rc
+  scripts/mutation.sh "${KIMI_K3_MUTATION_SCOPE:-all}"; rc=$?
+  if [ -f build/mutation/report.txt ]; then
+    note "$(grep -F '**all**' build/mutation/report.txt | awk -F'|' '{gsub(/ /,"",$3); gsub(/ /,"",$4); print "mutation score: " $3 "/" $4 " killed"}')"
+    note "survivors listed in build/mutation/report.txt"
+  fi
+  return "$rc"
+}
+
 # ------------------------------------------------------------------------------------------- child entry point
 if [ "${1:-}" = "__stage" ]; then
   STAGE="$2"
@@ -268,7 +284,7 @@ while [ $# -gt 0 ]; do
     --fast) stages+=("${FAST_STAGES[@]}") ;;
     --stage) shift; [ $# -gt 0 ] || { echo "--stage needs a name" >&2; exit 2; }; IFS=, read -ra more <<< "$1"; stages+=("${more[@]}") ;;
     --stage=*) IFS=, read -ra more <<< "${1#--stage=}"; stages+=("${more[@]}") ;;
-    --list) printf '%s\n' "${ALL_STAGES[@]}"; exit 0 ;;
+    --list) printf '%s\n' "${ALL_STAGES[@]}"; printf '%s (optional)\n' "${OPTIONAL_STAGES[@]}"; exit 0 ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$self"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -279,7 +295,7 @@ done
 if [ ${#stages[@]} -eq 0 ] && [ -n "${KIMI_K3_STAGES:-}" ]; then IFS=, read -ra stages <<< "$KIMI_K3_STAGES"; fi
 [ ${#stages[@]} -gt 0 ] || stages=("${ALL_STAGES[@]}")
 for s in "${stages[@]}"; do
-  case " ${ALL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]})" >&2; exit 2;; esac
+  case " ${ALL_STAGES[*]} ${OPTIONAL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]}; optional: ${OPTIONAL_STAGES[*]})" >&2; exit 2;; esac
 done
 
 # ------------------------------------------------------------------------------------------------------ run

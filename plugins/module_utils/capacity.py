@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report as sl
 
 
 def restart_plan(values, running=None):

@@ -7,7 +7,11 @@ import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity as cap
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke_runner import FILLER, FILLER_TOKENS
 
 
@@ -42,34 +46,36 @@ async def calibrate_filler(client, model, body, low=4, high=12):
     return float(FILLER_TOKENS), "not calibrated (no usage in the response): assumed %d tokens per filler" % FILLER_TOKENS
 
 
-async def run_step(client, model, concurrency, requests, prompt_tokens, body, metrics_urls, interval, nonce,
-                   filler_tokens=FILLER_TOKENS):
-    before = await asyncio.to_thread(sc.scrape, metrics_urls)
-    sampler = sc.GaugeSampler(metrics_urls, interval=interval)
+def step_context(client, spec, metrics_urls, interval, prompt_tokens, filler_tokens=FILLER_TOKENS):
+    """What ``run_step`` needs: the warmed-up ``client``, the ``spec`` of ``smoke_shards.run_streams`` (base_url,
+    api_key, timeout, tls, model, body), the metrics URLs and sampling interval, the prompt length."""
+    return {"client": client, "spec": spec, "metrics_urls": metrics_urls, "interval": interval,
+            "nonce": "%x" % int(time.time() * 1000), "prompt_tokens": prompt_tokens, "filler_tokens": filler_tokens}
+
+
+async def run_step(ctx, concurrency, requests):
+    """One level: ``requests`` streams of unique ~``ctx["prompt_tokens"]``-token prompts, ``concurrency`` at a time
+    (spread over client processes above ``smoke_shards.SHARD_STREAMS``), with the server read around it."""
+    urls, tls = ctx["metrics_urls"], ctx["spec"]["tls"]
+    nonce = "%s-%d-" % (ctx["nonce"], concurrency)
+    msgs = [[{"role": "user", "content": unique_prompt(ctx["prompt_tokens"], nonce + str(i), ctx["filler_tokens"])}]
+            for i in range(requests)]
+    before = await asyncio.to_thread(smoke_server.scrape, urls, 10.0, tls)
+    sampler = smoke_server.GaugeSampler(urls, interval=ctx["interval"], tls=tls)
     sampler.start()
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(i):
-        async with sem:
-            msgs = [{"role": "user", "content": unique_prompt(prompt_tokens, "%s-%d-%d" % (nonce, concurrency, i),
-                                                              filler_tokens)}]
-            return await sc.stream_chat(client, model, msgs, **body)
-
-    t0 = time.perf_counter()
-    results = await asyncio.gather(*(one(i) for i in range(requests)))
-    wall = time.perf_counter() - t0
+    results, wall = await smoke_shards.run_streams(ctx["client"], ctx["spec"], msgs, concurrency)
     peaks = await sampler.stop()
-    after = await asyncio.to_thread(sc.scrape, metrics_urls)
-    agg = sc.aggregate(results, wall_s=wall)
-    delta = sl.snapshot_delta(before, after)
-    ok = len(results) - agg["failed_requests"]
+    after = await asyncio.to_thread(smoke_server.scrape, urls, 10.0, tls)
+    agg = sm.aggregate(results, wall_s=wall)
+    delta = smoke_metrics.snapshot_delta(before, after)
     return {
         "concurrency": concurrency, "requests": requests, "failed_requests": agg["failed_requests"],
         "wall_s": round(wall, 4), "throughput_tok_s": agg["tokens_per_s"],
-        "request_throughput_rps": round(ok / wall, 4) if wall else None,
+        "request_throughput_rps": agg["request_throughput_rps"],
         "output_tokens": agg["output_tokens"], "prompt_tokens": agg["prompt_tokens"],
         "ttft_s": agg["ttft_s"], "itl_s": agg["itl_s"], "tpot_s": agg["tpot_s"], "e2e_s": agg["e2e_s"],
         "client_queue_s": agg["client_queue_s"],
+        "client_processes": len(smoke_shards.plan_shards(requests, concurrency)),
         "num_requests_waiting_max": peaks.get("num_requests_waiting_max"),
         "num_requests_running_max": peaks.get("num_requests_running_max"),
         "kv_cache_usage_perc_max": peaks.get("kv_cache_usage_perc_max"),
@@ -79,23 +85,41 @@ async def run_step(client, model, concurrency, requests, prompt_tokens, body, me
     }
 
 
-async def run_sweep_async(p):
-    root, _api = sc.split_base_url(p["base_url"])
-    info = await asyncio.to_thread(sc.server_info, p["base_url"], p.get("api_key"), 30.0)
-    model = p.get("model") or info["model"]
-    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
-    snap = await asyncio.to_thread(sc.scrape, metrics_urls)
-    summ = sl.summarise_snapshot(snap)
-    log_kv = sl.parse_kv_log(p.get("log_text") or "")
-    max_len = info["max_model_len"] or p.get("max_model_len")
-    kv = {
-        "kv_cache_size_tokens": summ["kv_cache_size_tokens"] or log_kv["kv_cache_size_tokens"],
-        "kv_cache_max_concurrency": summ["kv_cache_max_concurrency"] or log_kv["max_concurrency"],
-        "source": "metrics" if summ["kv_cache_size_tokens"] else ("log" if log_kv["kv_cache_size_tokens"] else None),
-        "from_metrics": {k: summ[k] for k in ("kv_cache_size_tokens", "kv_cache_max_concurrency", "num_gpu_blocks",
-                                              "block_size")},
+def kv_figures(summary, log_kv):
+    """KV budget from ``vllm:cache_config_info`` (``summary``), else from the start-up log line."""
+    return {
+        "kv_cache_size_tokens": summary["kv_cache_size_tokens"] or log_kv["kv_cache_size_tokens"],
+        "kv_cache_max_concurrency": summary["kv_cache_max_concurrency"] or log_kv["max_concurrency"],
+        "source": "metrics" if summary["kv_cache_size_tokens"] else (
+            "log" if log_kv["kv_cache_size_tokens"] else None),
+        "from_metrics": {k: summary[k] for k in ("kv_cache_size_tokens", "kv_cache_max_concurrency",
+                                                 "num_gpu_blocks", "block_size")},
         "from_log": log_kv,
     }
+
+
+async def _sweep(p, ctx, levels, out):
+    """Run the levels in order; stop one level past the knee when ``stop_on_saturation``."""
+    prev = None
+    for level in levels:
+        n = max(level, int(p["requests_per_level"] * level))
+        step = await run_step(ctx, level, n)
+        step["saturation"] = cap.saturation_reasons(step, prev, p.get("ttft_limit_s"), p["plateau_gain"])
+        out["steps"].append(step)
+        prev = step
+        if step["saturation"] and p["stop_on_saturation"] and sum(1 for s in out["steps"] if s["saturation"]) >= 2:
+            break
+
+
+async def run_sweep_async(p):
+    root, _api = smoke_server.split_base_url(p["base_url"])
+    tls = smoke_server.tls_of(p)
+    info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0, tls)
+    model = p.get("model") or info["model"]
+    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+    snap = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)
+    kv = kv_figures(smoke_metrics.summarise_snapshot(snap), smoke_logs.parse_kv_log(p.get("log_text") or ""))
+    max_len = info["max_model_len"] or p.get("max_model_len")
     out = {"base_url": p["base_url"], "model": model, "max_model_len": max_len, "version": info["version"],
            "kv": kv, "steps": [], "errors": list(info["errors"]) + snap.get("errors", [])}
     if not model or not max_len:
@@ -108,23 +132,15 @@ async def run_sweep_async(p):
     out.update({"theoretical_max_concurrency": theo, "levels": levels, "prompt_tokens": prompt_tokens})
     body = sc.request_body(p["output_tokens"], p.get("reasoning_effort"),
                            dict({"ignore_eos": True, "min_tokens": p["output_tokens"]}, **(p.get("extra_body") or {})))
-    client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], max(levels))
-    await sc.warm_up(client, max(levels))
-    nonce = "%x" % int(time.time() * 1000)
-    filler_tokens, out["prompt_calibration"] = await calibrate_filler(client, model, body)
+    local = min(max(levels), smoke_shards.SHARD_STREAMS)  # streams this process runs itself
+    client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], local, tls)
     try:
-        prev = None
-        for level in levels:
-            n = max(level, int(p["requests_per_level"] * level))
-            step = await run_step(client, model, level, n, prompt_tokens, body, metrics_urls,
-                                  p["metrics_interval"], nonce, filler_tokens)
-            step["saturation"] = cap.saturation_reasons(step, prev, p.get("ttft_limit_s"), p["plateau_gain"])
-            out["steps"].append(step)
-            prev = step
-            if step["saturation"] and p["stop_on_saturation"]:
-                # one level past the knee is enough to show it
-                if sum(1 for s in out["steps"] if s["saturation"]) >= 2:
-                    break
+        await sc.warm_up(client, local)
+        spec = {"base_url": p["base_url"], "api_key": p.get("api_key"), "timeout": p["timeout"], "tls": tls,
+                "model": model, "body": body}
+        filler_tokens, out["prompt_calibration"] = await calibrate_filler(client, model, body)
+        ctx = step_context(client, spec, metrics_urls, p["metrics_interval"], prompt_tokens, filler_tokens)
+        await _sweep(p, ctx, levels, out)
     finally:
         await client.close()
     out["point"] = cap.point_summary(max_len, out["steps"], kv, restarted=p.get("restarted", False))

@@ -2,21 +2,14 @@
 """Measuring client for vLLM's OpenAI-compatible API (openai SDK, asyncio). Used by the ``vllm_smoke`` and
 ``vllm_capacity_step`` modules and by ``benchmarks/smoke_client_overhead.py``.
 
-Timing definitions (recorded with every result, see docs/smoke.md):
-
-- ``ttft_s``: ``perf_counter()`` taken as the last step before ``create()`` -> arrival of the first SSE event whose
-  delta carries content **or** reasoning text (``reasoning``, falling back to ``reasoning_content``) or a tool call.
-  The role-only first chunk does not count. ``ttft_content_s`` / ``ttft_reasoning_s`` are kept separately.
-- ``itl_s``: gaps between successive token-carrying SSE events (per SSE chunk, like ``vllm bench serve``; a K3 tool
-  call delivered in one delta is one big gap).
-- ``e2e_s``: request sent -> last token-carrying chunk.
-- ``output_tokens``/``prompt_tokens``: from the usage chunk (``stream_options.include_usage``); reasoning included.
-- The SDK's own retries are off (``max_retries=0``) so that timings are honest; errors become results, never raise.
+The figures (TTFT, ITL, E2E, token counts; definitions in ``smoke_measure``) come from the SSE events
+(``smoke_sse``) with one ``perf_counter()`` per socket read. The SDK's own retries are off (``max_retries=0``) so
+that timings are honest; errors become results, never raise.
 
 How the client keeps its own overhead out of the figures (measured in ``benchmarks/smoke_client_overhead.py``):
 
 - The SDK sends the request (auth, body, HTTP errors -> ``APIStatusError``), but the streamed body is read through
-  ``with_streaming_response`` and its SSE events are parsed here with ``json.loads`` into plain dicts; the timestamp
+  ``with_streaming_response`` and its SSE events are decoded by ``smoke_sse`` into plain dicts; the timestamp
   is taken once per socket read, before any parsing. The SDK's per-chunk pydantic ``ChatCompletionChunk``
   construction cost ~0.2 ms per chunk, which at 64+ streams queued every chunk behind the others' parsing.
 - ``warm_up`` resolves the SDK's lazily imported resources and opens the keep-alive connections the run will use
@@ -26,11 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
+import ssl
 import time
-import urllib.error
-
-from ansible.module_utils.urls import Request, make_context
 
 try:
     import openai
@@ -50,15 +40,10 @@ except ImportError:  # pragma: no cover
     except ImportError:
         _httpx = None
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
-
-
-def split_base_url(base_url):
-    """'http://h:8000' or 'http://h:8000/v1/' -> ('http://h:8000', 'http://h:8000/v1')."""
-    root = (base_url or "").rstrip("/")
-    if root.endswith("/v1"):
-        root = root[:-3]
-    return root, root + "/v1"
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_sse as sse
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
 
 
 # Connections per httpx pool: httpcore's pool scans all of its connections and queued requests on every
@@ -103,14 +88,25 @@ if _httpx is not None:
                 await shard.aclose()
 
 
-def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
+def _ssl_context(validate_certs=True, ca_path=None):
+    """What httpx's ``verify`` gets: an SSL context checking against the system bundle (or only the PEM file
+    ``ca_path``), or no check at all with ``validate_certs`` false."""
+    if not validate_certs:
+        return False
+    if ca_path:
+        return ssl.create_default_context(cafile=ca_path)
+    return _httpx.create_ssl_context()  # one for all shards (loading the CA bundle takes ~80 ms)
+
+
+def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16, tls=smoke_server.DEFAULT_TLS):
     """AsyncOpenAI with ``max_retries=0``, explicit timeout and connection pools sized to ``concurrency``.
 
     The pools are split into shards of ``POOL_SHARD_SIZE`` connections (round-robin), every request carries an
     httpcore trace hook that opens the client's send gate once its body is written, and the client gets a
-    ``_smoke_send_gate`` lock used by ``stream_chat``/``plain_chat``.
+    ``_smoke_send_gate`` lock used by ``stream_chat``/``plain_chat``. ``tls``: ``(validate_certs, ca_path)`` for
+    https URLs.
     """
-    _root, api = split_base_url(base_url)
+    _root, api = smoke_server.split_base_url(base_url)
     kwargs = {"base_url": api, "api_key": api_key or "EMPTY", "max_retries": 0,
               "timeout": openai.Timeout(float(timeout), connect=min(10.0, float(timeout)))}
     gate = False
@@ -118,8 +114,8 @@ def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16):
         n = max(int(concurrency), 1)
         shards = max(1, -(-n // POOL_SHARD_SIZE))
         per = -(-n // shards)
-        ssl_context = _httpx.create_ssl_context()  # one for all shards (loading the CA bundle takes ~80 ms)
-        transports = [_httpx.AsyncHTTPTransport(verify=ssl_context,
+        verify = _ssl_context(*(tls or smoke_server.DEFAULT_TLS))
+        transports = [_httpx.AsyncHTTPTransport(verify=verify,
                                                 limits=_httpx.Limits(max_connections=n + 4,
                                                                      max_keepalive_connections=per + 4))
                       for _shard in range(shards)]
@@ -245,8 +241,6 @@ def describe_error(exc):
     if HAS_OPENAI and isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         return "connection error: %s%s" % (exc, (" (%s)" % cause) if cause else "")
-    if isinstance(exc, StreamError):
-        return "stream error: %s" % str(exc)[:400]
     # the streamed body is read by this module, so transport errors while streaming arrive as httpx exceptions
     if _httpx is not None and isinstance(exc, _httpx.TimeoutException):
         return "timeout: %s: %s" % (type(exc).__name__, str(exc)[:400])
@@ -279,131 +273,48 @@ def request_body(max_tokens, reasoning_effort=None, extra_body=None, tools=None,
     return kw
 
 
-class StreamError(Exception):
-    """An ``{"error": ...}`` event inside an SSE stream."""
-
-
-def _sse_error(payload):
-    """``{"error": ...}`` inside the stream -> message text (the SDK raises ``APIError`` for these)."""
-    err = payload.get("error")
-    msg = err.get("message") if isinstance(err, dict) else None
-    return msg if isinstance(msg, str) and msg else "An error occurred during streaming"
-
-
 async def stream_chat(client, model, messages, **kw):
     """One streaming chat request. Returns a result dict (``ok`` False with ``error`` on any failure).
 
     The body is read as raw bytes; ``perf_counter()`` is taken right after each read returns and applies to every
-    SSE event completed by that read, then the events are parsed (``json.loads``, plain dicts).
+    SSE event completed by that read (``smoke_sse``); the figures come from those events (``smoke_measure``).
     """
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
-
-    res = {"ok": False, "error": None, "stream": True, "ttft_s": None, "ttft_content_s": None,
-           "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "", "reasoning": "",
-           "tool_calls": [], "prompt_tokens": None, "output_tokens": None, "finish_reason": None,
-           "client_queue_s": None}
-    content, reasoning, acc = [], [], {}
-    itl = res["itl_s"]
-    last = None
     create = client.chat.completions.with_streaming_response.create  # resolved (lazy imports) before the clock
-    loads = json.loads
     gate = _SendGate(client)
     await gate.__aenter__()
-    res["client_queue_s"] = gate.queue_s
+    events = []
+    error = None
     t0 = time.perf_counter()
     try:
         async with create(model=model, messages=messages, stream=True, stream_options={"include_usage": True},
                           **kw) as response:
             gate.release()  # response headers are in, so the body is out (in case the trace hook did not fire)
-            http = response.http_response
-            # raw body reads (two async-generator layers fewer per chunk) unless the body is content-encoded
-            body_iter = http.aiter_bytes() if http.headers.get("content-encoding", "identity") != "identity" \
-                else http.aiter_raw()
-            pending = b""
-            data_lines = []
-            done = False
-            async for raw in body_iter:
-                now = time.perf_counter()
-                if done:
-                    continue  # drain to the end of the body so the connection can be reused
-                pending += raw
-                if b"\n" not in raw:
-                    continue
-                lines = pending.split(b"\n")
-                pending = lines.pop()
-                for line in lines:
-                    if line.endswith(b"\r"):
-                        line = line[:-1]
-                    if line:
-                        if line.startswith(b"data:"):
-                            data_lines.append(line[5:].lstrip(b" "))
-                        continue  # event:/id:/retry: fields and ":" comments carry nothing we need
-                    if not data_lines:
-                        continue
-                    data = data_lines[0] if len(data_lines) == 1 else b"\n".join(data_lines)
-                    data_lines = []
-                    if data.startswith(b"[DONE]"):
-                        done = True
-                        break
-                    chunk = loads(data)
-                    if not isinstance(chunk, dict):
-                        continue
-                    if chunk.get("error"):
-                        raise StreamError(_sse_error(chunk))
-                    res["chunks"] += 1
-                    usage = chunk.get("usage")
-                    if usage:
-                        res["prompt_tokens"] = usage.get("prompt_tokens")
-                        res["output_tokens"] = usage.get("completion_tokens")
-                    choices = chunk.get("choices")
-                    if not choices:
-                        continue
-                    choice = choices[0]
-                    if choice.get("finish_reason"):
-                        res["finish_reason"] = choice["finish_reason"]
-                    delta = choice.get("delta")
-                    if not delta:
-                        continue
-                    c = delta.get("content") or ""
-                    r = delta.get("reasoning") or delta.get("reasoning_content") or ""
-                    tcs = delta.get("tool_calls") or []
-                    if not (c or r or tcs):
-                        continue
-                    if c:
-                        content.append(c)
-                        if res["ttft_content_s"] is None:
-                            res["ttft_content_s"] = now - t0
-                    if r:
-                        reasoning.append(r)
-                        if res["ttft_reasoning_s"] is None:
-                            res["ttft_reasoning_s"] = now - t0
-                    if tcs:
-                        tv.accumulate_stream_tool_calls(acc, tcs)
-                    if last is None:
-                        res["ttft_s"] = now - t0
-                    else:
-                        itl.append(now - last)
-                    last = now
-        res["e2e_s"] = (last if last is not None else time.perf_counter()) - t0
-        res["ok"] = True
+            await _read_events(response.http_response, events)
     except Exception as exc:  # noqa: BLE001 - reported, never raised
-        res["error"] = describe_error(exc)
-        res["e2e_s"] = time.perf_counter() - t0
+        error = describe_error(exc)
     finally:
         await gate.__aexit__(None, None, None)
-    res["content"] = "".join(content)
-    res["reasoning"] = "".join(reasoning)
-    res["tool_calls"] = tv.stream_calls_list(acc)
+    res = sm.measure_stream(t0, events, end=time.perf_counter(), error=error)
+    res["client_queue_s"] = gate.queue_s
     return res
+
+
+async def _read_events(http, events):
+    """Append the body's events (with their read times) to ``events``, to the end of the body (so the connection can
+    be reused)."""
+    # raw body reads (two async-generator layers fewer per chunk) unless the body is content-encoded
+    body_iter = http.aiter_bytes() if http.headers.get("content-encoding", "identity") != "identity" \
+        else http.aiter_raw()
+    decoder = sse.SSEDecoder()
+    async for raw in body_iter:
+        now = time.perf_counter()
+        events.extend(decoder.feed(raw, now))
+    events.extend(decoder.close(time.perf_counter()))
 
 
 async def plain_chat(client, model, messages, **kw):
     """One non-streaming chat request (same result shape; no TTFT/ITL)."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
-
-    res = {"ok": False, "error": None, "stream": False, "ttft_s": None, "e2e_s": None, "itl_s": [],
-           "content": "", "reasoning": "", "tool_calls": [], "prompt_tokens": None, "output_tokens": None,
-           "finish_reason": None}
+    res = sm.new_result(False)
     create = client.chat.completions.create
     async with _SendGate(client) as gate:
         res["client_queue_s"] = gate.queue_s
@@ -432,153 +343,3 @@ async def plain_chat(client, model, messages, **kw):
         res["error"] = describe_error(exc)
         res["e2e_s"] = time.perf_counter() - t0
     return res
-
-
-def aggregate(results, wall_s=None):
-    """Group-level numbers from request results: stats of TTFT/ITL/E2E, token totals, throughput."""
-    ok = [r for r in results if r["ok"]]
-    itl = [g for r in ok for g in r.get("itl_s", [])]
-    out_tokens = [r["output_tokens"] for r in ok if r.get("output_tokens") is not None]
-    tpots = []
-    for r in ok:
-        n = r.get("output_tokens")
-        if r.get("ttft_s") is not None and n and n > 1:
-            tpots.append((r["e2e_s"] - r["ttft_s"]) / (n - 1))
-    wall = wall_s if wall_s is not None else max([r["e2e_s"] or 0 for r in ok] or [0])
-    total_out = sum(out_tokens)
-    return {
-        "requests": len(results),
-        "failed_requests": len(results) - len(ok),
-        "ttft_s": sl.stats([r.get("ttft_s") for r in ok]),
-        "ttft_content_s": sl.stats([r.get("ttft_content_s") for r in ok]),
-        "itl_s": sl.stats(itl),
-        "tpot_s": sl.stats(tpots),
-        "e2e_s": sl.stats([r.get("e2e_s") for r in ok]),
-        "client_queue_s": sl.stats([r.get("client_queue_s") for r in ok]),
-        "output_tokens": total_out,
-        "prompt_tokens": sum(r["prompt_tokens"] for r in ok if r.get("prompt_tokens") is not None),
-        "tokens_per_s": round(total_out / wall, 3) if wall and total_out else None,
-        "wall_s": round(wall, 6) if wall else None,
-        "errors": sorted({r["error"] for r in results if r.get("error")})[:10],
-    }
-
-
-# ------------------------------------------------------------------------------------------------ server side
-
-_TLS_CONTEXT = []
-
-
-def tls_context():
-    """One certificate-verifying SSL context per process. ``open_url`` (and ``Request.open`` without ``context``)
-    builds a new one for every call, and loading the CA bundle costs ~80 ms of CPU: at 256 streams the metrics
-    sampler's scrapes took 16 % of the client's CPU (benchmarks/smoke_vs_aiperf.py), starving the request loop."""
-    if not _TLS_CONTEXT:
-        _TLS_CONTEXT.append(make_context())
-    return _TLS_CONTEXT[0]
-
-
-def http_get(url, timeout=10.0, api_key=None):
-    """GET ``url`` -> (status, text). Raises on connection errors.
-
-    Without ``~/.netrc`` (it would replace the bearer token with basic auth for a listed host); certificates are
-    verified with the process-wide context of ``tls_context()``.
-    """
-    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
-    try:
-        # Request.open(context=...) is in every ansible-core this collection supports (>= 2.17).
-        with Request().open("GET", url, headers=headers, timeout=timeout, use_netrc=False,
-                            context=tls_context()) as resp:
-            return resp.getcode(), resp.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode("utf-8", "replace")
-
-
-def scrape(urls, timeout=10.0):
-    """Merged snapshot of every metrics URL; unreachable URLs are listed in ``errors``."""
-    snaps, errors = [], []
-    for url in urls:
-        try:
-            status, text = http_get(url, timeout=timeout)
-            if status != 200:
-                errors.append("%s: HTTP %s" % (url, status))
-                continue
-            snaps.append(sl.parse_metrics(text, source=url))
-        except Exception as exc:  # noqa: BLE001
-            errors.append("%s: %s" % (url, exc))
-    merged = sl.merge_snapshots(snaps)
-    merged["errors"] = errors
-    return merged
-
-
-class GaugeSampler(object):
-    """Samples the gauges of ``urls`` every ``interval`` seconds in a background task; keeps the peaks."""
-
-    def __init__(self, urls, interval=0.5):
-        self.urls = list(urls)
-        self.interval = interval
-        self.peaks = {"kv_cache_usage_perc_max": None, "num_requests_waiting_max": None,
-                      "num_requests_running_max": None}
-        self.samples = 0
-        self._task = None
-
-    def _update(self, snap):
-        s = sl.summarise_snapshot(snap)
-        self.samples += 1
-        for src, dst in (("kv_cache_usage_perc_max", "kv_cache_usage_perc_max"),
-                         ("num_requests_waiting", "num_requests_waiting_max"),
-                         ("num_requests_running", "num_requests_running_max")):
-            v = s.get(src)
-            if v is not None:
-                self.peaks[dst] = v if self.peaks[dst] is None else max(self.peaks[dst], v)
-
-    async def _loop(self):
-        while True:
-            snap = await asyncio.to_thread(scrape, self.urls, 5.0)
-            if snap["engines"]:
-                self._update(snap)
-            await asyncio.sleep(self.interval)
-
-    def start(self):
-        if self.urls:
-            self._task = asyncio.ensure_future(self._loop())
-
-    async def stop(self):
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-        # one final sample so short windows still see something
-        if self.urls:
-            snap = await asyncio.to_thread(scrape, self.urls, 5.0)
-            if snap["engines"]:
-                self._update(snap)
-        return dict(self.peaks, samples=self.samples)
-
-
-def server_info(base_url, api_key=None, timeout=30.0):
-    """/version and /v1/models -> {"version", "models", "model", "max_model_len", "errors"}."""
-    root, api = split_base_url(base_url)
-    info = {"version": None, "models": [], "model": None, "max_model_len": None, "errors": []}
-    try:
-        status, text = http_get(root + "/version", timeout=timeout)
-        if status == 200:
-            info["version"] = json.loads(text).get("version")
-        else:
-            info["errors"].append("/version: HTTP %s" % status)
-    except Exception as exc:  # noqa: BLE001
-        info["errors"].append("/version: %s" % exc)
-    try:
-        status, text = http_get(api + "/models", timeout=timeout, api_key=api_key)
-        if status == 200:
-            data = json.loads(text).get("data") or []
-            info["models"] = [m.get("id") for m in data]
-            if data:
-                info["model"] = data[0].get("id")
-                info["max_model_len"] = data[0].get("max_model_len")
-        else:
-            info["errors"].append("/v1/models: HTTP %s %s" % (status, text[:200]))
-    except Exception as exc:  # noqa: BLE001
-        info["errors"].append("/v1/models: %s" % exc)
-    return info

@@ -13,7 +13,12 @@ import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_vision
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
 
 GROUPS = ("vision", "text", "long_context", "tool_calling")
@@ -85,7 +90,7 @@ def _failed(error, **extra):
 
 
 def _finish(results, wall, check_error=None, **extra):
-    agg = sc.aggregate(results, wall_s=wall)
+    agg = sm.aggregate(results, wall_s=wall)
     errors = list(agg.pop("errors"))
     if check_error:
         errors.insert(0, check_error)
@@ -117,10 +122,8 @@ async def _gather_limited(factories, concurrency):
 async def group_text(ctx):
     msgs = [{"role": "user", "content": TEXT_PROMPT}]
     n = max(1, ctx["concurrency"])
-    t0 = time.perf_counter()
-    results = await _gather_limited(
-        [lambda: sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"]) for _req in range(n)], n)
-    return _finish(results, time.perf_counter() - t0, _empty_content_error(results))
+    results, wall = await smoke_shards.run_streams(ctx["client"], ctx["spec"], [msgs] * n, n)
+    return _finish(results, wall, _empty_content_error(results))
 
 
 async def group_vision(ctx):
@@ -136,8 +139,10 @@ async def group_vision(ctx):
     t0 = time.perf_counter()
     res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
     wall = time.perf_counter() - t0
-    check = sl.ocr_check(res["content"], tokens) if tokens else {"ok": bool(res["content"].strip()),
-                                                                 "missing": [], "found": []}
+    if tokens:
+        check = smoke_vision.ocr_check(res["content"], tokens)
+    else:
+        check = {"ok": bool(res["content"].strip()), "missing": [], "found": []}
     err = _empty_content_error([res])
     if not err and res["ok"] and not check["ok"]:
         err = "OCR answer misses %s (answer: %r)" % (check["missing"], res["content"][:200])
@@ -159,7 +164,7 @@ async def group_long_context(ctx):
     pt = res.get("prompt_tokens")
     if not err and res["ok"] and pt is not None and pt < 0.5 * target:
         err = "server counted only %s prompt tokens for a ~%s-token prompt" % (pt, target)
-    return _finish([res], wall, err, target_prompt_tokens=target, needle_found="K37731" in sl.normalise_text(
+    return _finish([res], wall, err, target_prompt_tokens=target, needle_found="K37731" in smoke_vision.normalise_text(
         res["content"]))
 
 
@@ -198,7 +203,7 @@ async def group_tool_calling(ctx):
     summary = tv.summarise_cases(cases)
     summary["by_mode"] = {m: tv.summarise_cases([c for c in cases if c["mode"] == m])
                           for m in ("stream", "non_stream")}
-    agg = sc.aggregate([r for r in raw if r["stream"]], wall_s=wall)
+    agg = sm.aggregate([r for r in raw if r["stream"]], wall_s=wall)
     agg.pop("errors")
     failed = [c for c in cases if c["status"] != tv.OK]
     errors = []
@@ -216,51 +221,38 @@ GROUP_FUNCS = {"vision": group_vision, "text": group_text, "long_context": group
                "tool_calling": group_tool_calling}
 
 
-async def run_smoke_async(p):
-    """Run the smoke. ``p``: the module's parameters (dict). Returns the ``vllm_smoke`` facts."""
-    started = time.time()
-    root, api = sc.split_base_url(p["base_url"])
-    info = await asyncio.to_thread(sc.server_info, p["base_url"], p.get("api_key"), 30.0)
-    model = p.get("model") or info["model"]
-    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+def _context(p, client, model, info, tls):
+    body = sc.request_body(p["max_tokens"], p.get("reasoning_effort"), p.get("extra_body"))
+    return {
+        "client": client, "model": model, "concurrency": int(p["concurrency"]), "body": body,
+        "spec": {"base_url": p["base_url"], "api_key": p.get("api_key"), "timeout": p["timeout"], "tls": tls,
+                 "model": model, "body": body},
+        "max_model_len": info["max_model_len"], "long_context_tokens": p["long_context_tokens"],
+        "image": p.get("image"), "image_expected_tokens": p.get("image_expected_tokens"),
+        "tool_call_retries": int(p["tool_call_retries"]), "tool_choice": p.get("tool_choice") or "auto",
+        "tool_call_rounds": int(p.get("tool_call_rounds") or 1),
+    }
+
+
+async def _run_groups(ctx, names, info):
     groups = {}
-    client = None
-    sampler = None
-    before = None
-    try:
-        client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], p["concurrency"])
-        # before the "before" scrape, so the warm-up GETs stay out of the server-side window
-        await sc.warm_up(client, p["concurrency"])
-        before = await asyncio.to_thread(sc.scrape, metrics_urls)
-        sampler = sc.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5))
-        sampler.start()
-        ctx = {
-            "client": client, "model": model, "concurrency": int(p["concurrency"]),
-            "body": sc.request_body(p["max_tokens"], p.get("reasoning_effort"), p.get("extra_body")),
-            "max_model_len": info["max_model_len"], "long_context_tokens": p["long_context_tokens"],
-            "image": p.get("image"), "image_expected_tokens": p.get("image_expected_tokens"),
-            "tool_call_retries": int(p["tool_call_retries"]), "tool_choice": p.get("tool_choice") or "auto",
-            "tool_call_rounds": int(p.get("tool_call_rounds") or 1),
-        }
-        for name in [g for g in GROUPS if g in p["groups"]]:
-            if not model:
-                groups[name] = _failed("no model: /v1/models unavailable (%s)" % "; ".join(info["errors"]))
-                continue
-            try:
-                groups[name] = await GROUP_FUNCS[name](ctx)
-            except Exception as exc:  # noqa: BLE001 - a group failure never crashes the module
-                groups[name] = _failed(sc.describe_error(exc))
-    finally:
-        peaks = await sampler.stop() if sampler is not None else {}
-        if client is not None:
-            await client.close()
-    after = await asyncio.to_thread(sc.scrape, metrics_urls)
-    if before is None:  # the client could not even be set up: an empty window
-        before = after
-    summ = sl.summarise_snapshot(after)
-    window = sl.snapshot_delta(before, after)
+    for name in [g for g in GROUPS if g in names]:
+        if not ctx["model"]:
+            groups[name] = _failed("no model: /v1/models unavailable (%s)" % "; ".join(info["errors"]))
+            continue
+        try:
+            groups[name] = await GROUP_FUNCS[name](ctx)
+        except Exception as exc:  # noqa: BLE001 - a group failure never crashes the module
+            groups[name] = _failed(sc.describe_error(exc))
+    return groups
+
+
+def server_facts(info, before, after, peaks, metrics_urls):
+    """The ``server`` part of the facts from /version + /v1/models (``info``) and the snapshots around the run."""
+    summ = smoke_metrics.summarise_snapshot(after)
+    window = smoke_metrics.snapshot_delta(before, after)
     window.update(peaks)
-    server = {
+    return {
         "version": info["version"], "models": info["models"], "max_model_len": info["max_model_len"],
         "kv_cache_size_tokens": summ["kv_cache_size_tokens"],
         "kv_cache_max_concurrency": summ["kv_cache_max_concurrency"],
@@ -271,6 +263,37 @@ async def run_smoke_async(p):
         "window": window, "metrics_urls": metrics_urls,
         "errors": info["errors"] + before.get("errors", []) + after.get("errors", []),
     }
+
+
+async def _measure(p, model, info, metrics_urls, tls):
+    """Warm up, then run the groups inside the server-side window -> (groups, before, after, peaks)."""
+    client = sampler = before = None
+    local = min(int(p["concurrency"]), smoke_shards.SHARD_STREAMS)  # streams this process runs itself
+    try:
+        client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], local, tls)
+        # before the "before" scrape, so the warm-up GETs stay out of the server-side window
+        await sc.warm_up(client, local)
+        before = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)
+        sampler = smoke_server.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5), tls=tls)
+        sampler.start()
+        groups = await _run_groups(_context(p, client, model, info, tls), p["groups"], info)
+    finally:
+        peaks = await sampler.stop() if sampler is not None else {}
+        if client is not None:
+            await client.close()
+    after = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)
+    return groups, before if before is not None else after, after, peaks
+
+
+async def run_smoke_async(p):
+    """Run the smoke. ``p``: the module's parameters (dict). Returns the ``vllm_smoke`` facts."""
+    started = time.time()
+    root, api = smoke_server.split_base_url(p["base_url"])
+    tls = smoke_server.tls_of(p)
+    info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0, tls)
+    model = p.get("model") or info["model"]
+    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+    groups, before, after, peaks = await _measure(p, model, info, metrics_urls, tls)
     reproduction = dict(p.get("reproduction") or {})
     reproduction.setdefault("vllm_version", info["version"])
     reproduction.setdefault("model", model)
@@ -280,34 +303,13 @@ async def run_smoke_async(p):
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "started_epoch": int(started),
         "duration_s": round(time.time() - started, 3),
-        "groups": groups, "server": server,
+        "groups": groups, "server": server_facts(info, before, after, peaks, metrics_urls),
         "reproduction": reproduction,
         "settings": {"max_tokens": p["max_tokens"], "reasoning_effort": p.get("reasoning_effort"),
                      "concurrency": p["concurrency"], "long_context_tokens": p["long_context_tokens"],
                      "tool_call_retries": p["tool_call_retries"], "groups": list(p["groups"])},
     }
-    return finalise(facts, p)
-
-
-def finalise(facts, p):
-    """(Re)compute the parts that depend on inputs gathered around the run: log findings, KV figures from logs,
-    GPU memory, reproduction extras and the policy. Used at the end of a run and by ``from_facts`` (role: logs are
-    collected after the requests, then the facts are finalised without sending anything)."""
-    facts = dict(facts)
-    logs = p.get("log_lines") or {}
-    if logs or "log_findings" not in facts:
-        facts["log_findings"] = sl.log_findings(logs)
-        kv = {h: sl.parse_kv_log(t if isinstance(t, str) else "\n".join(t)) for h, t in logs.items()}
-        kv = {h: v for h, v in kv.items() if v["kv_cache_size_tokens"] is not None}
-        if kv:
-            facts["server"] = dict(facts.get("server") or {}, kv_from_log=kv)
-    if p.get("node_probes") or "gpu_memory" not in facts:
-        facts["gpu_memory"] = sl.gpu_memory_summary(p.get("node_probes"))
-    if p.get("reproduction"):
-        facts["reproduction"] = dict(facts.get("reproduction") or {}, **p["reproduction"])
-    violations = sl.evaluate_policy(facts, p.get("fail_policy"))
-    facts["policy"] = {"passed": not violations, "violations": violations}
-    return facts
+    return smoke_finalise.finalise(facts, reproduction=p.get("reproduction"), fail_policy=p.get("fail_policy"))
 
 
 def run_smoke(p):

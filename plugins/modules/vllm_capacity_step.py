@@ -17,7 +17,12 @@ description:
   - A step is saturated when p99 TTFT exceeds O(ttft_limit_s), requests wait or get preempted, requests fail, or
     throughput grows less than O(plateau_gain) although concurrency went up. The sweep stops one level past the
     first saturated step when O(stop_on_saturation).
+  - Up to 128 simultaneous streams run in the module's own process; above that the streams are spread over
+    ceil(concurrency / 128) client processes (each with its own connection pool, started and warmed up before the
+    clock starts), so the client's own CPU does not cap the load or inflate TTFT/ITL.
   - Requests are read-only; check mode sends them too (they change nothing) and the module never reports a change.
+extends_documentation_fragment:
+  - gpufleet.kimi_k3.endpoint_tls
 author:
   - gpufleet maintainers (@gpufleet)
 requirements:
@@ -138,7 +143,8 @@ sweep:
         output_tokens, prompt_tokens, ttft_s/itl_s/tpot_s/e2e_s (n, mean, p50, p90, p99, min, max),
         client_queue_s (same statistics - how long requests waited in this client before being sent; not part of
         the TTFT, a large value means the client, not the server, limited the step), num_requests_waiting_max,
-        num_requests_running_max, kv_cache_usage_perc_max, preemptions, server_ttft_mean_s, errors, saturation (list of reasons; empty = not saturated).
+        num_requests_running_max, kv_cache_usage_perc_max, preemptions, client_processes (client processes the
+        step's streams were spread over, see the description), server_ttft_mean_s, errors, saturation (list of reasons; empty = not saturated).
       type: list
       elements: dict
     point:
@@ -148,6 +154,7 @@ sweep:
     errors: {description: Problems reading the server., type: list, elements: str}
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -155,7 +162,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 try:
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
 
     IMPORT_ERROR = None
 except ImportError:  # pragma: no cover
@@ -182,6 +189,8 @@ ARGUMENT_SPEC = dict(
     log_text=dict(type="str"),
     restarted=dict(type="bool", default=False),
     timeout=dict(type="float", default=3600),
+    validate_certs=dict(type="bool", default=True),
+    ca_path=dict(type="path"),
 )
 
 
@@ -191,9 +200,12 @@ def main():
         module.fail_json(msg="cannot import the collection's module_utils", exception=IMPORT_ERROR)
     if not smoke_client.HAS_OPENAI:
         module.fail_json(msg=missing_required_lib("openai", reason="to send capacity requests"))
-    if not smoke_logic.HAS_PROMETHEUS:
+    if not smoke_metrics.HAS_PROMETHEUS:
         module.fail_json(msg=missing_required_lib("prometheus_client", reason="to parse /metrics"))
     p = dict(module.params)
+    if p["ca_path"] and not os.path.isfile(p["ca_path"]):
+        module.fail_json(msg="ca_path %s is not a file: give the PEM file of the CA that signs the endpoint's "
+                             "certificate" % p["ca_path"])
     if p["reasoning_effort"] == "":
         p["reasoning_effort"] = None
     sweep = capacity_runner.run_sweep(p)

@@ -23,6 +23,8 @@ description:
     preemptions).
   - Server errors, timeouts and HTTP 4xx/5xx make the group C(failed) with the error text; the module itself does
     not fail for them. Apply O(fail_policy) and check RV(ansible_facts.vllm_smoke.policy.passed) to fail a play.
+extends_documentation_fragment:
+  - gpufleet.kimi_k3.endpoint_tls
 author:
   - gpufleet maintainers (@gpufleet)
 requirements:
@@ -63,7 +65,9 @@ options:
     type: float
     default: 3600
   concurrency:
-    description: Parallel requests of the C(text) group and parallel cases of the C(tool_calling) group.
+    description: Parallel requests of the C(text) group and parallel cases of the C(tool_calling) group. Above 128,
+      the C(text) group's streams are spread over ceil(concurrency / 128) client processes (started and warmed up
+      before the clock starts), so the client's own CPU does not cap the load.
     type: int
     default: 4
   long_context_tokens:
@@ -102,29 +106,18 @@ options:
     description: Seconds between gauge samples (KV usage, queue) during the smoke window.
     type: float
     default: 0.5
-  log_lines:
-    description: Container log text (a string or a list of lines) per host, e.g. gathered by the smoke role.
-      Warning/error lines are reported in RV(ansible_facts.vllm_smoke.log_findings); KV-cache start-up lines, if
-      present, in C(server.kv_from_log).
-    type: dict
-  node_probes:
-    description: C(node_probe) facts per host (GPU memory used/total per GPU), summarised into C(gpu_memory).
-    type: dict
   reproduction:
     description: Facts needed to reproduce the run (image digest, driver, CUDA/ROCm, GPU model, interconnect,
       V2 runner, Rust frontend). Passed through; the vLLM version, model and max_model_len are added.
-    type: dict
-  from_facts:
-    description:
-      - Earlier C(vllm_smoke) facts. When given, no request is sent; log findings, GPU memory, reproduction and the
-        policy are recomputed from O(log_lines), O(node_probes), O(reproduction) and O(fail_policy). The smoke
-        role uses it to add the container logs of the smoke window, which exist only after the requests.
     type: dict
   fail_policy:
     description:
       - Evaluated into RV(ansible_facts.vllm_smoke.policy). Keys C(fail_on_group_failure) (bool, default true),
         C(min_tool_call_success_rate) (0..1), C(max_ttft_s) (0 = off), C(fail_on_log_errors) (bool),
         C(fail_on_preemptions) (bool). The module never fails because of it.
+      - The container logs of the smoke window exist only after the requests, so this module has none;
+        C(fail_on_log_errors) is violated here. Add the logs with M(gpufleet.kimi_k3.vllm_smoke_finalise), which
+        evaluates the policy again (the smoke role does).
     type: dict
 attributes:
   check_mode:
@@ -199,13 +192,17 @@ ansible_facts:
               C(engines), C(kv_cache_usage_perc) (max over engines after the window), C(preemptions_total),
               C(preemptions) (during the window), C(window) (counter deltas, server-side mean TTFT/ITL/E2E/queue
               from histogram deltas, peaks of KV usage/queue/running sampled during the window),
-              C(kv_from_log) (per host, from start-up log lines when given), C(errors).
+              C(errors); M(gpufleet.kimi_k3.vllm_smoke_finalise) adds C(kv_from_log) (per host, from start-up log
+              lines).
           type: dict
         gpu_memory:
-          description: Per host GPU count, used/total MiB and used fraction, from O(node_probes).
+          description: Empty here; M(gpufleet.kimi_k3.vllm_smoke_finalise) fills it from its node probes (per host GPU
+            count, used/total MiB and used fraction).
           type: dict
         log_findings:
-          description: Per host warning/error counts, tagged known signatures and the first matching lines.
+          description: Empty here; M(gpufleet.kimi_k3.vllm_smoke_finalise) fills it from the container logs (per host
+            warning/error counts, tagged known signatures, the first matching lines; C(readable=false) and C(error)
+            for a log that could not be read).
           type: dict
         reproduction:
           description: O(reproduction) plus vllm_version, model, max_model_len.
@@ -228,13 +225,15 @@ ansible_facts:
               sample: []
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 try:
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logic
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation
 
@@ -252,6 +251,8 @@ ARGUMENT_SPEC = dict(
     reasoning_effort=dict(type="str", default="low"),
     extra_body=dict(type="dict"),
     timeout=dict(type="float", default=3600),
+    validate_certs=dict(type="bool", default=True),
+    ca_path=dict(type="path"),
     concurrency=dict(type="int", default=4),
     long_context_tokens=dict(type="int", default=32000, no_log=False),
     tool_call_retries=dict(type="int", default=2),
@@ -261,11 +262,8 @@ ARGUMENT_SPEC = dict(
     image_expected_tokens=dict(type="list", elements="str", no_log=False),
     metrics_urls=dict(type="list", elements="str"),
     metrics_interval=dict(type="float", default=0.5),
-    log_lines=dict(type="dict"),
-    node_probes=dict(type="dict"),
     reproduction=dict(type="dict"),
     fail_policy=dict(type="dict"),
-    from_facts=dict(type="dict"),
 )
 
 
@@ -278,23 +276,17 @@ def main():
                          exception=str(smoke_client.OPENAI_IMPORT_ERROR))
     if not tool_validation.HAS_JSONSCHEMA:
         module.fail_json(msg=missing_required_lib("jsonschema", reason="to validate tool calls"))
-    if not smoke_logic.HAS_PROMETHEUS:
+    if not smoke_metrics.HAS_PROMETHEUS:
         module.fail_json(msg=missing_required_lib("prometheus_client", reason="to parse /metrics"))
     p = dict(module.params)
+    if p["ca_path"] and not os.path.isfile(p["ca_path"]):
+        module.fail_json(msg="ca_path %s is not a file: give the PEM file of the CA that signs the endpoint's "
+                             "certificate" % p["ca_path"])
     if p["max_tokens"] < 1 or p["concurrency"] < 1 or p["tool_call_retries"] < 0:
         module.fail_json(msg="max_tokens and concurrency must be >= 1, tool_call_retries >= 0")
     if p["reasoning_effort"] == "":
         p["reasoning_effort"] = None
-    if p["from_facts"]:
-        facts = smoke_runner.finalise(p["from_facts"], p)
-    else:
-        facts = smoke_runner.run_smoke(p)
-    module.exit_json(
-        changed=False,
-        ansible_facts={"vllm_smoke": facts},
-        report_markdown=smoke_logic.render_markdown(facts, facts["policy"]["violations"]),
-        summary_table=smoke_logic.text_table(smoke_logic.SUMMARY_HEADER, smoke_logic.summary_rows(facts)),
-    )
+    module.exit_json(**smoke_finalise.module_result(smoke_runner.run_smoke(p)))
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def params(base_url, **kw):
          "reasoning_effort": "low", "extra_body": None, "timeout": 60.0, "concurrency": 4,
          "long_context_tokens": 8000, "tool_call_retries": 1, "tool_call_rounds": 1, "tool_choice": "auto",
          "image": None, "image_expected_tokens": None, "metrics_urls": None, "metrics_interval": 0.1,
-         "log_lines": None, "node_probes": None, "reproduction": None,
+         "reproduction": None,
          "fail_policy": {"fail_on_group_failure": True, "min_tool_call_success_rate": 0.9}}
     p.update(kw)
     return p

@@ -6,7 +6,10 @@ docker CLI). Non-TTY containers return a multiplexed stream (8-byte frame header
 
 usage: container_logs.py SOCKET_OR_DOCKER_HOST CONTAINER [SINCE_EPOCH] [TAIL]
   SINCE_EPOCH 0 = from the start; TAIL 'all' or a line count.
-Exit 0 with the log on stdout; exit 3 (message on stderr) when the container does not exist.
+Exit 0 with the log on stdout. Otherwise nothing on stdout and one line on stderr: exit 2 for an error answer of
+the Docker API, 3 when the container does not exist, 4 when the engine cannot be reached (socket missing, permission
+denied, connection reset), 64 for bad arguments. The smoke module reports such a log as unreadable (never as a
+clean log), which fails the ``smoke_fail_on_log_errors`` policy.
 """
 import http.client
 import socket
@@ -37,23 +40,43 @@ def demux(data):
     return b"".join(out)
 
 
+def fetch(sock, name, since, tail):
+    """(HTTP status, body) of the engine's logs endpoint for ``name``."""
+    query = urllib.parse.urlencode({"stdout": 1, "stderr": 1, "since": since, "tail": tail})
+    conn = UnixHTTPConnection(sock)
+    try:
+        conn.request("GET", "/containers/%s/logs?%s" % (urllib.parse.quote(name), query))
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
 def main(argv):
+    if len(argv) < 3:
+        sys.stderr.write("usage: container_logs.py SOCKET_OR_DOCKER_HOST CONTAINER [SINCE_EPOCH] [TAIL]\n")
+        return 64
     sock = argv[1]
     if sock.startswith("unix://"):
         sock = sock[len("unix://"):]
     name = argv[2]
-    since = int(float(argv[3])) if len(argv) > 3 else 0
+    try:
+        since = int(float(argv[3])) if len(argv) > 3 else 0
+    except ValueError:
+        sys.stderr.write("SINCE_EPOCH must be a number, got %r\n" % argv[3])
+        return 64
     tail = argv[4] if len(argv) > 4 else "all"
-    query = urllib.parse.urlencode({"stdout": 1, "stderr": 1, "since": since, "tail": tail})
-    conn = UnixHTTPConnection(sock)
-    conn.request("GET", "/containers/%s/logs?%s" % (urllib.parse.quote(name), query))
-    resp = conn.getresponse()
-    body = resp.read()
-    if resp.status == 404:
+    try:
+        status, body = fetch(sock, name, since, tail)
+    except (OSError, http.client.HTTPException) as exc:
+        sys.stderr.write("cannot read the log of %s from the engine at %s: %s: %s\n" % (
+            name, sock, type(exc).__name__, exc))
+        return 4
+    if status == 404:
         sys.stderr.write("no such container: %s\n" % name)
         return 3
-    if resp.status != 200:
-        sys.stderr.write("docker API HTTP %s: %s\n" % (resp.status, body[:300]))
+    if status != 200:
+        sys.stderr.write("docker API HTTP %s: %s\n" % (status, body[:300]))
         return 2
     sys.stdout.write(demux(body).decode("utf-8", "replace"))
     return 0

@@ -1,11 +1,19 @@
-"""smoke_client.http_get / scrape: plain GETs for /metrics, /version and /v1/models."""
+"""smoke_server.http_get / scrape: plain GETs for /metrics, /version and /v1/models."""
 import http.server
 import ssl
 import threading
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as sc
+
+
+def reply(handler, code, body):
+    """Answer a BaseHTTPRequestHandler request with ``code`` and ``body`` (bytes)."""
+    handler.send_response(code)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -17,10 +25,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body, code = b"vllm:num_requests_running{model_name=\"m\"} 3.0\n", 200
         else:
             body, code = b"no such page", 404
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, code, body)
 
     def log_message(self, *args):
         pass
@@ -43,13 +48,14 @@ def test_get_returns_status_and_text_and_sends_the_bearer_token(server):
     assert _Handler.seen == [("/metrics", "Bearer k-123"), ("/nope", None)]
 
 
-def test_the_tls_context_is_built_once_per_process(server, monkeypatch):
+def test_the_tls_context_is_built_once_per_process_and_setting(server, monkeypatch):
     built = []
-    monkeypatch.setattr(sc, "_TLS_CONTEXT", [])
-    monkeypatch.setattr(sc, "make_context", lambda: built.append(1) or ssl.create_default_context())
+    monkeypatch.setattr(sc, "_TLS_CONTEXTS", {})
+    monkeypatch.setattr(sc, "make_context", lambda **kw: built.append(kw) or ssl.create_default_context())
     for _call in range(5):
         sc.http_get(server + "/metrics")
-    assert len(built) == 1
+        sc.http_get(server + "/metrics", tls=(False, None))
+    assert built == [{"validate_certs": True, "cafile": None}, {"validate_certs": False, "cafile": None}]
 
 
 def test_scrape_merges_and_lists_unreachable_urls(server):

@@ -128,3 +128,15 @@ def test_http_error_is_reported_not_raised(server):
 def test_stream_without_done_still_completes(server):
     res = _run(server, "no-done")
     assert res["ok"] and res["content"] == "only"
+
+
+def test_plain_request_error_is_a_failed_result(server):
+    async def go():
+        client = sc.make_client(server, None, 30.0, 1)
+        try:
+            return await sc.plain_chat(client, "http-400", [{"role": "user", "content": "hi"}], max_tokens=16)
+        finally:
+            await client.close()
+    res = asyncio.run(go())
+    assert res["ok"] is False and res["stream"] is False and "HTTP 400" in res["error"]
+    assert res["e2e_s"] > 0 and res["client_queue_s"] >= 0

@@ -11,10 +11,10 @@ from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 
 
-def run_module(args, capsys):
+def run_module(args, capsys, module=vllm_smoke):
     with patch_module_args(args):
         with pytest.raises(SystemExit) as exc:
-            vllm_smoke.main()
+            module.main()
     return exc.value.code, json.loads(capsys.readouterr().out)
 
 
@@ -35,8 +35,36 @@ def test_invalid_numbers_fail(capsys):
     assert rc == 1 and "concurrency" in out["msg"]
 
 
+def documented_options(module):
+    """The module's options including those of its doc fragments (as ansible-doc merges them)."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.doc_fragments import endpoint_tls
+
+    doc = yaml.safe_load(module.DOCUMENTATION)
+    fragments = {"gpufleet.kimi_k3.endpoint_tls": endpoint_tls.ModuleDocFragment.DOCUMENTATION}
+    for name in doc.get("extends_documentation_fragment") or []:
+        doc["options"].update(yaml.safe_load(fragments[name])["options"])
+    return doc
+
+
+@pytest.mark.parametrize("name", ["vllm_smoke", "vllm_capacity_step"])
+def test_tls_options_come_from_the_shared_fragment(name):
+    import importlib
+
+    module = importlib.import_module("ansible_collections.gpufleet.kimi_k3.plugins.modules." + name)
+    doc = documented_options(module)
+    assert doc["options"]["validate_certs"]["default"] is True
+    assert module.ARGUMENT_SPEC["validate_certs"] == {"type": "bool", "default": True}
+    assert module.ARGUMENT_SPEC["ca_path"] == {"type": "path"}
+    assert set(doc["options"]) == set(module.ARGUMENT_SPEC)
+
+
+def test_a_missing_ca_file_is_refused(capsys, tmp_path):
+    rc, out = run_module({"base_url": "https://127.0.0.1:9/v1", "ca_path": str(tmp_path / "nope.pem")}, capsys)
+    assert rc == 1 and "ca_path" in out["msg"] and "PEM file" in out["msg"]
+
+
 def test_documentation_matches_argument_spec():
-    doc = yaml.safe_load(vllm_smoke.DOCUMENTATION)
+    doc = documented_options(vllm_smoke)
     spec = vllm_smoke.ARGUMENT_SPEC
     assert set(doc["options"]) == set(spec)
     for name, opt in doc["options"].items():
@@ -52,3 +80,33 @@ def test_documentation_matches_argument_spec():
             assert "no_log" in opt, name
     yaml.safe_load(vllm_smoke.RETURN)
     yaml.safe_load(vllm_smoke.EXAMPLES)
+
+
+def run_finalise(args, capsys):
+    from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke_finalise
+
+    return run_module(args, capsys, vllm_smoke_finalise)
+
+
+def test_finalise_module_adds_the_logs_and_fails_the_log_policy_for_an_unreadable_one(capsys):
+    facts = {"groups": {"text": {"status": "ok", "ttft_s": {"mean": 0.1}}}, "server": {}}
+    rc, out = run_finalise({"facts": facts, "fail_policy": {"fail_on_log_errors": True}, "_ansible_check_mode": True,
+                            "log_results": [{"item": "tray01", "rc": 0, "stdout": "INFO fine\n"},
+                                            {"item": "tray02", "rc": 4, "stdout": "", "stderr": "denied"}]}, capsys)
+    assert rc == 0 and out["changed"] is False
+    got = out["ansible_facts"]["vllm_smoke"]
+    assert got["log_findings"]["tray01"]["readable"] is True
+    assert got["policy"]["violations"] == [
+        "the container log of tray02 could not be read: container_logs.py exited with 4: denied"]
+    assert "NOT READ" in out["report_markdown"] and "text" in out["summary_table"]
+
+
+def test_finalise_documentation_matches_argument_spec():
+    from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke_finalise as m
+
+    doc = yaml.safe_load(m.DOCUMENTATION)
+    assert set(doc["options"]) == set(m.ARGUMENT_SPEC)
+    for name, opt in doc["options"].items():
+        assert opt["type"] == m.ARGUMENT_SPEC[name]["type"], name
+    yaml.safe_load(m.RETURN)
+    yaml.safe_load(m.EXAMPLES)

@@ -1,0 +1,123 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_smoke_finalise
+short_description: Add container logs, GPU memory and reproduction facts to a smoke result and apply the fail policy
+version_added: "0.1.0"
+description:
+  - The finalising step after M(gpufleet.kimi_k3.vllm_smoke). Sends no request. The container logs of the smoke
+    window exist only after the requests, so the smoke role reads them and then calls this module with the facts of
+    the run, the log task's results and the node probes.
+  - Recomputes C(log_findings) (warning/error lines and known signatures per host; a log that could not be read is
+    reported with C(readable=false) and the reason, never as a clean log), C(server.kv_from_log), C(gpu_memory),
+    C(reproduction) and C(policy).
+author:
+  - gpufleet maintainers (@gpufleet)
+options:
+  facts:
+    description: The C(vllm_smoke) facts of the run (RV(ansible_facts.vllm_smoke) of M(gpufleet.kimi_k3.vllm_smoke)).
+    type: dict
+    required: true
+  log_results:
+    description:
+      - The registered loop results (C(results)) of an M(ansible.builtin.script) task that ran the role's
+        C(container_logs.py) on every node, with the host as C(item). C(stdout) is the log; a skipped,
+        unreachable or failed read (any C(rc) other than 0) makes that host's log unreadable.
+    type: list
+    elements: dict
+  log_lines:
+    description: Container log text (a string or a list of lines) per host, read some other way.
+    type: dict
+  node_probes:
+    description: C(node_probe) facts per host (GPU memory used/total per GPU), summarised into C(gpu_memory).
+    type: dict
+  reproduction:
+    description: Facts needed to reproduce the run (image, driver, CUDA/ROCm, GPU model, interconnect, ...), merged
+      into C(reproduction).
+    type: dict
+  fail_policy:
+    description:
+      - Evaluated into C(policy) of RV(ansible_facts.vllm_smoke) (C(passed), C(violations)). Keys C(fail_on_group_failure) (bool, default true),
+        C(min_tool_call_success_rate) (0..1), C(max_ttft_s) (0 = off), C(fail_on_log_errors) (bool; a log that
+        could not be read, or no log at all, violates it), C(fail_on_preemptions) (bool). The module never fails
+        because of it.
+    type: dict
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Computes only; never reports a change.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+notes:
+  - Facts are namespaced as C(ansible_facts['vllm_smoke']).
+"""
+
+EXAMPLES = r"""
+- name: Read the container log of every node
+  ansible.builtin.script:
+    cmd: container_logs.py unix:///var/run/docker.sock vllm-kimi-k3 {{ smoke_window_start }}
+  delegate_to: "{{ item }}"
+  loop: "{{ groups['vllm_cluster'] }}"
+  register: smoke_logs
+  changed_when: false
+  failed_when: false
+
+- name: Add the logs and apply the fail policy
+  gpufleet.kimi_k3.vllm_smoke_finalise:
+    facts: "{{ ansible_facts['vllm_smoke'] }}"
+    log_results: "{{ smoke_logs.results }}"
+    fail_policy: {fail_on_group_failure: true, fail_on_log_errors: true}
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+report_markdown:
+  description: The smoke report in Markdown, now with the container-log findings, GPU memory and the final policy.
+  returned: always
+  type: str
+summary_table:
+  description: The groups' summary as a plain-text table (the same as M(gpufleet.kimi_k3.vllm_smoke) returns).
+  returned: always
+  type: str
+ansible_facts:
+  description: The finalised smoke facts, recorded on the host again.
+  returned: always
+  type: complex
+  contains:
+    vllm_smoke:
+      description: The O(facts) with C(log_findings), C(server.kv_from_log), C(gpu_memory), C(reproduction) and
+        C(policy) recomputed (see M(gpufleet.kimi_k3.vllm_smoke) for the rest).
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
+
+ARGUMENT_SPEC = dict(
+    facts=dict(type="dict", required=True),
+    log_results=dict(type="list", elements="dict"),
+    log_lines=dict(type="dict"),
+    node_probes=dict(type="dict"),
+    reproduction=dict(type="dict"),
+    fail_policy=dict(type="dict"),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    facts = smoke_finalise.finalise(p["facts"], log_lines=p["log_lines"], log_results=p["log_results"],
+                                    node_probes=p["node_probes"], reproduction=p["reproduction"],
+                                    fail_policy=p["fail_policy"])
+    module.exit_json(**smoke_finalise.module_result(facts))
+
+
+if __name__ == "__main__":
+    main()

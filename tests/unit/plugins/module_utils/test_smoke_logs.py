@@ -1,0 +1,195 @@
+"""Container logs: the node-side reader (roles/smoke/files/container_logs.py) against a fake Docker engine on a unix
+socket, the loop results it gives the role, and how unreadable logs reach the findings and the report."""
+import http.server
+import importlib.util
+import os
+import socketserver
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report
+
+from tests.unit.plugins.module_utils.test_smoke_http import reply
+
+READER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "smoke", "files",
+                      "container_logs.py")
+
+
+def frame(stream, text):
+    return bytes([stream, 0, 0, 0]) + len(text).to_bytes(4, "big") + text
+
+
+class _Engine(http.server.BaseHTTPRequestHandler):
+    """GET /containers/<name>/logs: vllm-kimi-k3 has a multiplexed log, 'broken' answers 500, others 404."""
+
+    def do_GET(self):  # noqa: N802
+        if self.path.startswith("/containers/vllm-kimi-k3/logs?"):
+            code, body = 200, frame(1, b"INFO up\n") + frame(2, b"ERROR 08-14 EngineDeadError\n")
+        elif self.path.startswith("/containers/broken/logs?"):
+            code, body = 500, b'{"message": "boom"}'
+        else:
+            code, body = 404, b'{"message": "No such container"}'
+        reply(self, code, body)
+
+    def log_message(self, *args):
+        pass
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+@pytest.fixture
+def engine(tmp_path):
+    path = str(tmp_path / "docker.sock")
+    srv = _UnixServer(path, _Engine)
+    srv.get_request = lambda: (srv.socket.accept()[0], ("local", 0))
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield path
+    srv.shutdown()
+    srv.server_close()
+
+
+def read(*args):
+    p = subprocess.run([sys.executable, READER] + list(args), capture_output=True, text=True, timeout=30,
+                       check=False)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_reader_prints_the_demultiplexed_log(engine):
+    assert read("unix://" + engine, "vllm-kimi-k3", "0") == (0, "INFO up\nERROR 08-14 EngineDeadError\n", "")
+
+
+def test_reader_exit_codes_say_why_there_is_no_log(engine, tmp_path):
+    assert read(engine, "nope") == (3, "", "no such container: nope\n")
+    rc, out, err = read(engine, "broken")
+    assert (rc, out) == (2, "") and "docker API HTTP 500" in err
+    rc, out, err = read(str(tmp_path / "missing.sock"), "vllm-kimi-k3")
+    assert (rc, out) == (4, "") and "cannot read the log of vllm-kimi-k3" in err and "FileNotFoundError" in err
+    assert read(engine)[0] == 64
+    assert read(engine, "vllm-kimi-k3", "yesterday")[0] == 64
+
+
+def test_demux_keeps_tty_streams():
+    spec = importlib.util.spec_from_file_location("container_logs", READER)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    payload = frame(1, b"INFO up\n") + frame(2, b"WARNING " + b"x" * 300 + b"\n")
+    assert mod.demux(payload) == b"INFO up\nWARNING " + b"x" * 300 + b"\n"
+    assert mod.demux(b"plain tty output\n") == b"plain tty output\n"
+
+
+def script_results():
+    """What the role's loop registers (ansible.builtin.script with failed_when: false)."""
+    return [
+        {"item": "tray01", "rc": 0, "stdout": "INFO ok\nWARNING slow\n", "stderr": "", "changed": False},
+        {"item": "tray02", "rc": 4, "stdout": "", "failed": False,
+         "stderr": "cannot read the log of vllm-kimi-k3 from the engine at /run/docker.sock: PermissionError\n"},
+        {"item": "tray03", "unreachable": True, "msg": "ssh: connect to host tray03 port 22: No route"},
+        {"item": "tray04", "skipped": True, "skip_reason": "Conditional result was False"},
+        {"item": "tray05", "rc": 3, "stdout": "", "stderr": "", "msg": "non-zero return code"},
+        {"item": "tray06", "rc": 0, "stdout": "", "stderr": ""},
+    ]
+
+
+def test_script_results_split_into_logs_and_unreadable():
+    logs, unreadable = smoke_logs.logs_from_script_results(script_results())
+    assert logs == {"tray01": "INFO ok\nWARNING slow\n", "tray06": ""}
+    assert unreadable == {
+        "tray02": "container_logs.py exited with 4: cannot read the log of vllm-kimi-k3 from the engine at "
+                  "/run/docker.sock: PermissionError",
+        "tray03": "host unreachable: ssh: connect to host tray03 port 22: No route",
+        "tray04": "not collected (Conditional result was False)",
+        "tray05": "container_logs.py exited with 3: non-zero return code",
+    }
+    assert smoke_logs.logs_from_script_results(None) == ({}, {})
+    assert smoke_logs.logs_from_script_results([{"item": "h", "skipped": True}])[1] == {
+        "h": "not collected (task skipped)"}
+    assert smoke_logs.logs_from_script_results([{"item": "h", "rc": 0, "failed": True, "msg": "x"}])[1] == {
+        "h": "container_logs.py exited with 0: x"}
+
+
+def test_findings_keep_unreadable_logs_apart_from_clean_ones():
+    logs, unreadable = smoke_logs.logs_from_script_results(script_results())
+    f = smoke_logs.log_findings(logs, unreadable)
+    assert list(f) == ["tray01", "tray02", "tray03", "tray04", "tray05", "tray06"]
+    assert f["tray01"] == {"readable": True, "warnings": 1, "errors": 0, "signatures": {},
+                           "lines": ["WARNING slow"]}
+    assert f["tray06"]["readable"] is True and f["tray06"]["errors"] == 0
+    assert f["tray02"]["readable"] is False and f["tray02"]["errors"] is None
+    assert f["tray02"]["error"].startswith("container_logs.py exited with 4")
+
+
+def test_severity_and_signatures():
+    f = smoke_logs.host_findings([
+        "INFO fine", "WARNING 08-14 Error extracting K3 tool calls", "ERROR 08-14 CUDA out of memory",
+        "Traceback (most recent call last):", "NCCL WARN net", "something preempted", "CRITICAL x", "FATAL y"],
+        max_lines=3)
+    # a tagged line without a level counts as an error ("something preempted")
+    assert (f["warnings"], f["errors"]) == (2, 5)
+    assert f["signatures"] == {"k3_tool_parser_error": 1, "out_of_memory": 1, "traceback": 1, "nccl": 1,
+                               "preemption": 1}
+    assert f["lines"] == ["WARNING 08-14 Error extracting K3 tool calls", "ERROR 08-14 CUDA out of memory",
+                          "Traceback (most recent call last):"]
+    assert smoke_logs.host_findings(None)["errors"] == 0
+
+
+def test_kv_figures_from_start_up_lines():
+    one = "INFO GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 1,048,576 tokens per request: 1.18x"
+    two = "DEVICE KV cache size: 99 tokens\nMaximum concurrency for 8,192 tokens per request: 2.50x"
+    assert smoke_logs.parse_kv_log(one) == {"kv_cache_size_tokens": 1234567, "max_concurrency": 1.18,
+                                            "max_concurrency_for_tokens": 1048576}
+    assert smoke_logs.parse_kv_log(one + "\n" + two)["kv_cache_size_tokens"] == 99  # the last start-up wins
+    assert smoke_logs.parse_kv_log(None)["kv_cache_size_tokens"] is None
+
+
+def test_finalise_fails_the_log_policy_for_an_unreadable_log_and_says_so_in_the_report():
+    run = {"groups": {"text": {"status": "ok", "ttft_s": {"mean": 0.1}}}, "server": {}}
+    facts = smoke_finalise.finalise(run, log_results=script_results()[:2],
+                                    fail_policy={"fail_on_log_errors": True})
+    assert facts["policy"] == {"passed": False, "violations": [
+        "the container log of tray02 could not be read: container_logs.py exited with 4: cannot read the log of "
+        "vllm-kimi-k3 from the engine at /run/docker.sock: PermissionError"]}
+    md = smoke_report.render_markdown(facts, facts["policy"]["violations"])
+    assert "- tray02: NOT READ: container_logs.py exited with 4" in md
+    assert "- tray01: 1 warning(s), 0 error(s)" in md
+    clean = smoke_finalise.finalise(run, log_results=script_results()[:1], fail_policy={"fail_on_log_errors": True})
+    assert clean["policy"]["passed"] is True
+
+
+def test_finalise_keeps_earlier_findings_when_no_log_is_given():
+    earlier = {"groups": {}, "log_findings": {"h": {"readable": True, "errors": 2}}, "gpu_memory": {"h": {}}}
+    facts = smoke_finalise.finalise(earlier, fail_policy={"fail_on_log_errors": True})
+    assert facts["log_findings"] == earlier["log_findings"] and facts["gpu_memory"] == {"h": {}}
+    assert facts["policy"]["violations"] == ["2 error line(s) in the container log of h"]
+
+
+def test_read_failure_messages():
+    long = "x" * 400
+    _logs, unreadable = smoke_logs.logs_from_script_results([
+        {"item": "a", "unreachable": True}, {"item": "b", "rc": 2, "stdout": "", "stderr": ""},
+        {"item": "c", "rc": 4, "stderr": long}, {"item": "d", "unreachable": True, "msg": long}])
+    assert unreadable["a"] == "host unreachable: "
+    assert unreadable["b"] == "container_logs.py exited with 2: no message"
+    assert unreadable["c"] == "container_logs.py exited with 4: " + "x" * 300
+    assert unreadable["d"] == "host unreachable: " + "x" * 300
+
+
+def test_findings_limits_and_repeated_signatures():
+    lines = ["ERROR %d Error extracting K3 tool calls %s" % (i, "y" * 600) for i in range(60)]
+    f = smoke_logs.log_findings({"h": lines})["h"]
+    assert f["errors"] == 60 and f["signatures"] == {"k3_tool_parser_error": 60}
+    assert len(f["lines"]) == 50 and all(len(x) == 500 for x in f["lines"])
+    assert len(smoke_logs.log_findings({"h": lines}, max_lines=3)["h"]["lines"]) == 3
+    assert smoke_logs.log_findings({}, {"h": "why"})["h"] == {
+        "readable": False, "error": "why", "warnings": None, "errors": None, "signatures": {}, "lines": []}
+
+
+def test_host_findings_keeps_fifty_lines_by_default():
+    assert len(smoke_logs.host_findings(["ERROR x"] * 60)["lines"]) == 50
