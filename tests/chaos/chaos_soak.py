@@ -28,10 +28,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)
+from tests.helpers import http  # noqa: E402  (run as a script from the repository)
+
 NAME = "vllm-kimi-k3"
 
 
@@ -96,13 +97,7 @@ def inspect(node):
 
 
 def health(addr):
-    try:
-        with urllib.request.urlopen("http://%s:8000/health" % addr, timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
+    return http.status("http://%s:8000/health" % addr)
 
 
 class Run(object):

@@ -26,11 +26,10 @@ import secrets
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
+from tests.helpers.http import status as _http
 from tests.helpers.runner import failed_tasks, run_playbook
 
 pytestmark = pytest.mark.sim
@@ -64,17 +63,6 @@ def _ids(sim):
         c = _inspect(sim, n["name"])
         out[n["name"]] = (c["Id"], c["State"]["StartedAt"], c["State"]["Running"]) if c else None
     return out
-
-
-def _http(url, key=None, timeout=5):
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
 
 
 def _restore(sim):

@@ -22,11 +22,10 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
+from tests.helpers.http import status as _http
 from tests.helpers.runner import REPO, failed_tasks, run_playbook
 
 pytestmark = pytest.mark.sim
@@ -36,17 +35,6 @@ HEAD, WORKER = "gb300-tray01", "gb300-tray02"
 HEAD_URL = "http://127.0.0.11:8000"
 # Only what the shared sim needs; the launch watch runs with its defaults.
 SIM = {"preflight_min_free_disk_gb": 1, "preflight_min_shm": "32m", "preflight_max_gpu_memory_used_pct": 100}
-
-
-def _http(url, key=None):
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
 
 
 def _inspect(sim, node):
