@@ -61,8 +61,8 @@ def board_dir(name):
     older than a day are removed on the way."""
     root = os.path.join(tempfile.gettempdir(), "kimi-k3-wait-%d" % os.getuid())
     if os.path.isdir(root):
-        for name in os.listdir(root):
-            path = os.path.join(root, name)
+        for old in os.listdir(root):
+            path = os.path.join(root, old)
             try:
                 if time.time() - os.stat(path).st_mtime > 86400:
                     shutil.rmtree(path, ignore_errors=True)

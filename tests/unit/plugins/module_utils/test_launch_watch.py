@@ -136,6 +136,8 @@ def test_board_round_trip_and_per_run_directories(tmp_path, monkeypatch):
     assert path.startswith(str(tmp_path)) and path.endswith("launch-20261201T0900")
     assert vllm_wait.board_dir("../../etc").endswith("/etc") and str(tmp_path) in vllm_wait.board_dir("../../etc")
     board = vllm_wait.Board(path)
+    # with an earlier board present, the next group start still gets its own (never an earlier run's records)
+    assert vllm_wait.board_dir("launch-20261201T0905").endswith("launch-20261201T0905")
     board.publish(lw.board_record("a", "exited", 5.0, "x"))
     board.publish(lw.board_record("b", "waiting", 6.0))
     got = board.read(["a", "b", "c"])
