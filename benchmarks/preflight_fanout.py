@@ -40,8 +40,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 SIMCTL = os.path.join(REPO, "sim", "simctl")
 PROBE_TASK = "Probe the node (read-only; runs in check mode too)"
-JUDGE_TASKS = ("Judge all nodes together", "Show the preflight report", "Write preflight-report.json",
-               "Write preflight-report.md")
+# The judgement and both report files are one controller task (the preflight_report action); then the table and
+# the per-host fail task (a skipped conditional on healthy nodes).
+JUDGE_TASKS = ("Judge all nodes together and write the report", "Show the preflight report",
+               "Stop here when any node fails a check")
 # Sim limits (see tests/integration/test_preflight_sim.py); the run must not stop early for the timing.
 EXTRA = {"preflight_min_free_disk_gb": 1, "preflight_min_shm": "32m", "preflight_fail_on_error": False}
 

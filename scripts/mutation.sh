@@ -20,7 +20,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here" || exit 2
 py="$here/.venv/bin/python"
-[ -x "$here/.venv/bin/mutmut" ] || { echo "mutmut is not installed: .venv/bin/pip install -r requirements.txt" >&2; exit 1; }
+[ -x "$here/.venv/bin/mutmut" ] || { echo "mutmut is not installed: .venv/bin/pip install -r requirements-dev.txt" >&2; exit 1; }
 
 scope="${1:-smoke}"
 prefix="ansible_collections.gpufleet.kimi_k3."

@@ -1,12 +1,70 @@
 #!/usr/bin/env bash
-# Set up the controller environment: Python venv (>= 3.12 preferred), pinned requirements, and the
+# Set up the development environment: Python venv (>= 3.12 preferred), requirements-dev.txt (= the controller
+# requirements.txt + test/lint tools, pinned), and the
 # collection link that lets playbooks in this working tree resolve gpufleet.kimi_k3.* by FQCN.
-# Idempotent. Usage: scripts/setup.sh
+# Idempotent. Usage:
+#   scripts/setup.sh            the dev venv .venv (newest ansible-core, the `ansible` package's collections)
+#   scripts/setup.sh --oldest   build/venv-<oldest>: the oldest ansible-core meta/runtime.yml declares, for the
+#                               version matrix (scripts/test.sh --stage matrix; docs/dev/testing.md)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 log() { printf '[setup] %s\n' "$*"; }
+
+# ---- the oldest leg of the version matrix ----------------------------------------------------------------------
+# ansible-core 2.17 (meta/runtime.yml requires_ansible >=2.17.0; its last patch release), controller Python
+# 3.10-3.12. community.docker: the lowest major of galaxy.yml's range (4.x), taken from the `ansible` 11 wheel
+# (no Galaxy access; pip download of the wheel, only its two collections are unpacked into the venv's
+# site-packages, where the `ansible` package would put them).
+OLDEST_CORE=2.17.14
+OLDEST_DOCKER_FROM=ansible==11.13.0   # ships community.docker 4.8.5 + community.library_inventory_filtering_v1
+OLDEST_VENV="build/venv-2.17"
+
+pick_oldest_python() {
+  local c
+  for c in "${PYTHON_OLDEST:-}" python3.12 /root/.pyenv/versions/3.12*/bin/python3 python3.11 python3.10 python3; do
+    [ -n "$c" ] || continue
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys, venv, ensurepip; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)' 2>/dev/null; then
+      command -v "$c"; return 0
+    fi
+  done
+  return 1
+}
+
+core_version() { "$OLDEST_VENV/bin/python" -c 'import ansible.release; print(ansible.release.__version__)'; }
+
+setup_oldest() {
+  local py stamp want sp
+  py="$(pick_oldest_python)" || { log "no Python 3.10-3.12 with venv/ensurepip for ansible-core $OLDEST_CORE (install python3.12-venv, or pyenv 3.12; PYTHON_OLDEST=...)"; exit 1; }
+  stamp="$OLDEST_VENV/.kimi-k3.sha256"
+  want="$(cat requirements.txt requirements-test.txt "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)"
+  if [ -x "$OLDEST_VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    log "$OLDEST_VENV up to date (ansible-core $(core_version))"; return 0
+  fi
+  log "creating $OLDEST_VENV with $py ($("$py" --version 2>&1)), ansible-core $OLDEST_CORE"
+  rm -rf "$OLDEST_VENV"
+  "$py" -m venv "$OLDEST_VENV"
+  "$OLDEST_VENV/bin/python" -m pip install -q --upgrade pip
+  "$OLDEST_VENV/bin/python" -m pip install -q -r requirements.txt -r requirements-test.txt "ansible-core==$OLDEST_CORE"
+  mkdir -p build/cache
+  "$OLDEST_VENV/bin/python" -m pip download -q --no-deps -d build/cache "$OLDEST_DOCKER_FROM"
+  sp="$("$OLDEST_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  "$OLDEST_VENV/bin/python" - "build/cache/${OLDEST_DOCKER_FROM/==/-}-py3-none-any.whl" "$sp" <<'EOF'
+import sys, zipfile
+wheel, dest = sys.argv[1:]
+keep = ("ansible_collections/community/docker/", "ansible_collections/community/library_inventory_filtering_v1/")
+with zipfile.ZipFile(wheel) as z:
+    z.extractall(dest, [n for n in z.namelist() if n.startswith(keep)])
+EOF
+  echo "$want" > "$stamp"
+  log "$OLDEST_VENV ready: ansible-core $(core_version), community.docker $("$OLDEST_VENV/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["collection_info"]["version"])' "$sp/ansible_collections/community/docker/MANIFEST.json")"
+}
+
+if [ "${1:-}" = "--oldest" ]; then
+  setup_oldest
+  exit 0
+fi
 
 pick_python() {
   local c
@@ -33,11 +91,11 @@ fi
 log "using $py ($("$py" --version 2>&1))"
 
 stamp=".venv/.requirements.sha256"
-want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+want="$(cat requirements.txt requirements-test.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements.txt
+  .venv/bin/python -m pip install -q -r requirements-dev.txt
   echo "$want" > "$stamp"
   log "venv ready"
 else

@@ -14,24 +14,31 @@
 #   units     ansible-test units, offline (same copy)
 #   build     ansible-galaxy collection build + install into a temp collections path + the plan playbook by FQCN
 #             from that installed copy only
+#   matrix    version matrix: the unit tests on the OLDEST supported ansible-core (2.17, build/venv-2.17 made by
+#             scripts/setup.sh --oldest; the newest, 2.21, runs them in stage unit) and the plan and monitoring
+#             playbooks on every example inventory on both (the full rehearsal suite runs on the newest only, sim)
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
-#
 # Optional stages (only with --stage NAME, never in the default run):
 #   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
 #             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|all (default all)
+#   ee        build the execution environment (execution-environment.yml) with ansible-builder on the sim's control
+#             engine and run the plan and smoke playbooks inside it with ansible-runner against the rehearsal
+#             cluster (docs/awx.md; ~3 min build when the engine's cache is cold)
+#   realparser  scripts/realparser.sh: every supported vLLM release in its own cached venv (PyPI, ~8-10 GB each),
+#               snapshots regenerated from the real parsers and diffed, every rendered plan parsed by them
 #
 # Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
 # set KIMI_K3_ALLOW_EMPTY=1 to report it as SKIP instead.
-# Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage), KIMI_K3_KEEP_SIM=1 (leave the sim up),
+# Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
 # KIMI_K3_STAGES=a,b (stages to run when no option is given; default: all).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
-ALL_STAGES=(setup unit lint sanity units build sim)
-OPTIONAL_STAGES=(mutation)
+ALL_STAGES=(setup unit lint sanity units build matrix sim)
+OPTIONAL_STAGES=(mutation ee realparser)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"
@@ -187,7 +194,9 @@ EOF
     return 0
   fi
   local plan_dir="$work/plan"
-  ansible-playbook gpufleet.kimi_k3.plan -i "$inst/inventories/gb300-cluster" -e "plan_dir=$plan_dir"; rc=$?
+  # The example reads its API key from the environment and is refused without one (kimi_k3_api_key).
+  KIMI_K3_API_KEY="${KIMI_K3_API_KEY:-build-stage-placeholder}" \
+    ansible-playbook gpufleet.kimi_k3.plan -i "$inst/inventories/gb300-cluster" -e "plan_dir=$plan_dir"; rc=$?
   [ "$rc" -eq 0 ] || { note "ansible-playbook gpufleet.kimi_k3.plan failed (rc $rc)"; return "$rc"; }
   # every host of the inventory gets a parseable <host>.json plan (architecture.md "Plan files")
   python - "$inst/inventories/gb300-cluster" "$plan_dir" <<'EOF' || { note "plan files incomplete"; return 1; }
@@ -205,6 +214,54 @@ print("plan files for %d host(s): %s; missing: %s" % (len(hosts), ", ".join(host
 sys.exit(1 if missing or not hosts else 0)
 EOF
   note "built, installed, plan by FQCN from installed copy: $(find "$plan_dir" -name '*.json' | wc -l) plan file(s)"
+}
+
+# The plan and monitoring playbooks (contact no host) on every example inventory with the ansible-playbook of venv $1.
+# Sim inventories get their image from `simctl up` (group_vars/all/sim_image.yml); without it, a placeholder digest
+# of the sim registry's repository for the inventory's vendor.
+matrix_plans() {
+  local venv="$1" ver inv name out ok=0 n=0 extra
+  ver="$("$venv/bin/python" -c 'import ansible.release; print(ansible.release.__version__)')"
+  for inv in inventories/*/; do
+    name="$(basename "$inv")"
+    [ -f "$inv/hosts.yml" ] || continue
+    n=$((n + 1))
+    extra=()
+    if [ "${name#sim-}" != "$name" ] && [ ! -f "$inv/group_vars/all/sim_image.yml" ]; then
+      case "$(grep -h '^kimi_k3_accelerator:' "$inv"/group_vars/*.yml 2>/dev/null)" in
+        *mi3*) extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:$(printf '0%.0s' {1..64})") ;;
+        *)     extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai@sha256:$(printf '0%.0s' {1..64})") ;;
+      esac
+    fi
+    out="$(mktemp -d "$here/build/tmp/matrix-plan.XXXXXX")"
+    # plan.yml, then monitoring.yml (plan again + the monitoring files: also contacts no host)
+    if "$venv/bin/ansible-playbook" playbooks/plan.yml -i "$inv" -e "plan_dir=$out/plan" "${extra[@]}" \
+         > "$logdir/matrix-plan-$ver-$name.log" 2>&1 \
+       && [ "$(find "$out/plan" -name '*.json' | wc -l)" -gt 0 ] \
+       && "$venv/bin/ansible-playbook" playbooks/monitoring.yml -i "$inv" -e "kimi_k3_artifacts_dir=$out" "${extra[@]}" \
+         >> "$logdir/matrix-plan-$ver-$name.log" 2>&1 \
+       && [ -s "$out/monitoring/targets/vllm.json" ]; then
+      ok=$((ok + 1))
+    else
+      say "ansible-core $ver: plan.yml / monitoring.yml -i $inv FAILED (log: build/test-logs/matrix-plan-$ver-$name.log)"
+      tail -20 "$logdir/matrix-plan-$ver-$name.log"
+    fi
+    rm -rf "$out"
+  done
+  note "ansible-core $ver: plan.yml + monitoring.yml on $ok/$n example inventories"
+  [ "$ok" -eq "$n" ] && [ "$n" -gt 0 ]
+}
+
+stage_matrix() {
+  need_venv
+  local rc=0 old="$here/build/venv-2.17"
+  mkdir -p "$here/build/tmp"
+  scripts/setup.sh --oldest || { note "scripts/setup.sh --oldest failed (no Python 3.10-3.12?)"; return 1; }
+  PATH="$old/bin:$PATH" run_pytest "ansible-core $("$old/bin/python" -c 'import ansible.release; print(ansible.release.__version__)') pytest tests/unit" \
+    -q -m "not sim and not vllm" -p no:cacheprovider tests/unit || rc=1
+  matrix_plans "$old" || rc=1
+  matrix_plans "$here/.venv" || rc=1
+  return $rc
 }
 
 stage_sim() {
@@ -269,6 +326,31 @@ stage_mutation() {
   return "$rc"
 }
 
+# Optional: the execution environment (scripts/ee_ci.py). Brings the rehearsal cluster up like stage sim (its
+# control Docker engine builds the image from the sim's local Debian base image) and down afterwards.
+stage_ee() {
+  need_venv
+  [ -x sim/simctl ] || skip "sim/simctl absent"
+  [ -x .venv/bin/ansible-builder ] || { note "ansible-builder missing from .venv (requirements-dev.txt): run scripts/setup.sh"; return 1; }
+  if [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT; fi
+  trap 'exit 143' TERM INT
+  sim/simctl up --cluster gb300 || { note "sim/simctl up failed"; return 1; }
+  python scripts/ee_ci.py all; local rc=$?
+  [ -f build/ee/timings.json ] && note "$(python -c 'import json; t = json.load(open("build/ee/timings.json")); print(", ".join("%s=%s" % kv for kv in t.items()))')"
+  [ $rc -eq 0 ] || note "scripts/ee_ci.py failed (rc $rc)"
+  return $rc
+}
+
+stage_realparser() {
+  need_venv
+  local rc
+  scripts/realparser.sh 2>&1 | tee "$logdir/realparser.full.log"
+  rc=${PIPESTATUS[0]}
+  note "$(grep -E '^\[realparser\] (summary:|PASS in|FAIL in)' "$logdir/realparser.full.log" | sed 's/^\[realparser\] //' \
+          | paste -sd ' ')"
+  return "$rc"
+}
+
 # ------------------------------------------------------------------------------------------- child entry point
 if [ "${1:-}" = "__stage" ]; then
   STAGE="$2"
@@ -307,13 +389,16 @@ for s in "${stages[@]}"; do
   rm -f "$logdir/$s.note"
   say "===== stage $s ====="
   t0=$(date +%s.%N)
-  timeout --signal=TERM --kill-after=60 "$timeout_s" "$self" __stage "$s" 2>&1 | tee "$logdir/$s.log"
+  stage_timeout="$timeout_s"
+  # first run of realparser installs three vLLM releases (minutes each on a slow mirror)
+  [ "$s" = realparser ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=3600
+  timeout --signal=TERM --kill-after=60 "$stage_timeout" "$self" __stage "$s" 2>&1 | tee "$logdir/$s.log"
   rc=${PIPESTATUS[0]}
   dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
   case "$rc" in
     0) res=PASS ;;
     "$SKIP_RC") res=SKIP ;;
-    124|137) res=FAIL; echo "stage timed out after ${timeout_s}s" >> "$logdir/$s.note" ;;
+    124|137) res=FAIL; echo "stage timed out after ${stage_timeout}s" >> "$logdir/$s.note" ;;
     *) res=FAIL ;;
   esac
   n="$(paste -sd ';' "$logdir/$s.note" 2>/dev/null | sed 's/;/; /g')"

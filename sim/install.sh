@@ -4,6 +4,8 @@
 #   docker-registry  Debian's build of the CNCF distribution registry (/usr/bin/docker-registry)
 #   debootstrap      builds the node/stand-in base rootfs offline from the apt mirror
 #   openssh-client   Ansible/ssh to the node containers; iproute2 for `ip addr`; python3 for simctl
+#   apache2-utils    htpasswd -B for the authenticated registry (127.0.0.1:5001)
+#   olah (PyPI)      self-hosted Hugging Face mirror, in its own venv /opt/kimi-sim/olah (python3-venv, git)
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
@@ -11,8 +13,8 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 
-PKGS=(docker.io docker-registry debootstrap openssh-client iproute2 python3 python3-yaml
-      ca-certificates curl xz-utils procps tar gzip)
+PKGS=(docker.io docker-registry debootstrap openssh-client iproute2 python3 python3-yaml python3-venv git
+      apache2-utils ca-certificates curl xz-utils procps tar gzip)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -45,4 +47,12 @@ for b in dockerd containerd runc docker-registry debootstrap ssh ssh-keygen ip; 
 done
 # A docker client: /usr/local/bin/docker may pre-exist; docker.io ships /usr/bin/docker.
 command -v docker >/dev/null || { echo "install.sh: no docker client" >&2; exit 1; }
+# olah: the self-hosted Hugging Face mirror serving the sim's stand-in model repository (weights staging tests).
+OLAH_VERSION=0.5.4
+if ! /opt/kimi-sim/olah/bin/pip show olah 2>/dev/null | grep -qx "Version: $OLAH_VERSION"; then
+    echo "install.sh: installing olah $OLAH_VERSION into /opt/kimi-sim/olah"
+    python3 -m venv /opt/kimi-sim/olah
+    /opt/kimi-sim/olah/bin/pip install -q "olah==$OLAH_VERSION"
+fi
 echo "install.sh: ok ($(dockerd --version))"
+

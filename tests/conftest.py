@@ -10,3 +10,8 @@ if os.path.isdir(os.path.join(COLLECTIONS, "ansible_collections")) and COLLECTIO
 SHARED_FIXTURES = os.environ.get(
     "KIMI_K3_SHARED_FIXTURES", os.path.join(os.path.dirname(REPO), "shared", "fixtures")
 )
+
+# ansible-core < 2.19 (the 2.17 leg of the version matrix) lacks ansible.module_utils.testing: same-contract shim
+from tests.helpers import ansible_compat  # noqa: E402
+
+ansible_compat.install()

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side action: read the cluster's hostvars, validate the topology and render every node's plan.
 
-Documentation lives in plugins/modules/cluster_plan.py. All logic is in module_utils.topology.
+Documentation lives in plugins/modules/cluster_plan.py. All logic is in module_utils (topology: the driver,
+plan_variables: the variable table, plan_validate: the validators, plan_render: the output).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,7 +14,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
@@ -53,11 +54,11 @@ class ActionModule(ActionBase):
         result["ok"] = plan["ok"]
         result["cluster"] = plan["cluster"]
         result["plans"] = plan["plans"]
-        result["scripts"] = dict((h, topology.docker_run_command(p)) for h, p in plan["plans"].items())
-        result["errors"] = [topology.format_problem(p) for p in plan["errors"]]
+        result["scripts"] = dict((h, plan_render.docker_run_command(p)) for h, p in plan["plans"].items())
+        result["errors"] = [plan_render.format_problem(p) for p in plan["errors"]]
         result["problems"] = plan["errors"]
-        result["warnings_list"] = [topology.format_problem(p) for p in plan["warnings"]]
-        result["summary"] = topology.summary_table(plan).splitlines()
+        result["warnings_list"] = [plan_render.format_problem(p) for p in plan["warnings"]]
+        result["summary"] = plan_render.summary_table(plan).splitlines()
         if not plan["ok"]:
             result["failed"] = True
             result["msg"] = ("The inventory was refused before contacting any host (%d problem(s)):\n%s"
@@ -67,7 +68,7 @@ class ActionModule(ActionBase):
             if args.get("dest"):
                 files = {}
                 for host, node_plan in plan["plans"].items():
-                    files["%s.json" % host] = (topology.plan_json(node_plan), 0o644)
+                    files["%s.json" % host] = (plan_render.plan_json(node_plan), 0o644)
                     files["%s.sh" % host] = (result["scripts"][host], 0o755)
                 result["plan_id"], written = plan_files.write_plan(args["dest"], files, plan["plans"],
                                                                    check_mode=self._task.check_mode)

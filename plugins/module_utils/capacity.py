@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """Pure functions of the max-model-len capacity curve (llm-serving-measurement.md §7.3): sweep plan, saturation
-detection, restart plan, curve assembly and Markdown. No I/O.
+detection, restart decision, curve assembly and Markdown. No I/O.
 """
 from __future__ import annotations
 
@@ -9,19 +9,35 @@ import math
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report as sl
 
 
-def restart_plan(values, running=None):
-    """Sorted unique max-model-len values -> ``[{"max_model_len", "restart"}]`` and the number of restarts.
+def curve_values(values):
+    """The max-model-len values in the order the curve measures them: integers, deduplicated, ascending."""
+    return sorted({int(v) for v in values})
 
-    Ascending order; if the server already runs one of the values, that value is measured first without a restart
-    (then the rest ascending). Every other point needs exactly one restart.
-    """
-    vals = sorted({int(v) for v in values})
-    if running is not None and int(running) in vals:
-        vals.remove(int(running))
-        vals.insert(0, int(running))
-    plan = [{"max_model_len": v, "restart": not (i == 0 and running is not None and v == int(running))}
-            for i, v in enumerate(vals)]
-    return plan, sum(1 for p in plan if p["restart"])
+
+def running_max_model_len(status, body):
+    """``max_model_len`` the server reports on ``/v1/models`` (None: no 200 answer, or no model listed)."""
+    if status != 200 or not isinstance(body, dict):
+        return None
+    data = body.get("data") or []
+    if not data or not isinstance(data[0], dict) or data[0].get("max_model_len") in (None, ""):
+        return None
+    try:
+        return int(data[0]["max_model_len"])
+    except (TypeError, ValueError):
+        return None
+
+
+def restart_decision(status, body, wanted):
+    """Whether measuring ``wanted`` needs a relaunch: only when the running max_model_len differs (or is unknown)."""
+    wanted = int(wanted)
+    running = running_max_model_len(status, body)
+    if running == wanted:
+        reason = "already serving max_model_len %d" % wanted
+    elif running is None:
+        reason = "the running max_model_len is unknown (/v1/models answered %s)" % (status or "nothing")
+    else:
+        reason = "serving max_model_len %d, the point needs %d" % (running, wanted)
+    return {"running": running, "wanted": wanted, "restart": running != wanted, "reason": reason}
 
 
 def theoretical_concurrency(kv_tokens, max_model_len, max_num_seqs=None):

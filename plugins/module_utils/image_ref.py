@@ -158,15 +158,24 @@ def _engine_error(msg, reference):
 
 
 def image_outcome(reference, host, images=None, action=None, source="pull", expected_id="", allow_unpinned=False,
-                  check_mode=False, tarball=""):
-    """Judge one node: {ok, msg, fact}. See the image_verdict filter's DOCUMENTATION."""
+                  check_mode=False, tarball="", pull_reference="", mirror_rule=None):
+    """Judge one node: {ok, msg, fact}. See the image_verdict filter's DOCUMENTATION.
+
+    ``pull_reference`` is the name the node pulled (the image_mirror rewrite, same digest); the fact records both
+    ``reference`` (the plan's) and ``pulled_reference``, and RepoDigests are checked for the pulled one.
+    """
     action = action if isinstance(action, dict) else {}
     check_mode = _as_bool(check_mode)
+    original = str(reference or "").strip()
+    reference = str(pull_reference or "").strip() or original
     ref = image_reference_parse(reference, allow_unpinned=allow_unpinned)
-    fact = {"reference": ref["reference"], "id": None, "repo_digests": [], "repo_tags": [], "verified_by": None,
+    fact = {"reference": original, "pulled_reference": ref["reference"], "mirror": mirror_rule or None,
+            "id": None, "repo_digests": [], "repo_tags": [], "verified_by": None,
             "source": source, "changed": bool(action.get("changed")), "pending": False}
     if ref["problem"]:
         return {"ok": False, "msg": "%s: %s" % (host, ref["problem"]), "fact": fact}
+    if reference != original:
+        host = "%s (%s via the mirror)" % (host, original)
     if action.get("failed"):
         err = _engine_error(action.get("msg"), ref["reference"])
         if source == "tarball":
@@ -205,3 +214,136 @@ def _as_bool(value):
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+# ------------------------------------------------------------------------------------------ registry mirrors
+def _mirror_key(key):
+    """Normalise a mirror source: a repository name (``vllm/vllm-openai`` -> ``docker.io/vllm/vllm-openai``) or a
+    prefix ending in ``/`` (``index.docker.io/`` -> ``docker.io/``). Returns (kind, key) or (None, problem)."""
+    key = str(key or "").strip()
+    if key.endswith("/"):
+        domain, _sep, rest = key[:-1].partition("/")
+        domain = "docker.io" if domain.lower() in DOCKER_HUB_ALIASES else domain.lower()
+        if not DOMAIN_RE.match(domain) or "." not in domain and ":" not in domain and domain != "localhost":
+            return None, "prefix %r must start with a registry host (docker.io/, ghcr.io/, host:port/)" % key
+        return "prefix", "/".join(p for p in (domain, rest) if p) + "/"
+    p = image_reference_parse(key, allow_unpinned=True)
+    if not p["valid"] or p["tag"] or p["digest"]:
+        return None, "%r is neither a repository name (no tag, no digest) nor a prefix ending in /" % key
+    return "repo", p["name"]
+
+
+def _mirror_rules(mirrors):
+    """[(kind, source, target)] sorted exact-first, then longest prefix; problems for bad entries."""
+    rules, problems = [], []
+    if not isinstance(mirrors, dict):
+        return [], ["image_mirror must be a mapping {source repository or prefix/: mirror}, got %s"
+                    % type(mirrors).__name__]
+    for src, dst in sorted(mirrors.items(), key=lambda kv: str(kv[0])):
+        kind, key = _mirror_key(src)
+        target = str(dst or "").strip()
+        if kind is None:
+            problems.append("image_mirror[%r]: %s" % (src, key))
+        elif not target or (kind == "prefix") != target.endswith("/"):
+            problems.append("image_mirror[%r]: the mirror %r must be %s" % (
+                src, target, "a prefix ending in / as the source is" if kind == "prefix" else
+                "a repository name (no trailing /) as the source is"))
+        else:
+            rules.append((kind, key, target))
+    rules.sort(key=lambda r: (r[0] != "repo", -len(r[1])))
+    return rules, problems
+
+
+def image_mirror(reference, mirrors=None, allow_unpinned=False):
+    """Where to pull ``reference`` from: the mirror repository with the same digest (or tag), or itself.
+
+    Returns {original, pull, mirrored, rule, problem}. ``pull`` keeps the digest, so RepoDigests are verified
+    against the mirror's name with the digest the plan pinned (a mirror serves the same manifest bytes).
+    """
+    ref = image_reference_parse(reference, allow_unpinned=allow_unpinned)
+    out = {"original": ref["reference"], "pull": ref["reference"], "mirrored": False, "rule": None,
+           "problem": ref["problem"]}
+    rules, problems = _mirror_rules(mirrors or {})
+    if problems:
+        out["problem"] = "; ".join(problems)
+    if out["problem"] or not ref["valid"]:
+        return out
+    for kind, src, dst in rules:
+        if kind == "repo" and ref["name"] == src:
+            name = dst
+        elif kind == "prefix" and (ref["name"] + "/").startswith(src):
+            name = dst + ref["name"][len(src):]
+        else:
+            continue
+        pull = "%s@%s" % (name, ref["digest"]) if ref["digest"] else "%s:%s" % (name, ref["tag"] or "latest")
+        mirrored = image_reference_parse(pull, allow_unpinned=True)
+        if not mirrored["valid"]:
+            out["problem"] = "image_mirror[%r] rewrites %s to %s: %s" % (src, ref["reference"], pull,
+                                                                         mirrored["problem"])
+            return out
+        out.update(pull=pull, mirrored=True, rule="%s -> %s" % (src, dst))
+        return out
+    return out
+
+
+# ------------------------------------------------------------------------------------------ registry logins
+HUB_LOGIN_URL = "https://index.docker.io/v1/"
+LOGIN_FIELDS = ("registry", "username", "password")
+
+
+def _login_registry(value):
+    """Registry host of a credentials entry (``https://`` and paths dropped, Docker Hub aliases -> docker.io)."""
+    text = str(value or "").strip().lower()
+    text = re.sub(r"^https?://", "", text).split("/")[0]
+    return "docker.io" if text in DOCKER_HUB_ALIASES else text
+
+
+def registry_logins(credentials, reference):
+    """Logins the pull of ``reference`` (the mirror-rewritten one) needs: {logins, problem}.
+
+    ``credentials`` is image_registry_credentials, a list of {registry, username, password}; every entry is
+    validated (named by index, never by its password), and only entries for the reference's registry are used.
+    """
+    if credentials in (None, ""):
+        credentials = []
+    if not isinstance(credentials, list):
+        return {"logins": [], "problem": "image_registry_credentials must be a list of {registry, username, "
+                                         "password}, got %s" % type(credentials).__name__}
+    problems, logins = [], []
+    want = image_reference_parse(reference, allow_unpinned=True)["domain"]
+    for i, entry in enumerate(credentials):
+        if not isinstance(entry, dict):
+            problems.append("image_registry_credentials[%d] is not a mapping" % i)
+            continue
+        missing = [k for k in LOGIN_FIELDS if not str(entry.get(k) or "").strip()]
+        if missing:
+            problems.append("image_registry_credentials[%d] (%s) has no %s" % (
+                i, entry.get("registry") or "?", " / ".join(missing)))
+            continue
+        host = _login_registry(entry["registry"])
+        if not DOMAIN_RE.match(host):
+            problems.append("image_registry_credentials[%d]: registry %r is not a host[:port]" % (i, entry["registry"]))
+        elif host == want:
+            logins.append({"index": i, "registry": host, "username": str(entry["username"]),
+                           "password": str(entry["password"]),
+                           "registry_url": HUB_LOGIN_URL if host == "docker.io" else host})
+    return {"logins": logins, "problem": "; ".join(problems) or None}
+
+
+def login_outcome(host, results):
+    """Judge the docker_login loop of one node: {ok, msg}. The password never appears in ``msg``."""
+    failures = []
+    for res in results or []:
+        if not isinstance(res, dict) or not res.get("failed"):
+            continue
+        item = res.get("item") if isinstance(res.get("item"), dict) else {}
+        text = " ".join(str(res.get("msg") or "unknown error").split())
+        if item.get("password"):
+            text = text.replace(str(item["password"]), "********")
+        failures.append("cannot log in to %s as %r (image_registry_credentials[%s]): %s" % (
+            item.get("registry", "?"), item.get("username", "?"), item.get("index", "?"), text.rstrip(".")))
+    if not failures:
+        return {"ok": True, "msg": "%s: registry logins ok (%d)" % (host, len(results or []))}
+    msg = ("%s: %s. Fix the username/password in the vault (image_registry_credentials) or the registry's access "
+           "for that account; nothing was pulled or changed" % (host, "; ".join(failures)))
+    return {"ok": False, "msg": msg}

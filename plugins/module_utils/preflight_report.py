@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_checks as C
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_cluster as PC
 
 REPORT_SCHEMA = 1
 NODE_KEYS = ("vendor", "gpu_model", "gpu_count", "driver_version", "cuda_version", "rocm_version", "mnnvl", "kernel")
@@ -20,7 +21,7 @@ def build_report(hosts, probes, expected, thresholds=None, probe_failures=None):
     """-> {schema, summary, findings, drift, nodes, thresholds}. ``probe_failures``: {host: message} for hosts whose
     probe task failed or was unreachable (their findings say so)."""
     hosts = list(hosts)
-    result = C.run_checks(probes, expected, thresholds, hosts=hosts)
+    result = PC.run_checks(probes, expected, thresholds, hosts=hosts)
     for f in result["findings"]:
         if f["check"] == "probe" and f["status"] == "fail" and (probe_failures or {}).get(f["host"]):
             f["observed"] = "%s: %s" % (f["observed"], probe_failures[f["host"]])
@@ -55,9 +56,9 @@ def render_table(report, include_pass=True, width=None):
                              _cell(f["expected"], exp_w))).rstrip())
     s = report["summary"]
     lines.append("")
-    lines.append("%s: %d hosts, %d fail, %d warn, %d pass" % (
-        "PREFLIGHT OK" if s["ok"] else "PREFLIGHT FAILED", s["hosts"], s["fail"], s["warn"], s["pass"]))
-    todo = [f for f in report["findings"] if f["status"] != "pass"]
+    lines.append("%s: %d hosts, %d fail, %d warn, %d skipped, %d pass" % (
+        "PREFLIGHT OK" if s["ok"] else "PREFLIGHT FAILED", s["hosts"], s["fail"], s["warn"], s["skip"], s["pass"]))
+    todo = [f for f in report["findings"] if f["status"] in ("fail", "warn")]
     if todo:
         lines.append("")
         lines.append("What to do:")
@@ -73,8 +74,8 @@ def _md(text):
 def render_markdown(report):
     s = report["summary"]
     out = ["# Preflight report", ""]
-    out.append("**%s** - %d hosts, %d fail, %d warn, %d pass." % (
-        "OK" if s["ok"] else "FAILED", s["hosts"], s["fail"], s["warn"], s["pass"]))
+    out.append("**%s** - %d hosts, %d fail, %d warn, %d skipped, %d pass." % (
+        "OK" if s["ok"] else "FAILED", s["hosts"], s["fail"], s["warn"], s["skip"], s["pass"]))
     out.append("")
     todo = [f for f in report["findings"] if f["status"] != "pass"]
     if todo:
@@ -103,10 +104,29 @@ def render_markdown(report):
 
 
 def failure_message(report):
-    """One-paragraph message for the failing task: every failing host/check with observed vs expected."""
+    """One-paragraph message: every failing host/check with observed vs expected (the whole cluster)."""
     fails = [f for f in report["findings"] if f["status"] == "fail"]
     if not fails:
         return "preflight passed"
     parts = ["%s %s: %s (expected %s)" % (f["host"], f["check"], f["observed"], f["expected"]) for f in fails]
     return "Preflight failed on %s - %d failing check(s): %s" % (
-        ", ".join(report["summary"]["failed_hosts"]) or "the cluster (drift)", len(fails), "; ".join(parts))
+        ", ".join(report["summary"]["failed_hosts"]), len(fails), "; ".join(parts))
+
+
+def _host_line(host, f):
+    return "%s %s: %s (expected %s) - fix: %s" % (host, f["check"], f["observed"], f["expected"], f["fix"])
+
+
+def host_failures(report):
+    """{host: message} for every host a failure is charged to: its failing checks with their fixes, the cluster
+    findings (drift) it is part of, and how many of its checks were skipped behind them."""
+    out = {}
+    for host in report["summary"]["failed_hosts"]:
+        fails = [f for f in report["findings"] if f["status"] == "fail"]
+        own = [f for f in fails if f["host"] == host] + [f for f in fails if host in (f.get("hosts") or [])]
+        skipped = [f["check"] for f in report["findings"] if f["host"] == host and f["status"] == "skip"]
+        msg = "Preflight failed on %s - %s" % (host, "; ".join(_host_line(host, f) for f in own).rstrip("."))
+        if skipped:
+            msg += ". Not checked until that is fixed: %s" % ", ".join(sorted(set(skipped)))
+        out[host] = msg
+    return out

@@ -26,7 +26,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_pars
 SCHEMA_VERSION = 1
 
 TOOLS = ("nvidia-smi", "nvidia-imex-ctl", "nvidia-ctk", "amd-smi", "rocm-smi", "ibv_devinfo", "docker",
-         "timedatectl", "chronyc", "timeout")
+         "timedatectl", "chronyc", "timeout", "ip")
+IP_ADDR_CMD = ["ip", "-j", "addr", "show"]
 
 NVIDIA_XML_CMD = ["nvidia-smi", "-q", "-x"]
 NVIDIA_CSV_CMD = ["nvidia-smi", "--query-gpu=" + ",".join(P.NVIDIA_QUERY_FIELDS), "--format=csv,noheader,nounits"]
@@ -108,6 +109,18 @@ class ProbeIO(object):
             return None
 
     # --- process and kernel
+    def python_module(self, name):
+        """(interpreter, version, path of module ``name`` or None) for the Python running the probe - the node's
+        ansible_python_interpreter, the one community.docker's modules will run with."""
+        import importlib.util
+        import sys
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        return sys.executable, "%d.%d.%d" % sys.version_info[:3], origin
+
     def memlock(self):
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
@@ -459,21 +472,31 @@ def _existing_ancestor(io, path):
     return p
 
 
-def collect_weights(io, cache_dir, model):
-    """Are the model's weights already on disk? Looks at ``model`` as a local path, then at the HF cache layout
-    ``<cache>/hub/models--<org>--<name>/snapshots/*/`` (and ``<cache>/models--...``). Present = a
-    ``model.safetensors.index.json`` whose every shard exists."""
-    res = {"present": False, "path": None, "bytes": None, "missing_shards": None}
+def _weight_candidates(io, cache_dir, model, revision):
+    """Directories that may hold the weights: the model path itself, or the HF cache snapshots - only the
+    revision's (``snapshots/<revision>``, or the commit ``refs/<revision>`` points to) when one is pinned."""
+    if model.startswith("/"):
+        return [model]
+    repo = "models--" + model.replace("/", "--")
+    out = []
+    for base in (os.path.join(cache_dir, "hub", repo), os.path.join(cache_dir, repo)):
+        if not revision:
+            out.extend(io.glob(os.path.join(base, "snapshots", "*")))
+            continue
+        commit = (io.read(os.path.join(base, "refs", revision)) or "").strip() or revision
+        out.append(os.path.join(base, "snapshots", commit))
+    return out
+
+
+def collect_weights(io, cache_dir, model, revision=None):
+    """Are the model's weights (at ``revision`` when pinned) already on disk? Looks at ``model`` as a local path,
+    then at the HF cache layout ``<cache>/hub/models--<org>--<name>/snapshots/*/`` (and ``<cache>/models--...``).
+    Present = a ``model.safetensors.index.json`` whose every shard exists."""
+    res = {"model": model, "revision": revision, "present": False, "path": None, "bytes": None,
+           "missing_shards": None}
     if not model:
         return res
-    candidates = []
-    if model.startswith("/"):
-        candidates.append(model)
-    else:
-        repo = "models--" + model.replace("/", "--")
-        for base in (os.path.join(cache_dir, "hub", repo), os.path.join(cache_dir, repo)):
-            candidates.extend(io.glob(os.path.join(base, "snapshots", "*")))
-    for cand in candidates:
+    for cand in _weight_candidates(io, cache_dir, model, revision):
         index = io.read(os.path.join(cand, "model.safetensors.index.json"))
         if not index:
             continue
@@ -488,6 +511,48 @@ def collect_weights(io, cache_dir, model):
             res["present"] = True
             return res
     return res
+
+
+def _sysfs_interface(io, name):
+    """Fallback without iproute2: existence, MTU and flags from /sys/class/net (no addresses)."""
+    flags = io.read("/sys/class/net/%s/flags" % name)
+    if flags is None:
+        return None
+    try:
+        bits = int(flags.strip(), 16)
+    except ValueError:
+        bits = 0
+    carrier = (io.read("/sys/class/net/%s/carrier" % name) or "").strip() == "1"
+    loopback = bool(bits & 0x8)
+    return {"up": bool(bits & 0x1) and (loopback or carrier), "loopback": loopback,
+            "mtu": P.to_int((io.read("/sys/class/net/%s/mtu" % name) or "").strip()), "operstate": None,
+            "addresses": None}
+
+
+def collect_interfaces(ctx, names):
+    """The network interfaces NCCL/Gloo are told to use (the plan's socket ifnames): up, MTU, addresses."""
+    res = {"source": None, "names": {}}
+    if not names:
+        return res
+    links = {}
+    if ctx.have("ip"):
+        rc, out, _err = ctx.run(IP_ADDR_CMD)
+        links = P.parse_ip_addr_json(out) if rc == 0 else {}
+        res["source"] = "ip" if links else None
+    for name in names:
+        info = links.get(name) if res["source"] == "ip" else _sysfs_interface(ctx.io, name)
+        if res["source"] is None and info is not None:
+            res["source"] = "sysfs"
+        res["names"][name] = dict(info, exists=True) if info else {"exists": False}
+    res["available"] = sorted(links) if res["source"] == "ip" else None
+    return res
+
+
+def collect_python(io):
+    """The node's Python as the collection's node-side modules see it: interpreter, version, and whether the
+    ``requests`` library community.docker's modules need is importable."""
+    executable, version, origin = io.python_module("requests")
+    return {"executable": executable, "version": version, "requests": origin is not None, "requests_path": origin}
 
 
 def _port_entries(options):
@@ -514,6 +579,28 @@ def collect_ports(io, options):
         for addr in binds:
             res.append({"name": name, "port": port, "address": addr, "state": io.port_state(addr, port)})
     return res
+
+
+def collect_host(ctx, options):
+    """Host resources: /dev/shm, memlock, free disk and weights on the model cache, time sync, Python, ports."""
+    io = ctx.io
+    shm = io.statvfs("/dev/shm")
+    soft, hard = io.memlock()
+    cache_dir = options["model_cache_dir"]
+    checked = _existing_ancestor(io, cache_dir)
+    st = io.statvfs(checked)
+    return {
+        "shm_bytes": shm["total"] if shm else None,
+        "memlock": soft,
+        "memlock_hard": hard,
+        "disk": {"path": cache_dir, "checked_path": checked, "exists": checked == os.path.abspath(cache_dir),
+                 "free_bytes": st["free"] if st else None, "total_bytes": st["total"] if st else None},
+        "weights": collect_weights(io, cache_dir, options.get("model"), options.get("model_revision")),
+        "time_sync": collect_time_sync(ctx),
+        "python": collect_python(io),
+        "interfaces": collect_interfaces(ctx, options.get("interfaces") or []),
+        "ports": collect_ports(io, options),
+    }
 
 
 def collect(io, options=None):
@@ -571,25 +658,12 @@ def collect(io, options=None):
         "imex_channel": io.exists("/dev/nvidia-caps-imex-channels/channel0"),
         "infiniband_uverbs": len(io.glob("/dev/infiniband/uverbs*")),
     }
-    facts["engine"] = collect_engine(ctx, options.get("docker_host") or "unix:///var/run/docker.sock")
+    facts["engine"] = collect_engine(ctx, options["docker_host"])
     facts["engine"]["gpu_support"] = _engine_gpu_support(vendor, facts["engine"], facts["devices"])
-    facts["deployment"] = collect_deployment(io, options.get("docker_host") or "unix:///var/run/docker.sock",
+    facts["deployment"] = collect_deployment(io, options["docker_host"],
                                              options.get("deployment_container"))
 
-    shm = io.statvfs("/dev/shm")
-    facts["shm_bytes"] = shm["total"] if shm else None
-    soft, hard = io.memlock()
-    facts["memlock"] = soft
-    facts["memlock_hard"] = hard
-
-    cache_dir = options.get("model_cache_dir") or "/data/hf-cache"
-    checked = _existing_ancestor(io, cache_dir)
-    st = io.statvfs(checked)
-    facts["disk"] = {"path": cache_dir, "checked_path": checked, "exists": checked == os.path.abspath(cache_dir),
-                     "free_bytes": st["free"] if st else None, "total_bytes": st["total"] if st else None}
-    facts["weights"] = collect_weights(io, cache_dir, options.get("model"))
-    facts["time_sync"] = collect_time_sync(ctx)
-    facts["ports"] = collect_ports(io, options)
+    facts.update(collect_host(ctx, options))
     facts["tools"] = dict(ctx.tools)
     facts["errors"] = ctx.errors
     facts["commands"] = ctx.commands

@@ -23,8 +23,6 @@ NA_VALUES = frozenset([
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
-MODELS = ("gb300", "gb200", "b300", "b200", "h200", "mi355x", "mi350x", "unknown")
-
 # Memory floor (MiB) that tells an NVL72 GB300 GPU (284208 MiB) from a DGX Station GB300 (256703 MiB).
 GB300_NVL72_MIN_MIB = 280000
 
@@ -175,16 +173,6 @@ def normalize_model(name=None, memory_mib=None, device_id=None, gfx=None, comput
     return "unknown"
 
 
-def vendor_of_model(model):
-    if model in ("mi355x", "mi350x"):
-        return "amd"
-    if model in ("gb300", "gb200", "b300", "b200", "h200"):
-        return "nvidia"
-    return None
-
-
-# --------------------------------------------------------------------------------------------- NVIDIA
-
 def _xml_text(node, path):
     if node is None:
         return None
@@ -287,68 +275,6 @@ def gpus_from_csv(text):
 
 NVIDIA_QUERY_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "memory.used", "compute_cap",
                        "pci.bus_id")
-
-_BANNER_DRIVER = re.compile(r"(?:Driver|KMD) Version:\s+([0-9]+(?:\.[0-9]+)+)")
-_BANNER_CUDA = re.compile(r"CUDA(?: UMD)? Version:\s+([0-9]+\.[0-9]+)")
-
-
-def parse_nvidia_smi_banner(text):
-    """Default ``nvidia-smi`` table banner -> {driver_version, cuda_version}; knows the 610 labels
-    (``KMD Version``, ``CUDA UMD Version``)."""
-    text = text or ""
-    d = _BANNER_DRIVER.search(text)
-    c = _BANNER_CUDA.search(text)
-    return {"driver_version": d.group(1) if d else None, "cuda_version": c.group(1) if c else None}
-
-
-def parse_nvidia_smi_q(text):
-    """``nvidia-smi -q`` text -> {driver_version, cuda_version, gpus: [{pci_bus_id, fabric: {...}}]}.
-
-    Lines are cut at the first ``" : "`` (the key column is 42 wide before 610, 55 after). On 610+ the old
-    ``Driver Version``/``CUDA Version`` rows carry a ``[Deprecated; ...]`` tail; the new ``KMD Version``/``CUDA UMD
-    Version`` rows win when present. ``CUDA Version : Not Found`` (libcuda absent) gives None.
-    """
-    out = {"driver_version": None, "cuda_version": None, "gpus": []}
-    top = {}
-    gpu = None
-    section = []
-    for raw in (text or "").splitlines():
-        if not raw.strip():
-            continue
-        m = re.match(r"^GPU ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])\s*$", raw)
-        if m:
-            gpu = {"pci_bus_id": m.group(1), "fabric": {}}
-            out["gpus"].append(gpu)
-            section = []
-            continue
-        indent = len(raw) - len(raw.lstrip(" "))
-        if " : " in raw or raw.rstrip().endswith(" :"):
-            key, _sep, value = raw.partition(" : ")
-            key = key.strip().rstrip(":").strip()
-            value = value.strip()
-        else:
-            key, value = raw.strip(), None
-        if gpu is None:
-            if value is not None:
-                top[key] = value
-            continue
-        level = indent // 4
-        section = section[:max(level - 1, 0)]
-        if value is None:
-            section.append(key)
-            continue
-        path = "/".join(section + [key])
-        if path.startswith("Fabric/"):
-            sub = path[len("Fabric/"):]
-            mapping = {"State": "state", "Status": "status", "CliqueId": "clique_id", "ClusterUUID": "cluster_uuid",
-                       "Health/Summary": "health"}
-            if sub in mapping:
-                gpu["fabric"][mapping[sub]] = na(value)
-        elif path == "Product Name":
-            gpu["name"] = na(value)
-    out["driver_version"] = na(top.get("KMD Version")) or na(top.get("Driver Version"))
-    out["cuda_version"] = na(top.get("CUDA UMD Version")) or na(top.get("CUDA Version"))
-    return out
 
 
 def parse_proc_driver_version(text):
@@ -581,29 +507,6 @@ def parse_rocm_version_file(text):
     return m.group(1) if m else None
 
 
-def parse_rocminfo(text):
-    """``rocminfo`` -> {gpu_agents: [{name, marketing_name}], gfx950_count}."""
-    agents = []
-    cur = None
-    for line in (text or "").splitlines():
-        if re.match(r"^\s*Agent \d+\s*$", line):
-            cur = {}
-            agents.append(cur)
-            continue
-        if cur is None:
-            continue
-        m = re.match(r"^  (\S[^:]*):\s+(.*)$", line)
-        if m:
-            key, value = m.group(1).strip(), m.group(2).strip()
-            if key not in cur:
-                cur[key] = value
-    gpus = [{"name": a.get("Name"), "marketing_name": a.get("Marketing Name")}
-            for a in agents if a.get("Device Type") == "GPU"]
-    return {"gpu_agents": gpus, "gfx950_count": sum(1 for g in gpus if g["name"] == "gfx950")}
-
-
-# --------------------------------------------------------------------------------------------- RDMA
-
 _IB_STATE = re.compile(r"(PORT_[A-Z]+|ACTIVE|DOWN|INIT|ARMED)")
 
 
@@ -677,18 +580,25 @@ def parse_docker_info(data):
     return out
 
 
-def parse_docker_cli_version(text):
-    """``docker --version`` (``Docker version 29.7.2, build a7dcaa6``) -> ``'29.7.2'``."""
-    m = re.search(r"version\s+(\d+(?:\.\d+)+)", text or "", re.IGNORECASE)
-    return m.group(1) if m else None
+def parse_ip_addr_json(text):
+    """``ip -j addr show`` -> ``{ifname: {up, loopback, mtu, operstate, addresses: ["a.b.c.d/len", ...]}}``.
 
+    ``up``: administratively up (flag ``UP``) with carrier (``LOWER_UP``); loopback has no carrier flag semantics
+    and counts as up when ``UP``. Unparseable input -> {}."""
+    data = _json_load(text)
+    out = {}
+    for link in data if isinstance(data, list) else []:
+        if not isinstance(link, dict) or not link.get("ifname"):
+            continue
+        flags = set(link.get("flags") or [])
+        loopback = "LOOPBACK" in flags
+        addrs = ["%s/%s" % (a.get("local"), a.get("prefixlen")) for a in link.get("addr_info") or []
+                 if isinstance(a, dict) and a.get("local")]
+        out[str(link["ifname"])] = {"up": "UP" in flags and (loopback or "LOWER_UP" in flags), "loopback": loopback,
+                                    "mtu": to_int(link.get("mtu")), "operstate": link.get("operstate"),
+                                    "addresses": addrs}
+    return out
 
-def parse_nvidia_ctk_cdi_list(text):
-    """``nvidia-ctk cdi list`` -> list of device names (logrus INFO lines skipped)."""
-    return [line.strip() for line in (text or "").splitlines() if re.match(r"^\s*nvidia\.com/gpu=\S+\s*$", line)]
-
-
-# --------------------------------------------------------------------------------------------- host
 
 def parse_timedatectl(text):
     """``timedatectl show -p NTPSynchronized --value`` -> True/False/None."""
@@ -717,14 +627,6 @@ def parse_chronyc_tracking(text):
 def parse_proc_modules(text):
     """``/proc/modules`` -> set of loaded module names."""
     return set(line.split()[0] for line in (text or "").splitlines() if line.strip())
-
-
-def parse_ulimit_value(text):
-    """``ulimit -l`` style value -> int KiB or -1 for unlimited."""
-    v = (text or "").strip().lower()
-    if v in ("unlimited", "infinity", "-1"):
-        return -1
-    return to_int(v)
 
 
 def parse_size(value):

@@ -89,7 +89,7 @@ def _arity(spec, negated):
     return int(nargs), int(nargs)
 
 
-def _choice_ok(value, choices):
+def choice_ok(value, choices):
     if value in [str(c) for c in choices]:
         return True
     norm = value.lower().replace("-", "_")
@@ -127,7 +127,7 @@ def check_argv(argv, snapshot, model_positional=True):
         choices = spec.get("choices")
         if choices and not negated and not dotted:
             for value in values:
-                if not _choice_ok(value, choices):
+                if not choice_ok(value, choices):
                     problems.append("%s %s: invalid choice for vllm serve %s (choose from %s)"
                                     % (option, value, version, ", ".join(str(c) for c in choices)))
         if canonical == "--tool-call-parser" and snapshot.get("tool_parsers"):

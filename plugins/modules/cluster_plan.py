@@ -22,6 +22,8 @@ description:
     the fix. Any problem fails the task, so nothing further runs.
   - Every argument is checked against the flag snapshot of the target vLLM version
     (C(data/vllm_flags/vllm-<version>.json)).
+  - Every C(kimi_k3_*) variable is checked against its declaration (type, allowed values or format, scope) before
+    anything is derived; the declarations are listed in the notes below and in C(docs/variables.md).
 options:
   group:
     description: Inventory group holding every node of the deployment.
@@ -57,6 +59,8 @@ attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
     support: full
+extends_documentation_fragment:
+  - gpufleet.kimi_k3.plan_variables
 author:
   - gpufleet maintainers (@gpufleet)
 """

@@ -30,18 +30,24 @@ options:
     description:
       - Container engine endpoint. C(unix:///path) is queried over the socket (Docker API C(GET /version) and
         C(GET /info)); C(tcp://host:port) over plain HTTP. When the API is not reachable the C(docker) CLI is tried.
+      - The preflight role passes the plan's C(docker_host).
     type: str
-    default: unix:///var/run/docker.sock
+    required: true
   model_cache_dir:
     description:
       - Host directory that will hold the weights / Hugging Face cache. Free space is measured on it, or on its
-        nearest existing parent when it does not exist yet.
+        nearest existing parent when it does not exist yet. The preflight role passes the plan's C(model_cache_dir).
     type: path
-    default: /data/hf-cache
+    required: true
   model:
     description:
       - Model id (C(moonshotai/Kimi-K3)) or absolute path. Used to detect weights already present in
         O(model_cache_dir) (HF cache layout C(hub/models--org--name/snapshots/*)) or at the path.
+    type: str
+  model_revision:
+    description:
+      - Revision of O(model) the deployment pins (a commit hash, or a branch/tag the cache's C(refs/) resolves). Only
+        that snapshot counts as the weights being present. Unset - any snapshot.
     type: str
   ports:
     description:
@@ -65,8 +71,16 @@ options:
     description:
       - Name of this collection's vLLM container. When it runs, the ports and GPU memory it holds are reported as
         held by the deployment (a re-run of deploy.yml) rather than by a foreign process. Empty disables the lookup.
+      - The preflight role passes the plan's C(container.name).
     type: str
-    default: vllm-kimi-k3
+    default: ""
+  interfaces:
+    description:
+      - Network interfaces whose state, MTU and addresses are reported (C(ip -j addr show), else C(/sys/class/net)).
+        The preflight role passes the socket interfaces of the plan (C(GLOO_SOCKET_IFNAME) / C(NCCL_SOCKET_IFNAME)).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -217,13 +231,15 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe_collect imp
 
 
 ARGUMENT_SPEC = dict(
-    docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
-    model_cache_dir=dict(type="path", default="/data/hf-cache"),
+    docker_host=dict(type="str", required=True),
+    model_cache_dir=dict(type="path", required=True),
     model=dict(type="str"),
+    model_revision=dict(type="str"),
     ports=dict(type="list", elements="raw", default=[]),
     bind_addresses=dict(type="list", elements="str", default=["0.0.0.0"]),
     command_timeout=dict(type="int", default=60),
-    deployment_container=dict(type="str", default="vllm-kimi-k3"),
+    deployment_container=dict(type="str", default=""),
+    interfaces=dict(type="list", elements="str", default=[]),
 )
 
 

@@ -28,6 +28,9 @@ def run_playbook(playbook, inventory, extravars=None, tags=None, skip_tags=None,
         "ANSIBLE_INJECT_FACT_VARS": "false",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
+        # The example inventories read kimi_k3_api_key from this variable and the plan refuses an API without a key
+        # on a non-loopback address; a placeholder unless the caller (or the environment) sets one.
+        "KIMI_K3_API_KEY": os.environ.get("KIMI_K3_API_KEY", "test-placeholder-api-key"),
     }
     env.update(envvars or {})
     cmdline = []

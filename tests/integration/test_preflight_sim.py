@@ -89,6 +89,9 @@ def test_healthy_profile_is_green(sim_cluster, cluster, model, count):
     ("mi355x", 1, "ib_port_down", "rdma"),
     ("mi355x", 1, "rocm_old", "rocm_version"),
     ("gb300", 1, "gpu_busy", "gpu_busy"),
+    ("mi355x", 0, "no_python_requests", "python_requests"),
+    ("gb300", 1, "socket_ifname_down", "socket_ifname"),
+    ("mi355x", 1, "socket_ifname_missing", "socket_ifname"),
 ])
 def test_one_faulty_node_fails_naming_node_and_check(sim_cluster, cluster, node_index, fault_name, check):
     sim = sim_cluster(cluster)
@@ -107,8 +110,35 @@ def test_one_faulty_node_fails_naming_node_and_check(sim_cluster, cluster, node_
     # stand-in vLLM may hold the head's API port while this test runs (the check is right to fail then)
     others = [n["name"] for n in sim.nodes if n["name"] != node]
     assert not [f for f in failing(report) if f[0] in others and f[1] != "ports"], failing(report)
-    msgs = [m for h, t, m in failed_tasks(r) if t == FAIL_TASK]
-    assert msgs and ("%s %s" % (node, check)) in msgs[0]
+    msgs = dict((h, m) for h, t, m in failed_tasks(r) if t == FAIL_TASK)
+    assert ("%s %s" % (node, check)) in msgs[node], msgs
+    assert r.stats["failures"].get(node) == 1                # the recap charges the faulty node itself
+
+
+def test_driver_not_loaded_is_one_root_failure_and_the_worker_is_failed(sim_cluster):
+    """Issue #13 "root cause first": the kernel module missing on the worker is one failure (gpu_tools, with the
+    modprobe fix); everything that needs the driver is skipped naming what it depends on; the recap marks the
+    worker failed, not the head that ran the cluster-wide judgement."""
+    sim = sim_cluster("gb300")
+    head, worker = sim.nodes[0]["name"], sim.nodes[1]["name"]
+    with fault(worker, "driver_not_loaded"):
+        r, report, _art = preflight(sim)
+    assert r.status == "failed"
+    assert [c for h, c in failing(report) if h == worker] == ["gpu_tools"], failing(report)
+    root = [f for f in report["findings"] if f["host"] == worker and f["check"] == "gpu_tools"][0]
+    assert root["observed"] == "nvidia-smi: driver_not_loaded" and "modprobe nvidia" in root["fix"]
+    skipped = dict((f["check"], f["observed"]) for f in report["findings"]
+                   if f["host"] == worker and f["status"] == "skip")
+    for check in ("gpu_driver", "cuda_version", "gpu_model", "gpu_count", "gpu_memory", "gpu_busy", "fabric", "imex",
+                  "imex_channel", "nvlink_domain"):
+        assert skipped.get(check, "").startswith("not checked: depends on "), (check, skipped)
+    fixes = " ".join(f["fix"] for f in report["findings"])
+    assert "same rack" not in fixes and "r580" not in fixes and "kimi_k3_accelerator" not in fixes
+    # no failure charged to the healthy head, no drift failure from values the worker could not measure
+    assert not [f for f in failing(report) if f[0] in (head, "(cluster)")], failing(report)
+    assert r.stats["failures"].get(worker) == 1 and not r.stats["failures"].get(head), r.stats
+    msgs = dict((h, m) for h, t, m in failed_tasks(r) if t == FAIL_TASK)
+    assert list(msgs) == [worker] and msgs[worker].startswith("Preflight failed on %s - %s gpu_tools" % (worker, worker))
 
 
 def test_check_mode_still_probes_and_reports(sim_cluster):
@@ -134,3 +164,16 @@ def test_nothing_further_runs_after_a_failed_preflight(sim_cluster, tmp_path):
     assert r.status == "failed"
     assert not [e for e in r.events if e["event_data"].get("task") == "Must not run"
                 and e.get("event", "").startswith("runner_on_")]
+
+
+def test_socket_mtu_mismatch_fails_the_odd_node(sim_cluster):
+    """#14 §1: one MTU on the NCCL/Gloo interface of every node; the node off the head's MTU is charged."""
+    sim = sim_cluster("gb300")
+    head, worker = sim.nodes[0]["name"], sim.nodes[1]["name"]
+    with fault(worker, "socket_mtu_mismatch"):
+        r, report, _art = preflight(sim)
+    assert r.status == "failed"
+    mtu = [f for f in report["findings"] if f["check"] == "socket_mtu"][0]
+    assert mtu["status"] == "fail" and mtu["hosts"] == [worker] and "MTU 1500: %s" % worker in mtu["observed"]
+    assert "ip link set dev" in mtu["fix"]
+    assert r.stats["failures"].get(worker) == 1 and not r.stats["failures"].get(head), r.stats

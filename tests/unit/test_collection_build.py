@@ -17,8 +17,10 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Directories that must never ship: the venv, build output (incl. the build/collections link back to the repo),
-# the rehearsal cluster's runtime state (SSH keys, engine data-roots), playbook artifacts, git metadata.
-LOCAL_ONLY = (".venv/", "build/", "sim/.state/", "artifacts/", ".git/")
+# the rehearsal cluster (and its runtime state: SSH keys, engine data-roots), playbook artifacts, git metadata,
+# test suites, benchmarks, CI and dev scripts, molecule scenarios (galaxy.yml build_ignore, docs/install.md).
+LOCAL_ONLY = (".venv/", "build/", "sim/", "artifacts/", ".git/", ".ci/", "scripts/", "benchmarks/", "molecule/",
+              "tests/unit/", "tests/integration/", "tests/helpers/")
 
 
 def _galaxy():
@@ -62,7 +64,9 @@ def test_tarball_named_after_galaxy_yml(built):
     assert built[0] == "{namespace}-{name}-{version}.tar.gz".format(**meta)
 
 
-@pytest.mark.parametrize("prefix", ["plugins/", "roles/", "playbooks/", "data/vllm_flags/", "meta/runtime.yml"])
+@pytest.mark.parametrize("prefix", ["plugins/", "roles/", "playbooks/", "data/vllm_flags/", "meta/runtime.yml",
+                                    "LICENSE", "requirements.txt", "requirements.yml", "tests/sanity/ignore-2.21.txt",
+                                    "inventories/gb300-cluster/"])
 def test_tarball_contains(built, prefix):
     names = built[1]
     assert any(n == prefix or n.startswith(prefix) and n != prefix.rstrip("/") for n in names), \
@@ -101,6 +105,32 @@ def test_build_ignore_excludes_local_dirs(tmp_path):
     out.mkdir()
     names = _build(src, out)[1]
     assert "plugins/modules/dummy.py" in names
-    assert "sim/simctl" in names  # sim/ itself ships (docs, rehearsal tooling); only its state does not
+    assert "sim/simctl" not in names  # the rehearsal cluster is development tooling (docs/sim.md)
     assert _offenders(names) == []
     assert not [n for n in names if n.startswith(".pytest_cache")]
+
+
+def test_license_is_the_gpl_galaxy_yml_names(built):
+    import yaml
+
+    with open(os.path.join(REPO, "galaxy.yml")) as f:
+        meta = yaml.safe_load(f)
+    assert meta["license"] == ["GPL-3.0-or-later"]
+    with open(os.path.join(REPO, "LICENSE")) as f:
+        text = f.read()
+    assert "GNU GENERAL PUBLIC LICENSE" in text and "Version 3, 29 June 2007" in text
+    assert "LICENSE" in built[1]
+
+
+def test_shipped_sanity_ignores_name_only_shipped_files(built):
+    """ansible-test sanity on the tarball (Galaxy's importer) fails on ignore entries for files that do not ship:
+    those belong in tests/sanity/dev-ignore.txt (scripts/sanity.sh appends it in the repo copy)."""
+    names = set(built[1])
+    ignores = [n for n in names if n.startswith("tests/sanity/ignore-") and n.endswith(".txt")]
+    assert ignores
+    bad = []
+    for n in ignores:
+        with open(os.path.join(REPO, n)) as f:
+            bad += ["%s: %s" % (n, line.split()[0]) for line in f if line.strip() and line.split()[0] not in names]
+    assert bad == [], "move these entries to tests/sanity/dev-ignore.txt: %s" % bad
+    assert "tests/sanity/dev-ignore.txt" not in names

@@ -74,8 +74,9 @@ def test_fault_fails_naming_node_and_check(faulty_node):
     assert (faulty_node, CHECK) in _failing(report), _failing(report)
     # the healthy tray has no failing check ('ports' excepted: another session's stand-in may hold the port)
     assert not [f for f in _failing(report) if f[0] != faulty_node and f[1] != "ports"], _failing(report)
-    msgs = [m for h, t, m in failed_tasks(r) if t == FAIL_TASK]
-    assert msgs and ("%s %s" % (faulty_node, CHECK)) in msgs[0], failed_tasks(r)
+    msgs = dict((h, m) for h, t, m in failed_tasks(r) if t == FAIL_TASK)
+    assert ("%s %s" % (faulty_node, CHECK)) in msgs.get(faulty_node, ""), failed_tasks(r)
+    assert r.stats["failures"].get(faulty_node) == 1             # the recap charges the faulty tray
     with open(os.path.join(art, "preflight-report.md")) as f:
         md = f.read()
     assert faulty_node in md and CHECK in md

@@ -5,7 +5,7 @@
 set -euo pipefail
 out=${1:?usage: build-rootfs.sh OUT.tar.gz}
 suite=${KIMI_SIM_SUITE:-bookworm}
-include=python3,openssh-server,python3-requests,ca-certificates,procps,iproute2
+include=python3,openssh-server,python3-requests,ca-certificates,procps,iproute2,sudo
 
 mirror=${KIMI_SIM_MIRROR:-}
 if [ -z "$mirror" ]; then

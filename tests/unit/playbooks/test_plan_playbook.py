@@ -10,13 +10,15 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_dat
 from tests.helpers.runner import REPO, failed_tasks, run_playbook
 
 SNAP = recipe_data.load_snapshots()
+# The examples read the API key from the controller's environment; without one the plan refuses them (test below).
+API_KEY_ENV = {"KIMI_K3_API_KEY": "unit-test-placeholder"}
 EXAMPLES = ["inventories/gb300-cluster", "inventories/gb300-dep16", "inventories/mi355x-cluster",
             "inventories/mi355x-rdma-2node"]
 
 
 @pytest.mark.parametrize("inventory", EXAMPLES)
 def test_example_inventory_plans_are_accepted_by_their_vllm_version(inventory, tmp_path):
-    r = run_playbook("plan.yml", inventory, extravars={"plan_dir": str(tmp_path)})
+    r = run_playbook("plan.yml", inventory, extravars={"plan_dir": str(tmp_path)}, envvars=API_KEY_ENV)
     assert r.status == "successful", failed_tasks(r)
     plans = sorted(glob.glob(str(tmp_path / "*.json")))
     scripts = sorted(glob.glob(str(tmp_path / "*.sh")))
@@ -44,8 +46,8 @@ def test_example_inventory_plans_are_accepted_by_their_vllm_version(inventory, t
 
 
 def test_second_run_changes_nothing(tmp_path):
-    run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path)})
-    r = run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path)})
+    run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path)}, envvars=API_KEY_ENV)
+    r = run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path)}, envvars=API_KEY_ENV)
     assert r.status == "successful"
     assert sum(h for h in r.stats["changed"].values()) == 0
 
@@ -59,3 +61,11 @@ def test_invalid_inventory_refused_with_every_problem_and_no_files(tmp_path):
     for fragment in ("kimi_k3_image", "not pinned by digest", "kimi_k3_gpus_per_node", "single_node_tp runs on one node"):
         assert fragment in msgs
     assert not out.exists()
+
+
+def test_example_without_api_key_is_refused_naming_the_variable(tmp_path):
+    r = run_playbook("plan.yml", EXAMPLES[0], extravars={"plan_dir": str(tmp_path / "plan")},
+                     envvars={"KIMI_K3_API_KEY": ""})
+    assert r.status == "failed"
+    msgs = " ".join(m for _h, _t, m in failed_tasks(r))
+    assert "kimi_k3_api_key" in msgs and "kimi_k3_allow_unauthenticated_api" in msgs and "gb300-tray01" in msgs

@@ -32,7 +32,7 @@ def _load(*parts):
         return yaml.safe_load(handle)
 
 
-@pytest.mark.parametrize("role", ["image", "teardown"])
+@pytest.mark.parametrize("role", ["image", "teardown", "weights"])
 def test_argument_specs_document_every_default_with_the_role_prefix(role):
     defaults = _load("roles", role, "defaults", "main.yml")
     options = _load("roles", role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
@@ -46,7 +46,7 @@ def test_argument_specs_document_every_default_with_the_role_prefix(role):
 
 
 def test_defaults_are_commented():
-    for role in ("image", "teardown"):
+    for role in ("image", "teardown", "weights"):
         with open(os.path.join(REPO, "roles", role, "defaults", "main.yml")) as handle:
             lines = handle.read().splitlines()
         for i, line in enumerate(lines):
@@ -80,3 +80,37 @@ def test_shallow_cache_dir_is_refused_even_with_the_phrase(inventory):
                                     teardown_model_cache_dir="/data"))
     failures = failed_tasks(r)
     assert failures and all(t == REFUSAL for _host, t, _msg in failures)
+
+
+D1 = "sha256:" + "1" * 64
+
+
+def _only_task(r, task):
+    failures = failed_tasks(r)
+    assert r.status == "failed" and failures and {t for _h, t, _m in failures} == {task}, failures
+    return failures
+
+
+def test_bad_mirror_rule_is_refused_on_every_node_before_contacting_it(inventory):
+    r = run_playbook("image.yml", inventory, extravars={"image_reference": "vllm/vllm-openai@" + D1,
+                                                        "image_mirror": {"docker.io/": "harbor.example/hub"}})
+    for host, _t, msg in _only_task(r, "Check the mirror setting"):
+        assert msg == ("%s: image_mirror['docker.io/']: the mirror 'harbor.example/hub' must be a prefix ending in / "
+                       "as the source is (role variable image_mirror)" % host)
+
+
+def test_incomplete_credentials_are_refused_before_contacting_nodes_without_showing_passwords(inventory):
+    creds = [{"registry": "harbor.example", "username": "robot", "password": "hunter2"},
+             {"registry": "other.example", "username": "robot"}]
+    r = run_playbook("image.yml", inventory, extravars={"image_reference": "harbor.example/v/vllm@" + D1,
+                                                        "image_registry_credentials": creds})
+    for host, _t, msg in _only_task(r, "Check the registry credentials"):
+        assert msg.startswith("%s: image_registry_credentials[1] (other.example) has no password" % host)
+    assert "hunter2" not in str(list(r.events))
+
+
+def test_weights_refuse_an_unpinned_revision_before_contacting_nodes(inventory):
+    # The plan (first play of weights.yml) refuses a revision that is not a commit, before any node is contacted.
+    r = run_playbook("weights.yml", inventory, extravars={"kimi_k3_model_revision": "main"})
+    for _host, _t, msg in _only_task(r, "Validate the inventory and render every node's launch plan"):
+        assert "kimi_k3_model_revision" in msg and "40-character" in msg

@@ -139,6 +139,10 @@ EXPECTED_CHANGES = {
     "driver_not_loaded": ("gb300", [r"^driver\.loaded$"], ["driver.loaded"]),
     "rocm_old": ("mi355x", [r"^rocm\."], ["rocm.version", "rocm.version_file", "rocm.amd_smi_tool"]),
     "gpu_busy": ("mi355x", [r"^gpu\.memory_used_mib$", r"^gpus\.\d\.memory_used_mib$"], ["gpus.0.memory_used_mib"]),
+    "no_python_requests": ("gb300", [r"^python_missing_modules\.0$"], ["python_missing_modules.0"]),
+    "socket_ifname_down": ("gb300", [r"^net\.interfaces\.lo\."], ["net.interfaces.lo.operstate"]),
+    "socket_mtu_mismatch": ("mi355x", [r"^net\.interfaces\.lo\."], ["net.interfaces.lo.mtu"]),
+    "socket_ifname_missing": ("gb300", [r"^net\.interfaces\.eth0\."], ["net.interfaces.eth0.mtu"]),
 }
 
 
@@ -282,3 +286,58 @@ def test_init_fails_cleanly_without_profile(tmp_path):
     res = subprocess.run([sys.executable, os.path.join(NODETOOLS, "sim-node-init")], env=env,
                          capture_output=True, text=True, check=False)
     assert res.returncode == 1 and "cannot load profile" in res.stderr
+
+
+def _rerun(tmp_path, root, base, faults):
+    prof = tmp_path / "profile.json"
+    prof.write_text(json.dumps(P.render_node_profile(base, "node-a", 0, list(faults))))
+    env = dict(os.environ, KIMI_SIM_ROOT=str(root), KIMI_SIM_PROFILE=str(prof))
+    subprocess.run([sys.executable, os.path.join(NODETOOLS, "sim-node-init")], env=env, check=True,
+                   capture_output=True)
+
+
+def test_init_hides_python_requests_and_puts_it_back(tmp_path):
+    site = tmp_path / "root" / "usr" / "lib" / "python3" / "dist-packages"
+    (site / "requests").mkdir(parents=True)
+    (site / "requests" / "__init__.py").write_text("")
+    (site / "urllib3").mkdir()
+    root, _b = _init(tmp_path, "gb300", ["no_python_requests"])
+    assert not (site / "requests").exists() and (site / "requests.kimi-sim-hidden" / "__init__.py").exists()
+    assert (site / "urllib3").is_dir()                                    # only the listed package
+    summary = json.loads((root / "etc/kimi-sim/node-init.json").read_text())
+    assert summary["python_modules_hidden"] == ["/usr/lib/python3/dist-packages/requests"]
+    _rerun(tmp_path, root, "gb300", ["no_python_requests"])               # idempotent
+    assert (site / "requests.kimi-sim-hidden").is_dir() and not (site / "requests").exists()
+    _rerun(tmp_path, root, "gb300", [])                                   # fault cleared
+    assert (site / "requests" / "__init__.py").exists() and not (site / "requests.kimi-sim-hidden").exists()
+
+
+@pytest.mark.parametrize("fault,expect", [
+    ("socket_ifname_down", {"lo": (False, 65536)}),
+    ("socket_mtu_mismatch", {"lo": (True, 1500)}),
+    ("socket_ifname_missing", {"eth0": (True, 1500)}),
+])
+def test_faked_ip_reports_the_fault_and_init_links_it_only_then(tmp_path, fault, expect):
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as PP
+    root, bindir = _init(tmp_path, "gb300", [fault])
+    assert os.path.islink(os.path.join(bindir, "ip"))
+    prof = tmp_path / "profile.json"
+    env = dict(os.environ, KIMI_SIM_PROFILE=str(prof))
+    out = subprocess.run([sys.executable, os.path.join(NODETOOLS, "bin", "ip"), "-j", "addr", "show"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    links = PP.parse_ip_addr_json(out)
+    assert dict((k, (v["up"], v["mtu"])) for k, v in links.items()) == expect
+    _rerun(tmp_path, root, "gb300", [])                                   # cleared: the real ip again
+    assert not os.path.lexists(os.path.join(bindir, "ip"))
+
+
+def test_faked_ip_without_net_runs_the_real_one(tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps(P.render_node_profile("gb300", "n", 0)))
+    env = dict(os.environ, KIMI_SIM_PROFILE=str(prof))
+    res = subprocess.run([sys.executable, os.path.join(NODETOOLS, "bin", "ip"), "-j", "addr", "show"], env=env,
+                         capture_output=True, text=True, check=False)
+    if not any(os.path.exists(p) for p in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip")):
+        assert res.returncode == 127
+    else:
+        assert res.returncode == 0 and '"ifname":"lo"' in res.stdout.replace(" ", "")

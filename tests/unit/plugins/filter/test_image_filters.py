@@ -18,7 +18,9 @@ def _img(repo_digests=(), repo_tags=(), image_id=ID1):
 def test_filters_are_registered_under_their_documented_names():
     filters = image_filters.FilterModule().filters()
     assert filters == {"image_reference_parse": image_filters.image_reference_parse,
-                       "image_verdict": image_filters.image_verdict}
+                       "image_verdict": image_filters.image_verdict, "image_mirror": image_filters.image_mirror,
+                       "image_registry_logins": image_filters.image_registry_logins,
+                       "image_login_verdict": image_filters.image_login_verdict}
 
 
 def test_filters_give_the_module_utils_answers():
@@ -38,3 +40,21 @@ def test_filters_give_the_module_utils_answers():
 def test_verdict_filter_refuses_malformed_inputs(kwargs, word):
     with pytest.raises(AnsibleFilterError, match=word):
         image_filters.image_verdict(SIM_REF, "n1", **kwargs)
+
+
+def test_mirror_and_login_filters_wrap_module_utils():
+    ref = "vllm/vllm-openai@sha256:" + "1" * 64
+    m = image_filters.image_mirror(ref, {"docker.io/": "h.example/hub/"})
+    assert m["pull"] == "h.example/hub/vllm/vllm-openai@sha256:" + "1" * 64
+    assert image_filters.image_mirror(ref, None)["pull"] == ref
+    logins = image_filters.image_registry_logins([{"registry": "h.example", "username": "u", "password": "p"}], m["pull"])
+    assert [x["registry"] for x in logins["logins"]] == ["h.example"]
+    assert image_filters.image_registry_logins(None, ref) == {"logins": [], "problem": None}
+    item = {"registry": "h.example", "username": "u", "index": 0}
+    verdict = image_filters.image_login_verdict([{"failed": True, "msg": "401", "item": item}], "n1")
+    assert not verdict["ok"] and verdict["msg"].startswith("n1: cannot log in to h.example as 'u'")
+
+
+def test_login_verdict_refuses_a_non_list():
+    with pytest.raises(AnsibleFilterError, match="results list"):
+        image_filters.image_login_verdict({"results": []}, "n1")

@@ -6,14 +6,34 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_r
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 
 
-def test_restart_plan_sorts_dedups_and_skips_running_value():
-    plan, restarts = cap.restart_plan([131072, 8192, 32768, 8192], running=32768)
-    assert [p["max_model_len"] for p in plan] == [32768, 8192, 131072]
-    assert [p["restart"] for p in plan] == [False, True, True]
-    assert restarts == 2
-    plan, restarts = cap.restart_plan([65536, 8192], running=16384)
-    assert [p["max_model_len"] for p in plan] == [8192, 65536] and restarts == 2
-    assert cap.restart_plan([8192], running=None)[1] == 1
+def test_curve_values_are_ints_sorted_and_unique():
+    assert cap.curve_values([131072, "8192", 32768, 8192]) == [8192, 32768, 131072]
+    assert cap.curve_values([]) == []
+
+
+@pytest.mark.parametrize("status,body,wanted,running,restart", [
+    (200, {"data": [{"id": "m", "max_model_len": 32768}]}, 32768, 32768, False),
+    (200, {"data": [{"id": "m", "max_model_len": "32768"}]}, "32768", 32768, False),
+    (200, {"data": [{"id": "m", "max_model_len": 8192}]}, 32768, 8192, True),
+    (200, {"data": []}, 8192, None, True),
+    (200, {"data": [{"id": "m"}]}, 8192, None, True),
+    (200, {"data": [{"id": "m", "max_model_len": "x"}]}, 8192, None, True),
+    (503, {"data": [{"id": "m", "max_model_len": 8192}]}, 8192, None, True),
+    (-1, None, 8192, None, True),
+    (None, "not json", 8192, None, True),
+])
+def test_restart_decision(status, body, wanted, running, restart):
+    d = cap.restart_decision(status, body, wanted)
+    assert d["running"] == running and d["restart"] is restart and d["wanted"] == int(wanted)
+    assert d["reason"]
+
+
+def test_restart_decision_reasons_name_the_values():
+    assert cap.restart_decision(200, {"data": [{"max_model_len": 8192}]}, 32768)["reason"] == \
+        "serving max_model_len 8192, the point needs 32768"
+    assert cap.restart_decision(200, {"data": [{"max_model_len": 8192}]}, 8192)["reason"] == \
+        "already serving max_model_len 8192"
+    assert "answered 503" in cap.restart_decision(503, {}, 8192)["reason"]
 
 
 def test_theoretical_concurrency():

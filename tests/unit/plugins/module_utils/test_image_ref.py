@@ -111,8 +111,8 @@ def test_failed_pull_names_host_reference_engine_error_and_the_fix():
 def test_successful_pull_records_the_fact():
     out = iv.image_outcome(SIM_REF, "n1", [_img([SIM_REF])], action={"changed": True, "failed": False})
     assert out["ok"]
-    assert out["fact"] == {"reference": SIM_REF, "id": ID1, "repo_digests": [SIM_REF], "repo_tags": [],
-                           "verified_by": "repo_digests", "source": "pull", "changed": True, "pending": False}
+    assert out["fact"] == {"reference": SIM_REF, "pulled_reference": SIM_REF, "mirror": None, "id": ID1,
+                           "repo_digests": [SIM_REF], "repo_tags": [], "verified_by": "repo_digests", "source": "pull", "changed": True, "pending": False}
 
 
 def test_pull_that_did_not_provide_the_digest_fails():
@@ -147,3 +147,119 @@ def test_failed_load_names_the_tarball():
     out = iv.image_outcome(SIM_REF, "n1", [], action={"failed": True, "msg": "Error loading image archive: EOF"},
                            source="tarball", tarball="/srv/vllm.tar")
     assert not out["ok"] and out["msg"].startswith("n1: cannot load %s from the tarball /srv/vllm.tar" % SIM_REF)
+
+
+# ------------------------------------------------------------------------------ mirrors and registry logins
+HUB_REF = "vllm/vllm-openai@" + D1
+
+
+@pytest.mark.parametrize("mirrors,pull,rule", [
+    ({"docker.io/vllm/vllm-openai": "harbor.example/mirror/vllm-openai"},
+     "harbor.example/mirror/vllm-openai@" + D1, "docker.io/vllm/vllm-openai -> harbor.example/mirror/vllm-openai"),
+    ({"vllm/vllm-openai": "harbor.example/m/vllm"}, "harbor.example/m/vllm@" + D1,
+     "docker.io/vllm/vllm-openai -> harbor.example/m/vllm"),
+    ({"docker.io/": "harbor.example/dockerhub/"}, "harbor.example/dockerhub/vllm/vllm-openai@" + D1,
+     "docker.io/ -> harbor.example/dockerhub/"),
+    ({"index.docker.io/": "art.example/hub/"}, "art.example/hub/vllm/vllm-openai@" + D1, "docker.io/ -> art.example/hub/"),
+    # an exact repository rule wins over a prefix; the longest prefix wins among prefixes
+    ({"docker.io/": "a.example/hub/", "docker.io/vllm/vllm-openai": "b.example/v"}, "b.example/v@" + D1,
+     "docker.io/vllm/vllm-openai -> b.example/v"),
+    ({"docker.io/": "a.example/hub/", "docker.io/vllm/": "c.example/vllm/"}, "c.example/vllm/vllm-openai@" + D1,
+     "docker.io/vllm/ -> c.example/vllm/"),
+])
+def test_mirror_rewrites_the_repository_and_keeps_the_digest(mirrors, pull, rule):
+    m = iv.image_mirror(HUB_REF, mirrors)
+    assert m == {"original": HUB_REF, "pull": pull, "mirrored": True, "rule": rule, "problem": None}
+    assert iv.image_reference_parse(m["pull"])["digest"] == D1
+
+
+def test_mirror_prefix_matches_whole_path_components_only():
+    m = iv.image_mirror("docker.io/vllmx/y@" + D1, {"docker.io/vllm/": "c.example/vllm/"})
+    assert m["pull"] == "docker.io/vllmx/y@" + D1 and not m["mirrored"] and m["rule"] is None
+
+
+def test_library_images_get_the_library_path_under_a_prefix_mirror():
+    assert iv.image_mirror("ubuntu@" + D1, {"docker.io/": "h.example/hub/"})["pull"] == "h.example/hub/library/ubuntu@" + D1
+
+
+def test_no_rule_or_no_mirrors_pulls_the_reference_itself():
+    for mirrors in ({}, None, {"ghcr.io/": "h.example/ghcr/"}):
+        m = iv.image_mirror(SIM_REF, mirrors)
+        assert m["pull"] == SIM_REF and not m["mirrored"] and m["problem"] is None
+
+
+@pytest.mark.parametrize("mirrors,words", [
+    ({"docker.io/": "h.example/hub"}, "must be a prefix ending in /"),
+    ({"docker.io/vllm/vllm-openai": "h.example/hub/"}, "must be a repository name"),
+    ({"vllm/vllm-openai:v1": "h.example/x"}, "neither a repository name"),
+    ({"vllm/": "h.example/x/"}, "must start with a registry host"),
+    ({"docker.io/vllm/vllm-openai": "H.example/UPPER"}, "not a valid"),
+    (["docker.io/"], "must be a mapping"),
+])
+def test_bad_mirror_rules_are_refused_with_the_key(mirrors, words):
+    m = iv.image_mirror(HUB_REF, mirrors)
+    assert m["problem"] and words in m["problem"], m
+    assert m["pull"] == HUB_REF and not m["mirrored"]
+
+
+def test_mirror_keeps_the_tag_of_an_allowed_unpinned_reference():
+    m = iv.image_mirror("vllm/vllm-openai:v1", {"docker.io/": "h.example/hub/"}, allow_unpinned=True)
+    assert m["pull"] == "h.example/hub/vllm/vllm-openai:v1"
+
+
+CREDS = [{"registry": "https://harbor.example", "username": "robot", "password": "s3cret"},
+         {"registry": "127.0.0.1:5001", "username": "kimi", "password": "pw"},
+         {"registry": "index.docker.io", "username": "hub", "password": "hubpw"}]
+
+
+def test_only_the_pulled_registrys_credentials_are_used():
+    out = iv.registry_logins(CREDS, "harbor.example/mirror/vllm@" + D1)
+    assert out["problem"] is None
+    assert out["logins"] == [{"index": 0, "registry": "harbor.example", "username": "robot", "password": "s3cret",
+                              "registry_url": "harbor.example"}]
+    hub = iv.registry_logins(CREDS, HUB_REF)["logins"]
+    assert [(x["index"], x["registry_url"]) for x in hub] == [(2, "https://index.docker.io/v1/")]
+    assert iv.registry_logins(CREDS, "ghcr.io/x/y@" + D1)["logins"] == []
+    assert iv.registry_logins([], HUB_REF) == {"logins": [], "problem": None}
+
+
+@pytest.mark.parametrize("creds,words", [
+    ([{"registry": "h.example", "username": "u"}], "image_registry_credentials[0] (h.example) has no password"),
+    ([{"registry": "", "username": "u", "password": "p"}], "has no registry"),
+    (["h.example"], "image_registry_credentials[0] is not a mapping"),
+    ({"registry": "h.example"}, "must be a list"),
+    ([{"registry": "bad host!", "username": "u", "password": "p"}], "is not a host[:port]"),
+])
+def test_bad_credentials_are_named_by_index_never_by_password(creds, words):
+    out = iv.registry_logins(creds, HUB_REF)
+    assert words in out["problem"], out
+    assert "p" not in out["problem"].split() and "pw" not in out["problem"]
+
+
+def test_login_outcome_names_node_registry_user_and_masks_the_password():
+    item = {"index": 1, "registry": "127.0.0.1:5001", "username": "kimi", "password": "wrongpw"}
+    res = [{"item": item, "failed": True,
+            "msg": "Logging into 127.0.0.1:5001 for user kimi failed - 401 Client Error: Unauthorized (wrongpw)"}]
+    v = iv.login_outcome("tray01", res)
+    assert not v["ok"]
+    assert v["msg"].startswith("tray01: cannot log in to 127.0.0.1:5001 as 'kimi' (image_registry_credentials[1]): ")
+    assert "401" in v["msg"] and "wrongpw" not in v["msg"] and "nothing was pulled" in v["msg"]
+    assert iv.login_outcome("tray01", [{"item": item, "changed": True}]) == {
+        "ok": True, "msg": "tray01: registry logins ok (1)"}
+    assert iv.login_outcome("tray01", [])["ok"]
+
+
+def test_outcome_records_both_names_and_verifies_the_mirror_name():
+    mirror_ref = "127.0.0.1:5000/mirror/vllm/vllm-openai@" + D1
+    img = _img(repo_digests=[mirror_ref])
+    v = iv.image_outcome(HUB_REF, "tray01", images=[img], action={"changed": True}, pull_reference=mirror_ref,
+                         mirror_rule="docker.io/vllm/vllm-openai -> 127.0.0.1:5000/mirror/vllm/vllm-openai")
+    assert v["ok"], v
+    assert v["fact"]["reference"] == HUB_REF and v["fact"]["pulled_reference"] == mirror_ref
+    assert v["fact"]["mirror"].startswith("docker.io/vllm/vllm-openai -> ")
+    assert HUB_REF in v["msg"] and mirror_ref in v["msg"]
+    other = iv.image_outcome(HUB_REF, "tray01", images=[_img(repo_digests=["docker.io/vllm/vllm-openai@" + D1])],
+                             pull_reference=mirror_ref)
+    assert not other["ok"] and "RepoDigests of none" in other["msg"]
+    plain = iv.image_outcome(SIM_REF, "tray01", images=[_img(repo_digests=[SIM_REF])])
+    assert plain["fact"]["pulled_reference"] == SIM_REF and plain["fact"]["mirror"] is None

@@ -1,4 +1,4 @@
-"""Cluster checks on probe facts gathered from the fixture nodes."""
+"""Cluster checks on probe facts gathered from the fixture nodes (floors from the recipe, as the action passes them)."""
 import copy
 import importlib.util
 import os
@@ -6,7 +6,12 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_checks as C
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_cluster as PCL
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_expect as E
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_collect as PC
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+
+RECIPE = recipe_data.load_recipe()
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 _spec = importlib.util.spec_from_file_location(
@@ -21,6 +26,7 @@ def facts(node, **overrides):
     if node not in _CACHE:
         _CACHE[node] = PC.collect(fixture_io.FixtureIO(node), {
             "model": "moonshotai/Kimi-K3", "model_cache_dir": "/data/hf-cache",
+            "docker_host": "unix:///var/run/docker.sock",
             "ports": [{"name": "api", "port": 8000}, {"name": "master", "port": 29501},
                       {"name": "dp_rpc", "port": 29550}]})
     f = copy.deepcopy(_CACHE[node])
@@ -29,16 +35,25 @@ def facts(node, **overrides):
 
 
 def exp(acc="gb300", interconnect="nvlink", nnodes=2, role="head", addr="10.0.0.11", **kw):
-    e = {"accelerator": acc, "gpus_per_node": "", "interconnect": interconnect, "nnodes": nnodes, "role": role,
-         "memlock": -1, "shm_size": "64g", "internal_address": addr}
+    hw = RECIPE["hardware"].get(acc, {})
+    vendor = hw.get("vendor")
+    e = {"accelerator": acc, "vendor": vendor, "gpus_per_node": hw.get("gpus_per_node"),
+         "interconnect": interconnect, "nnodes": nnodes, "role": role, "memlock": -1, "shm_size": "64g",
+         "internal_address": addr, "model": "moonshotai/Kimi-K3",
+         "imex_channel": nnodes > 1 and interconnect == "nvlink" and bool(hw.get("gb_tray"))}
+    e.update(E.requirements(RECIPE, vendor, acc))
     e.update(kw)
     return e
+
+
+def run_checks(*args, **kw):
+    return PCL.run_checks(*args, **kw)
 
 
 def gb300_pair(tray02="gb300-tray02", **over):
     probes = {"tray01": facts("gb300-tray01"), "tray02": facts(tray02, **over)}
     expected = {"tray01": exp(), "tray02": exp(role="worker", addr="10.0.0.12")}
-    return C.run_checks(probes, expected, hosts=["tray01", "tray02"])
+    return run_checks(probes, expected, hosts=["tray01", "tray02"])
 
 
 def by(result, host=None, check=None, status=None):
@@ -67,7 +82,7 @@ def test_healthy_gb300_pair_passes_everything():
 def test_healthy_mi355x_rdma_pair_passes():
     probes = {"n1": facts("mi355x-node01"), "n2": facts("mi355x-node02")}
     expected = {"n1": exp("mi355x", "rdma"), "n2": exp("mi355x", "rdma", role="worker")}
-    r = C.run_checks(probes, expected)
+    r = run_checks(probes, expected)
     assert fails(r) == []
     assert by(r, "n1", "rocm_version")[0]["status"] == "pass"
     assert by(r, "n1", "rdma")[0]["status"] == "pass"
@@ -76,7 +91,7 @@ def test_healthy_mi355x_rdma_pair_passes():
 
 @pytest.mark.parametrize("node,acc", [("h200-node01", "h200"), ("b200-node01", "b200")])
 def test_single_hgx_node_passes(node, acc):
-    r = C.run_checks({"n": facts(node)}, {"n": exp(acc, None, nnodes=1)})
+    r = run_checks({"n": facts(node)}, {"n": exp(acc, None, nnodes=1)})
     assert fails(r) == []
     assert not by(r, check="fabric") and not by(r, check="imex")   # single node: no interconnect gates
 
@@ -85,13 +100,10 @@ def test_single_hgx_node_passes(node, acc):
 
 @pytest.mark.parametrize("node,check,observed_part", [
     ("gb300-driver570", "gpu_driver", "570.172.08"),
-    ("gb300-driver570", "cuda_version", "12.8"),
     ("gb300-gpu-missing", "gpu_count", "3"),
     ("gb300-imex-down", "imex", "Domain State: DOWN"),
     ("gb300-fabric-inprogress", "fabric", "In Progress"),
-    ("gb300-fabric-inprogress", "nvlink_domain", "00000000-0000-0000-0000-000000000000"),
     ("gb300-no-nvidia-smi", "gpu_tools", "nvidia-smi not found"),
-    ("gb300-no-nvidia-smi", "cuda_version", "not found"),
     ("gb300-other-rack", "nvlink_domain", "CliqueId 7"),
 ])
 def test_broken_tray_fails_with_host_and_check(node, check, observed_part):
@@ -106,21 +118,21 @@ def test_broken_tray_fails_with_host_and_check(node, check, observed_part):
 
 def test_old_driver_is_also_drift():
     r = gb300_pair("gb300-driver570")
-    d = by(r, C.CLUSTER, "drift_driver_version")[0]
+    d = by(r, PCL.CLUSTER, "drift_driver_version")[0]
     assert d["status"] == "fail" and "570.172.08: tray02" in d["observed"]
     assert r["drift"]["driver_version"] == {"580.173.02": ["tray01"], "570.172.08": ["tray02"]}
 
 
 def test_kernel_and_engine_drift_only_warn():
     r = gb300_pair(kernel="6.8.0-1040-nvidia-64k")
-    assert by(r, C.CLUSTER, "drift_kernel")[0]["status"] == "warn"
+    assert by(r, PCL.CLUSTER, "drift_kernel")[0]["status"] == "warn"
     assert fails(r) == []
 
 
 def test_all_failures_of_all_nodes_reported_together():
     probes = {"t1": facts("gb300-driver570"), "t2": facts("gb300-gpu-missing"), "t3": facts("gb300-imex-down")}
     expected = {h: exp(role="head" if h == "t1" else "worker") for h in probes}
-    r = C.run_checks(probes, expected, hosts=["t1", "t2", "t3"])
+    r = run_checks(probes, expected, hosts=["t1", "t2", "t3"])
     got = fails(r)
     assert ("t1", "gpu_driver") in got and ("t2", "gpu_count") in got and ("t3", "imex") in got
     # failures first in the list
@@ -129,32 +141,33 @@ def test_all_failures_of_all_nodes_reported_together():
 
 
 def test_unreachable_host_is_a_probe_failure():
-    r = C.run_checks({"tray01": facts("gb300-tray01"), "tray02": None}, {"tray01": exp(), "tray02": exp()})
+    r = run_checks({"tray01": facts("gb300-tray01"), "tray02": None}, {"tray01": exp(), "tray02": exp()})
     assert ("tray02", "probe") in fails(r)
     assert by(r, "tray02", "probe")[0]["fix"]
 
 
-def test_wrong_vendor_and_model():
-    r = C.run_checks({"n": facts("mi355x-node01")}, {"n": exp("gb300", None, nnodes=1)})
-    assert ("n", "vendor") in fails(r) and ("n", "gpu_model") in fails(r)
-    r = C.run_checks({"n": facts("b200-node01")}, {"n": exp("h200", None, nnodes=1)})
+def test_wrong_vendor_is_the_root_and_model_is_skipped():
+    r = run_checks({"n": facts("mi355x-node01")}, {"n": exp("gb300", None, nnodes=1)})
+    assert fails(r) == [("n", "vendor")]
+    assert "carries amd GPUs but the plan runs nvidia" in by(r, "n", "vendor")[0]["fix"]
+    assert by(r, "n", "gpu_model", "skip")[0]["observed"] == "not checked: depends on gpu_tools"
+    r = run_checks({"n": facts("b200-node01")}, {"n": exp("h200", None, nnodes=1)})
     assert ("n", "gpu_model") in fails(r) and ("n", "vendor") not in fails(r)
-    r = C.run_checks({"n": facts("b200-node01")}, {"n": exp("tpu", None, nnodes=1)})
-    assert ("n", "vendor") in fails(r)
+    assert "carries b200 GPUs, the plan runs h200" in by(r, "n", "gpu_model")[0]["fix"]
 
 
 def test_gpu_count_more_than_used_warns():
-    r = C.run_checks({"n": facts("b200-node01")}, {"n": exp("b200", None, nnodes=1, gpus_per_node=4)})
+    r = run_checks({"n": facts("b200-node01")}, {"n": exp("b200", None, nnodes=1, gpus_per_node=4)})
     assert by(r, "n", "gpu_count")[0]["status"] == "warn"
-    r = C.run_checks({"n": facts("gb300-tray01")}, {"n": exp(nnodes=1, gpus_per_node="")})
-    assert by(r, "n", "gpu_count")[0]["expected"] == "4"          # GB tray default
+    r = run_checks({"n": facts("gb300-tray01")}, {"n": exp(nnodes=1)})
+    assert by(r, "n", "gpu_count")[0]["expected"] == "4"          # the plan's gpus_per_node (GB tray)
 
 
 def test_gpu_memory_and_busy():
     f = facts("gb300-tray01")
     f["gpus"][1]["memory_total_mib"] = 256703
     f["gpus"][2]["memory_used_mib"] = 255787
-    r = C.run_checks({"n": f}, {"n": exp(nnodes=1)})
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
     assert "GPU 1: 256703 MiB" in by(r, "n", "gpu_memory", "fail")[0]["observed"]
     assert "GPU 2: 255787" in by(r, "n", "gpu_busy", "fail")[0]["observed"]
 
@@ -162,29 +175,29 @@ def test_gpu_memory_and_busy():
 def test_rdma_port_down_fails_unless_allowed():
     probes = {"n1": facts("b200-node01"), "n2": facts("b200-ib-port-down")}
     expected = {"n1": exp("b200", "rdma"), "n2": exp("b200", "rdma", role="worker")}
-    r = C.run_checks(probes, expected)
+    r = run_checks(probes, expected)
     hit = by(r, "n2", "rdma", "fail")[0]
     assert "7 of 8 ports ACTIVE" in hit["observed"] and "mlx5_3/1 DOWN" in hit["observed"]
-    r = C.run_checks(probes, expected, {"rdma_allow_down_ports": True})
+    r = run_checks(probes, expected, {"rdma_allow_down_ports": True})
     assert by(r, "n2", "rdma")[0]["status"] == "pass"
     amd = {"a": facts("mi355x-ib-port-down")}
-    r = C.run_checks(amd, {"a": exp("mi355x", "rdma")})
+    r = run_checks(amd, {"a": exp("mi355x", "rdma")})
     assert "ionic_2/1 DOWN, ionic_5/1 DOWN" in by(r, "a", "rdma", "fail")[0]["observed"]
 
 
 def test_rdma_no_devices_fails():
     f = facts("b200-node01")
     f["rdma"] = {"source": None, "ports": [], "active_ports": 0}
-    r = C.run_checks({"n": f}, {"n": exp("b200", "rdma")})
+    r = run_checks({"n": f}, {"n": exp("b200", "rdma")})
     assert "no RDMA devices found" in by(r, "n", "rdma", "fail")[0]["observed"]
 
 
 def test_gpudirect_warns_or_fails():
     f = facts("b200-node01")
     f["gpudirect"]["mode"] = "none"
-    r = C.run_checks({"n": f}, {"n": exp("b200", "rdma")})
+    r = run_checks({"n": f}, {"n": exp("b200", "rdma")})
     assert by(r, "n", "gpudirect")[0]["status"] == "warn"
-    r = C.run_checks({"n": f}, {"n": exp("b200", "rdma")}, {"require_gpudirect": True})
+    r = run_checks({"n": f}, {"n": exp("b200", "rdma")}, {"require_gpudirect": True})
     assert by(r, "n", "gpudirect")[0]["status"] == "fail"
 
 
@@ -192,9 +205,12 @@ def test_engine_and_engine_gpu():
     f = facts("gb300-tray01")
     f["engine"] = {"reachable": False, "error": "engine API at unix:///var/run/docker.sock: refused",
                    "gpu_support": {"ok": False, "via": []}}
-    r = C.run_checks({"n": f}, {"n": exp(nnodes=1)})
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
     assert "refused" in by(r, "n", "engine", "fail")[0]["observed"]
-    assert by(r, "n", "engine_gpu", "fail")
+    assert by(r, "n", "engine_gpu", "skip")[0]["observed"] == "not checked: depends on engine"
+    f["engine"] = {"reachable": True, "version": "28.2", "source": "api", "gpu_support": {"ok": False, "via": []}}
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
+    assert "nvidia-ctk runtime configure" in by(r, "n", "engine_gpu", "fail")[0]["fix"]
 
 
 @pytest.mark.parametrize("shm,size,min_shm,status", [
@@ -202,8 +218,8 @@ def test_engine_and_engine_gpu():
     (64 * 1024 ** 2, "64g", "32m", "pass"), (None, "1g", None, "fail"),
 ])
 def test_shm(shm, size, min_shm, status):
-    r = C.run_checks({"n": facts("gb300-tray01", shm_bytes=shm)}, {"n": exp(nnodes=1, shm_size=size)},
-                     {"min_shm": min_shm})
+    r = run_checks({"n": facts("gb300-tray01", shm_bytes=shm)}, {"n": exp(nnodes=1, shm_size=size)},
+                   {"min_shm": min_shm})
     assert by(r, "n", "shm")[0]["status"] == status
 
 
@@ -212,20 +228,20 @@ def test_shm(shm, size, min_shm, status):
     (-1, 8388608, "pass"), (8388608, "8m", "pass"),
 ])
 def test_memlock(observed, wanted, status):
-    r = C.run_checks({"n": facts("gb300-tray01", memlock=observed)}, {"n": exp(nnodes=1, memlock=wanted)})
+    r = run_checks({"n": facts("gb300-tray01", memlock=observed)}, {"n": exp(nnodes=1, memlock=wanted)})
     assert by(r, "n", "memlock")[0]["status"] == status
 
 
 def test_disk_threshold_and_weights_waiver():
     f = facts("gb300-tray01")
     f["disk"]["free_bytes"] = 900 * 1000 ** 3
-    r = C.run_checks({"n": f}, {"n": exp(nnodes=1)})
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
     assert "900 GB free on /data/hf-cache" in by(r, "n", "disk", "fail")[0]["observed"]
     f["weights"] = {"present": True, "path": "/data/hf-cache/hub/x", "bytes": 1560 * 1000 ** 3}
-    r = C.run_checks({"n": f}, {"n": exp(nnodes=1)})
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
     assert by(r, "n", "disk")[0]["status"] == "pass"
     f["weights"] = {"present": False}
-    r = C.run_checks({"n": f}, {"n": exp(nnodes=1)}, {"min_free_disk_gb": 50})
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)}, {"min_free_disk_gb": 50})
     assert by(r, "n", "disk")[0]["status"] == "pass"
 
 
@@ -234,7 +250,7 @@ def test_ports_in_use_head_fails_worker_warns_not_local_fails():
             {"name": "master", "port": 29501, "address": "10.0.0.12", "state": "in_use"},
             {"name": "dp_rpc", "port": 29550, "address": "10.9.9.9", "state": "not_local"}]
     probes = {"h": facts("gb300-tray01", ports=busy), "w": facts("gb300-tray02", ports=busy)}
-    r = C.run_checks(probes, {"h": exp(), "w": exp(role=None, groups=["vllm_cluster", "vllm_workers"])})
+    r = run_checks(probes, {"h": exp(), "w": exp(role="worker")})
     head = by(r, "h", "ports")
     assert [f["status"] for f in head] == ["fail", "fail", "fail"]
     worker = dict((f["observed"].split()[0], f["status"]) for f in by(r, "w", "ports"))
@@ -244,9 +260,9 @@ def test_ports_in_use_head_fails_worker_warns_not_local_fails():
 
 def test_time_sync_warn_or_fail():
     f = facts("gb300-tray01", time_sync={"synchronized": None, "source": None})
-    r = C.run_checks({"n": f}, {"n": exp(nnodes=1)})
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
     assert by(r, "n", "time_sync")[0]["status"] == "warn"
-    r = C.run_checks({"n": f}, {"n": exp(nnodes=1)}, {"require_time_sync": True})
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)}, {"require_time_sync": True})
     assert by(r, "n", "time_sync")[0]["status"] == "fail"
 
 
@@ -255,14 +271,14 @@ def test_imex_missing_tool_and_channel():
     f["imex"] = {"present": False}
     f["devices"]["imex_channel"] = False
     r = gb300_pair()
-    r = C.run_checks({"tray01": facts("gb300-tray01"), "tray02": f}, {"tray01": exp(), "tray02": exp(role="worker")})
+    r = run_checks({"tray01": facts("gb300-tray01"), "tray02": f}, {"tray01": exp(), "tray02": exp(role="worker")})
     assert ("tray02", "imex") in fails(r) and ("tray02", "imex_channel") in fails(r)
 
 
 def test_imex_membership_warns_when_address_missing():
     probes = {"tray01": facts("gb300-tray01"), "tray02": facts("gb300-tray02")}
     expected = {"tray01": exp(addr="10.0.0.11"), "tray02": exp(role="worker", addr="10.0.5.5")}
-    r = C.run_checks(probes, expected)
+    r = run_checks(probes, expected)
     w = by(r, "tray01", "imex_nodes", "warn")
     assert w and "tray02 (10.0.5.5)" in w[0]["observed"]
 
@@ -270,37 +286,34 @@ def test_imex_membership_warns_when_address_missing():
 def test_nvlink_domain_prefers_majority_then_head():
     p = {"a": facts("gb300-tray01"), "b": facts("gb300-tray02"), "c": facts("gb300-other-rack")}
     e = {"a": exp(), "b": exp(role="worker"), "c": exp(role="worker")}
-    r = C.run_checks(p, e)
+    r = run_checks(p, e)
     assert [f["host"] for f in by(r, check="nvlink_domain", status="fail")] == ["c"]
     p = {"a": facts("gb300-other-rack"), "b": facts("gb300-tray02")}
-    r = C.run_checks(p, {"a": exp(), "b": exp(role="worker")})
+    r = run_checks(p, {"a": exp(), "b": exp(role="worker")})
     assert [f["host"] for f in by(r, check="nvlink_domain", status="fail")] == ["b"]   # tie -> head's domain
 
 
-def test_thresholds_override_and_merge():
-    th = C.merge_thresholds({"min_driver": "570", "min_gpu_memory_mib": {"gb300": 1}, "min_cuda": None})
-    assert th["min_driver"] == "570" and th["min_cuda"] == "13.0"
-    assert th["min_gpu_memory_mib"]["gb300"] == 1 and th["min_gpu_memory_mib"]["mi355x"] == 290000
-    r = C.run_checks({"t": facts("gb300-driver570")}, {"t": exp(nnodes=1)}, {"min_driver": "570", "min_cuda": "12.8"})
+def test_floors_come_from_the_recipe_not_from_thresholds():
+    assert "min_driver" not in C.DEFAULT_THRESHOLDS and "min_gpu_memory_mib" not in C.DEFAULT_THRESHOLDS
+    assert E.requirements(RECIPE, "nvidia", "gb300") == {"min_driver": "580", "min_cuda": "13.0",
+                                                         "min_gpu_memory_mib": 280000}
+    assert E.requirements(RECIPE, "amd", "mi355x") == {"min_rocm": "7.0", "min_gpu_memory_mib": 290000}
+    r = run_checks({"t": facts("gb300-driver570")}, {"t": exp(nnodes=1, min_driver="570", min_cuda="12.8")})
     assert ("t", "gpu_driver") not in fails(r) and ("t", "cuda_version") not in fails(r)
+    th = C.merge_thresholds({"min_free_disk_gb": None, "min_shm": None, "rdma_min_active_ports": 2})
+    assert th["min_free_disk_gb"] == 1700 and th["min_shm"] is None and th["rdma_min_active_ports"] == 2
 
 
 def test_kernel_user_space_driver_mismatch():
     f = facts("gb300-tray01")
     f["nvidia"]["driver_version_kernel"] = "580.105.08"
-    r = C.run_checks({"n": f}, {"n": exp(nnodes=1)})
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
     assert any("kernel module 580.105.08" in x["observed"] for x in by(r, "n", "gpu_driver", "fail"))
 
 
 def test_probe_errors_warn():
-    r = C.run_checks({"n": facts("gb300-no-nvidia-smi")}, {"n": exp(nnodes=1)})
+    r = run_checks({"n": facts("gb300-no-nvidia-smi")}, {"n": exp(nnodes=1)})
     assert by(r, "n", "probe_errors", "warn")
-
-
-def test_expected_for_host_defaults():
-    e = C.expected_for_host({"kimi_k3_accelerator": "gb300", "ansible_host": "10.0.0.11"}, ["vllm_head"], 2)
-    assert e["role"] == "head" and e["internal_address"] == "10.0.0.11" and e["api_port"] == 8000
-    assert e["memlock"] == -1 and e["shm_size"] == "64g"
 
 
 def test_running_deployment_holds_its_ports_and_gpu_memory():
@@ -310,9 +323,161 @@ def test_running_deployment_holds_its_ports_and_gpu_memory():
              "ports": [{"name": "api", "address": "127.0.0.11", "port": 8000, "state": "in_use"}],
              "deployment": {"container": "vllm-kimi-k3", "exists": True, "running": True}}
     idle = dict(facts, deployment={"container": "vllm-kimi-k3", "exists": False, "running": False})
-    th = {"min_gpu_memory_mib": {"gb300": 280000}, "max_gpu_memory_used_pct": 5, "min_free_disk_gb": 1}
-    exp = {"accelerator": "gb300", "gpus_per_node": 4, "groups": ["vllm_head"]}
-    held = [f for f in pc.check_host("n1", facts, exp, pc.merge_thresholds(th)) if f["check"] in ("gpu_busy", "ports")]
-    free = [f for f in pc.check_host("n1", idle, exp, pc.merge_thresholds(th)) if f["check"] in ("gpu_busy", "ports")]
+    th = {"max_gpu_memory_used_pct": 5, "min_free_disk_gb": 1}
+    exp = {"accelerator": "gb300", "vendor": "nvidia", "gpus_per_node": 4, "role": "head",
+           "min_gpu_memory_mib": 280000}
+    facts["vendor"] = idle["vendor"] = "nvidia"
+    facts["tools"] = idle["tools"] = {"nvidia-smi": "/usr/bin/nvidia-smi"}
+    facts["nvidia"] = idle["nvidia"] = {"smi_status": "ok"}
+    held = [f for f in pc.check_host("n1", facts, exp, pc.merge_thresholds(th))[0]
+            if f["check"] in ("gpu_busy", "ports")]
+    free = [f for f in pc.check_host("n1", idle, exp, pc.merge_thresholds(th))[0]
+            if f["check"] in ("gpu_busy", "ports")]
     assert held and all(f["status"] == "pass" for f in held)
     assert {f["check"]: f["status"] for f in free} == {"gpu_busy": "fail", "ports": "fail"}
+
+
+# ------------------------------------------------------------------ root cause first (#13)
+
+def driver_not_loaded(node="gb300-tray02"):
+    """What node_probe reports when the NVIDIA kernel module is not loaded (every nvidia-smi call exits 9)."""
+    f = facts(node)
+    f["nvidia"]["smi_status"] = "driver_not_loaded"
+    f.update(gpu_model="unknown", gpu_names=[], gpus=[], driver_version=None, cuda_version=None, mnnvl=False,
+             fabric={"reasons": ["nvidia-smi failed"]}, errors=["nvidia-smi -q -x: rc 9"])
+    return f
+
+
+def test_driver_not_loaded_is_one_root_failure_with_its_dependents_skipped():
+    r = run_checks({"tray01": facts("gb300-tray01"), "tray02": driver_not_loaded()},
+                   {"tray01": exp(), "tray02": exp(role="worker", addr="10.0.0.12")}, hosts=["tray01", "tray02"])
+    assert fails(r) == [("tray02", "gpu_tools")]
+    root = by(r, "tray02", "gpu_tools")[0]
+    assert root["observed"] == "nvidia-smi: driver_not_loaded" and "modprobe nvidia" in root["fix"]
+    skipped = dict((f["check"], f["observed"]) for f in by(r, "tray02", status="skip"))
+    for check in ("gpu_driver", "cuda_version", "gpu_model", "gpu_count", "gpu_memory", "gpu_busy", "fabric", "imex",
+                  "imex_channel", "engine_gpu", "nvlink_domain"):
+        assert check in skipped, (check, skipped)
+    assert skipped["gpu_driver"] == "not checked: depends on gpu_tools"
+    assert skipped["cuda_version"] == "not checked: depends on gpu_driver"
+    assert skipped["gpu_memory"] == "not checked: depends on gpu_model"
+    assert skipped["nvlink_domain"] == "not checked: depends on fabric"
+    # no misleading fix anywhere: not the accelerator, not the rack, not a driver upgrade
+    text = " ".join(f["fix"] for f in r["findings"])
+    for wrong in ("kimi_k3_accelerator", "same rack", "r580"):
+        assert wrong not in text, wrong
+    # independent checks still ran on the node, and the healthy tray is untouched
+    assert by(r, "tray02", "disk")[0]["status"] == "pass" and by(r, "tray02", "ports")
+    assert not by(r, "tray01", status="fail") and not by(r, "tray01", status="skip")
+    assert r["summary"]["failed_hosts"] == ["tray02"]
+    # a value a node could not measure is not drift
+    assert not [f for f in r["findings"] if f["check"].startswith("drift_") and f["status"] == "fail"]
+
+
+def test_every_prerequisite_is_an_earlier_check():
+    seen = set()
+    for chk in C.HOST_CHECKS:
+        assert set(chk.needs) <= seen, chk
+        seen.add(chk.name)
+    assert {attr for attr, _needs in C.DRIFT_ATTRS} >= {"driver_version", "gpu_count"}
+    assert all(needs in seen for _attr, needs in C.DRIFT_ATTRS)
+
+
+def test_fix_texts_are_specific_to_their_check():
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.preflight_fixes import FIX
+    assert len(set(FIX.values())) == len(FIX)                          # no text shared by two checks/kinds
+    r = run_checks({"t1": facts("gb300-driver570"), "t2": facts("gb300-gpu-missing"), "t3": facts("gb300-imex-down"),
+                    "t4": facts("gb300-no-nvidia-smi")},
+                   {h: exp(role="head" if h == "t1" else "worker") for h in ("t1", "t2", "t3", "t4")})
+    for f in r["findings"]:
+        if f["status"] in ("fail", "warn"):
+            assert f["fix"], f
+        if f["status"] == "skip":
+            assert f["fix"] == "" and f["observed"].startswith("not checked: depends on ")
+    assert "r580" in by(r, "t1", "gpu_driver", "fail")[0]["fix"]
+    assert "nvidia-utils" in by(r, "t4", "gpu_tools", "fail")[0]["fix"]
+
+
+def test_drift_charges_the_hosts_off_the_common_value():
+    p = {"a": facts("gb300-tray01"), "b": facts("gb300-tray02"), "c": facts("gb300-tray02", kernel="6.9")}
+    r = run_checks(p, {h: exp(role="head" if h == "a" else "worker") for h in p},
+                   {"drift_fatal": ["kernel"]})
+    d = by(r, PCL.CLUSTER, "drift_kernel", "fail")[0]
+    assert d["hosts"] == ["c"] and r["summary"]["failed_hosts"] == ["c"]
+    assert PCL.drifting_hosts({"x": ["a"], "y": ["b"]}, heads=["b"]) == ["a"]     # tie: the head's value wins
+    assert PCL.drifting_hosts({"x": ["a"], "y": ["b", "c"]}, heads=["a"]) == ["a"]  # majority beats the head
+
+
+# ------------------------------------------------------------------ #14: the nodes' Python runs community.docker
+
+def test_python_without_requests_fails_naming_the_package():
+    f = facts("gb300-tray01")
+    assert f["python"]["requests"] is True
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
+    assert by(r, "n", "python_requests")[0]["status"] == "pass"
+    f["python"] = {"executable": "/usr/bin/python3", "version": "3.11.2", "requests": False, "requests_path": None}
+    r = run_checks({"n": f}, {"n": exp(nnodes=1)})
+    hit = by(r, "n", "python_requests", "fail")[0]
+    assert hit["observed"] == "requests not importable by /usr/bin/python3 (Python 3.11.2)"
+    assert "apt-get install python3-requests" in hit["fix"] and "/usr/bin/python3 -m pip install requests" in hit["fix"]
+    assert fails(r) == [("n", "python_requests")]
+    del f["python"]                                        # a probe that does not report it: no verdict
+    assert not by(run_checks({"n": f}, {"n": exp(nnodes=1)}), "n", "python_requests")
+
+
+# ------------------------------------------------------------------ #14: the NCCL/Gloo interface
+
+def with_ifaces(node, **names):
+    f = facts(node)
+    f["interfaces"] = {"source": "ip", "available": sorted(names), "names": dict(
+        (k, dict(v, exists=True)) for k, v in names.items())}
+    return f
+
+
+def iface(addr="10.0.0.11/24", mtu=9000, up=True, loopback=False):
+    return {"up": up, "loopback": loopback, "mtu": mtu, "operstate": "UP" if up else "DOWN", "addresses": [addr]}
+
+
+def ifpair(tray02_iface, tray02_addr="10.0.0.12", **kw):
+    probes = {"tray01": with_ifaces("gb300-tray01", bond0=iface()), "tray02": with_ifaces("gb300-tray02", **tray02_iface)}
+    expected = {"tray01": exp(socket_ifnames=["bond0"]),
+                "tray02": exp(role="worker", addr=tray02_addr, socket_ifnames=["bond0"])}
+    return run_checks(probes, expected, hosts=["tray01", "tray02"], **kw)
+
+
+def test_socket_interface_healthy_and_loopback_prefix():
+    r = ifpair({"bond0": iface("10.0.0.12/24")})
+    assert by(r, "tray02", "socket_ifname")[0]["observed"] == "bond0 up, MTU 9000, carries 10.0.0.12"
+    assert by(r, PCL.CLUSTER, "socket_mtu")[0]["status"] == "pass"
+    lo = {"lo": iface("127.0.0.1/8", 65536, loopback=True)}
+    r = run_checks({"n": with_ifaces("gb300-tray01", **lo)},
+                   {"n": exp(addr="127.0.0.11", socket_ifnames=["lo"])})
+    assert by(r, "n", "socket_ifname")[0]["status"] == "pass"                 # the sim: 127.0.0.11 is local on lo
+
+
+@pytest.mark.parametrize("tray02,observed,fix", [
+    ({"eth0": iface("10.0.0.12/24")}, "bond0 not found on the node (has: eth0)", "names an interface this node"),
+    ({"bond0": iface("10.0.0.12/24", up=False)}, "bond0 down (operstate DOWN)", "ip link set dev bond0 up"),
+    ({"bond0": iface("192.168.5.12/24")}, "none of bond0 carries 10.0.0.12 (has 192.168.5.12/24)",
+     "kimi_k3_internal_address 10.0.0.12 is on none of bond0"),
+])
+def test_socket_interface_faults(tray02, observed, fix):
+    r = ifpair(tray02)
+    hit = by(r, "tray02", "socket_ifname", "fail")[0]
+    assert hit["observed"] == observed and fix in hit["fix"]
+    assert fails(r) == [("tray02", "socket_ifname")]                        # its MTU is not compared
+    assert by(r, PCL.CLUSTER, "socket_mtu")[0]["observed"] == "all 9000"
+
+
+def test_socket_mtu_mismatch_is_charged_to_the_odd_node():
+    r = ifpair({"bond0": iface("10.0.0.12/24", mtu=1500)})
+    hit = by(r, PCL.CLUSTER, "socket_mtu", "fail")[0]
+    assert hit["observed"] in ("MTU 1500: tray02; MTU 9000: tray01", "MTU 9000: tray01; MTU 1500: tray02")
+    assert hit["hosts"] == ["tray02"] and r["summary"]["failed_hosts"] == ["tray02"]    # tie: the head's MTU wins
+
+
+def test_socket_ifnames_from_the_plan_env():
+    assert E.socket_ifnames({"env": {"GLOO_SOCKET_IFNAME": "bond0,=eth1", "NCCL_SOCKET_IFNAME": "x"}}) == [
+        "bond0", "eth1"]
+    assert E.socket_ifnames({"env": {"NCCL_SOCKET_IFNAME": "^docker,ib0"}}) == ["ib0"]
+    assert E.socket_ifnames({"env": {}}) == []

@@ -19,7 +19,7 @@ fixture_io = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fixture_io)
 FixtureIO = fixture_io.FixtureIO
 
-OPTS = {"model": "moonshotai/Kimi-K3", "model_cache_dir": "/data/hf-cache",
+OPTS = {"model": "moonshotai/Kimi-K3", "model_cache_dir": "/data/hf-cache", "docker_host": "unix:///var/run/docker.sock",
         "ports": [{"name": "api", "port": 8000, "bind": ["0.0.0.0"]}, {"name": "master", "port": "29501"}],
         "bind_addresses": ["10.0.0.11"]}
 
@@ -189,7 +189,8 @@ def test_weights_present_in_hf_cache():
                                                                snap + "/model-00002-of-00002.safetensors": 5}})
     io.read = lambda p, _orig=io.read: index if p == snap + "/model.safetensors.index.json" else _orig(p)
     w = PC.collect(io, OPTS)["weights"]
-    assert w == {"present": True, "path": snap, "bytes": 15, "missing_shards": 0}
+    assert w == {"model": "moonshotai/Kimi-K3", "revision": None, "present": True, "path": snap, "bytes": 15,
+                 "missing_shards": 0}
     io.m["sizes"].pop(snap + "/model-00002-of-00002.safetensors")
     w = PC.collect(io, OPTS)["weights"]
     assert w["present"] is False and w["missing_shards"] == 1
@@ -266,3 +267,44 @@ def test_real_probeio_never_raises_from_run():
         raise OSError("exec failed")
     rc, out, err = PC.ProbeIO(run=boom).run(["x"])
     assert rc == 127 and "exec failed" in err
+
+
+def test_python_requests_reported():
+    f = probe("gb300-tray01")
+    assert f["python"]["requests"] is True and f["python"]["executable"] == "/usr/bin/python3"
+    f = probe("gb300-tray01", {"python": {"modules": {"requests": None}}})
+    assert f["python"] == {"executable": "/usr/bin/python3", "version": "3.11.2", "requests": False,
+                           "requests_path": None}
+    real = PC.ProbeIO().python_module("json")
+    assert real[2] and real[1].count(".") == 2
+    assert PC.ProbeIO().python_module("no_such_module_kimi")[2] is None
+
+
+def test_interfaces_from_ip_json_else_sysfs():
+    ip_j = ('[{"ifname":"bond0","flags":["UP","LOWER_UP"],"mtu":9000,"operstate":"UP",'
+            '"addr_info":[{"family":"inet","local":"10.0.0.11","prefixlen":24}]}]')
+    io = FixtureIO("gb300-tray01", {"tools": {"ip": "/usr/sbin/ip"}})
+    io.run = lambda argv: (0, ip_j, "") if argv[1:] == ["-j", "addr", "show"] else (1, "", "")
+    f = PC.collect(io, dict(OPTS, interfaces=["bond0", "eth9"]))["interfaces"]
+    assert f["source"] == "ip" and f["available"] == ["bond0"]
+    assert f["names"]["bond0"] == {"exists": True, "up": True, "loopback": False, "mtu": 9000, "operstate": "UP",
+                                   "addresses": ["10.0.0.11/24"]}
+    assert f["names"]["eth9"] == {"exists": False}
+    io = FixtureIO("gb300-tray01")                           # no iproute2: /sys/class/net
+    files = {"/sys/class/net/lo/flags": "0x9\n", "/sys/class/net/lo/mtu": "65536\n"}
+    io.read = lambda p, _o=io.read: files.get(p) if p.startswith("/sys/class/net") else _o(p)
+    f = PC.collect(io, dict(OPTS, interfaces=["lo"]))["interfaces"]
+    assert f["source"] == "sysfs" and f["names"]["lo"]["up"] is True and f["names"]["lo"]["addresses"] is None
+    assert PC.collect(FixtureIO("gb300-tray01"), OPTS)["interfaces"] == {"source": None, "names": {}}
+
+
+def test_weights_of_the_pinned_revision_only():
+    base = "/data/hf-cache/hub/models--moonshotai--Kimi-K3"
+    snap = base + "/snapshots/" + "c" * 40
+    index = json.dumps({"weight_map": {"a": "model-00001-of-00001.safetensors"}})
+    io = FixtureIO("gb300-tray01", {"paths": [snap], "sizes": {snap + "/model-00001-of-00001.safetensors": 10}})
+    refs = {base + "/refs/main": "c" * 40 + "\n"}
+    io.read = lambda p, _o=io.read: index if p == snap + "/model.safetensors.index.json" else refs.get(p, _o(p))
+    for revision, present in (("c" * 40, True), ("main", True), ("d" * 40, False), ("v2", False), (None, True)):
+        w = PC.collect(io, dict(OPTS, model_revision=revision))["weights"]
+        assert w["present"] is present and w["revision"] == revision, (revision, w)

@@ -26,6 +26,12 @@ def make_nodes(n, host_vars=None, **cluster):
     cluster = dict(cluster)
     cluster.setdefault("kimi_k3_image", NV_IMAGE)
     cluster.setdefault("kimi_k3_vllm_version", "0.28.0")
+    # The golden commands are the recipe's, which pins no revision (revision rules: test_topology_rules.py).
+    if "kimi_k3_model_revision" not in cluster:
+        cluster.setdefault("kimi_k3_allow_unpinned_remote_code", True)
+    # API exposure without a key is its own rule (test_topology_rules.py).
+    if "kimi_k3_api_key" not in cluster:
+        cluster.setdefault("kimi_k3_allow_unauthenticated_api", True)
     nodes = []
     for i in range(n):
         v = dict(cluster)
@@ -343,17 +349,27 @@ def test_rule_unknown_argument_for_version():
 def test_rule_value_outside_choices():
     r = plan(make_nodes(1, kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp",
                         kimi_k3_kv_cache_dtype="fp9"))
-    assert any("fp9: invalid choice" in e["message"] for e in r["errors"])
-    r = plan(make_nodes(1, kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp",
+    # The problem names the variable that produced the flag and the values this release accepts.
+    (e,) = r["errors"]
+    assert e["variable"] == "kimi_k3_kv_cache_dtype" and "fp9 is not a --kv-cache-dtype value" in e["message"]
+    assert "fp8" in e["fix"] and "0.28.0" in e["fix"]
+    r = plan(make_nodes(2, kimi_k3_accelerator="b300", kimi_k3_strategy="multi_node_tep",
+                        kimi_k3_interconnect="rdma", kimi_k3_socket_ifname="eth9",
                         kimi_k3_all2all_backend="moonep"))  # only 0.33.0 knows moonep
-    assert any("moonep: invalid choice" in e["message"] for e in r["errors"])
+    (e,) = r["errors"]
+    assert e["variable"] == "kimi_k3_all2all_backend" and "moonep" in e["message"] and "deepep_v2" in e["fix"]
 
 
 def test_rule_unknown_vllm_version_and_too_old():
     r = plan(make_nodes(1, kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp",
                         kimi_k3_vllm_version="0.26.0"))
+    # One mistake, one problem: too old is the root (no snapshot follows from it).
+    msgs = [e["message"] for e in r["errors"]]
+    assert len(msgs) == 1 and "needs >= 0.27.1" in msgs[0]
+    r = plan(make_nodes(1, kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp",
+                        kimi_k3_vllm_version="0.30.0"))
     msgs = [e["message"] for e in problems(r, "kimi_k3_vllm_version")]
-    assert any("no flag snapshot" in m for m in msgs) and any("needs >= 0.27.1" in m for m in msgs)
+    assert len(msgs) == 1 and "no flag snapshot" in msgs[0]
 
 
 def test_rule_secrets_and_removed_env_refused_in_extra_env():

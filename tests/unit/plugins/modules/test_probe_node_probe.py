@@ -46,8 +46,14 @@ def test_runs_without_any_gpu_tool_and_reports_absence(capsys, tmp_path):
 
 
 def test_bad_option_type_fails(capsys):
-    rc, out = run_module({"command_timeout": "soon"}, capsys)
+    rc, out = run_module({"command_timeout": "soon", "docker_host": "unix:///x.sock", "model_cache_dir": "/x"}, capsys)
     assert rc == 1 and "command_timeout" in out["msg"]
+
+
+def test_engine_socket_and_cache_dir_have_no_default_here(capsys):
+    """They come from the plan (one declaration), the module does not repeat a default."""
+    rc, out = run_module({}, capsys)
+    assert rc == 1 and out["msg"] == "missing required arguments: docker_host, model_cache_dir"
 
 
 def test_documentation_matches_argument_spec():
@@ -68,7 +74,7 @@ def test_documentation_matches_argument_spec():
 
 
 STDLIB_OK = {"__future__", "errno", "glob", "json", "os", "re", "socket", "http", "urllib", "urlparse",
-             "xml", "resource", "time", "ansible", "ansible_collections"}
+             "xml", "resource", "time", "importlib", "sys", "ansible", "ansible_collections"}
 
 
 @pytest.mark.parametrize("path", ["modules/node_probe.py", "module_utils/probe_collect.py",

@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side action: judge every node's probe against its plan once, write the report files.
+
+Documentation lives in plugins/modules/preflight_report.py. All logic is in module_utils (preflight_expect,
+preflight_checks, preflight_cluster, preflight_report).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_expect as E
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+
+
+def _probe_of(hostvars, host, var):
+    """(node_probe facts or None, failure message or None) from the host's registered probe result."""
+    try:
+        res = hostvars[host][var]
+    except Exception:  # pylint: disable=broad-except  # not registered on this host (undefined), or no such host
+        res = None
+    if res is None:
+        return None, "no probe result (the probe task did not run on this host)"
+    res = to_plain(res)
+    facts = (res.get("ansible_facts") or {}).get("node_probe")
+    if facts:
+        return facts, None
+    return None, (res.get("msg") or ("unreachable" if res.get("unreachable") else "probe failed"))[:500]
+
+
+def _expected(plan_result, hosts, recipe):
+    expected = {}
+    for host in hosts:
+        try:
+            plan = plan_contract.require(plan_result, host)
+        except ValueError as exc:
+            raise AnsibleActionFail(str(exc))
+        expected[host] = E.expected_from_plan(plan, plan_result.get("cluster") or {}, recipe)
+    return expected
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("hosts", "thresholds", "show_pass", "dest", "probe_var", "recipe"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        hosts = [str(h) for h in (args.get("hosts") or task_vars.get("ansible_play_hosts_all") or [])]
+        plan_result = to_plain(task_vars.get("plan_result") or {})
+        expected = _expected(plan_result, hosts, recipe_data.load_recipe(args.get("recipe", "kimi_k3")))
+        probes, failures = {}, {}
+        probe_var = args.get("probe_var", "preflight_probe_result")
+        for host in hosts:
+            probes[host], failure = _probe_of(task_vars["hostvars"], host, probe_var)
+            if failure:
+                failures[host] = failure
+        report = R.build_report(hosts, probes, expected, to_plain(args.get("thresholds") or {}), failures)
+        result.update(self._outputs(report, bool(args.get("show_pass", True))))
+        if args.get("dest"):
+            # Controller-side output, written in check mode too; a fresh observation, never "changed".
+            result["written"] = plan_files.write_files(args["dest"], {
+                "preflight-report.json": (result["json"], 0o644),
+                "preflight-report.md": (result["markdown"], 0o644)})
+        result["changed"] = False
+        return result
+
+    @staticmethod
+    def _outputs(report, show_pass):
+        return {
+            "ok": report["summary"]["ok"],
+            "report": report,
+            "failed_hosts": report["summary"]["failed_hosts"],
+            "host_failures": R.host_failures(report),
+            "table": R.render_table(report, include_pass=show_pass),
+            "markdown": R.render_markdown(report),
+            "json": json.dumps(report, indent=2, sort_keys=True) + "\n",
+            "failure_message": R.failure_message(report),
+            "msg": "preflight %s" % ("passed" if report["summary"]["ok"] else "failed on " +
+                                     ", ".join(report["summary"]["failed_hosts"])),
+        }

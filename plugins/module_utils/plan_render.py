@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Output of a cluster plan (pure functions): problem lines, the ``docker run`` script, the summary table and
+the ``<host>.json`` serialisation. Nothing here decides anything; module_utils.topology builds the plan."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import shlex
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
+
+
+API_ACCESS_TEXT = {
+    "api_key": "API key required (kimi_k3_api_key)",
+    "loopback": "no API key, loopback addresses only",
+    "unauthenticated": "NO API KEY on a non-loopback address (kimi_k3_allow_unauthenticated_api: true)",
+}
+
+
+def format_problem(p):
+    """One line an operator can act on: host, variable, what is wrong, what to do."""
+    var = p["variable"] or "-"
+    return "%s: %s: %s Fix: %s" % (p["host"], var, p["message"], p["fix"])
+
+
+def _container_chunks(c, opt):
+    chunks = ["docker run --detach", opt("--name", c["name"]), opt("--network", c["network_mode"]),
+              opt("--ipc", c["ipc_mode"])]
+    if c.get("ipc_mode") != "host" and c.get("shm_size"):
+        chunks.append(opt("--shm-size", c["shm_size"]))
+    for ulimit in c["ulimits"]:
+        name, soft, hard = ulimit.split(":")
+        chunks.append(opt("--ulimit", "%s=%s:%s" % (name, soft, hard)))
+    for req in c["device_requests"]:
+        if req.get("driver") == "nvidia":
+            chunks.append(opt("--gpus", "all" if req.get("count") == -1 else req.get("count")))
+    chunks += [opt("--device", d) for d in c["devices"]]
+    chunks += [opt("--group-add", g) for g in c["groups"]]
+    chunks += [opt("--security-opt", o) for o in c["security_opts"]]
+    chunks += [opt("--cap-add", cap) for cap in c["capabilities"]]
+    chunks += [opt("--volume", v) for v in c["volumes"]]
+    chunks += [opt("--label", "%s=%s" % (k, c["labels"][k])) for k in sorted(c.get("labels", {}))]
+    chunks.append(opt("--restart", c["restart_policy"]))
+    return chunks
+
+
+def docker_run_command(plan):
+    """The ``docker run`` equivalent of a node plan, shell-quoted; secrets are named, never valued.
+
+    Secret variables are passed as ``--env NAME`` (docker copies the value from the caller's environment).
+    """
+    q = shlex.quote
+
+    def opt(name, value=None):
+        return name if value is None else "%s %s" % (name, q(str(value)))
+
+    chunks = _container_chunks(plan["container"], opt)
+    chunks += [opt("--env", "%s=%s" % (k, plan["env"][k])) for k in sorted(plan["env"])]
+    chunks += [opt("--env", k) for k in plan.get("secret_env", [])]
+    chunks.append(q(plan["image"]))
+    positional, units = vllm_flags.split_units(plan["vllm_args"])
+    chunks.append(" ".join(q(p) for p in positional))
+    chunks += [" ".join([q(name)] + [q(v) for v in values]) for name, values in units]
+    lines = ["#!/bin/sh", "# %s (%s, node rank %d): equivalent of the planned container." %
+             (plan["host"], plan["role"], plan["node_rank"])]
+    if plan.get("secret_env"):
+        lines.append("# Secrets are not written here: export %s before running." % " ".join(plan["secret_env"]))
+    lines.append(" \\\n  ".join(chunks))
+    return "\n".join(lines) + "\n"
+
+
+def summary_table(result):
+    """A short human table of the plan (or of the problems)."""
+    if not result["ok"]:
+        lines = ["Plan refused: %d problem(s)" % len(result["errors"])]
+        lines += ["  - " + format_problem(p) for p in result["errors"]]
+        return "\n".join(lines)
+    c = result["cluster"]
+    lines = ["Kimi-K3 plan: %s on %d x %s (%d GPUs), TP %d x PP %d x DP %d%s, vLLM %s"
+             % (c["strategy"], c["nnodes"], c["accelerator"], c["total_gpus"], c["tensor_parallel_size"],
+                c["pipeline_parallel_size"], c["data_parallel_size"],
+                (", LB %s" % c["dp_lb_mode"]) if c["dp_lb_mode"] else "", c["vllm_version"]),
+             "image %s" % c["image"], "API access: %s" % API_ACCESS_TEXT.get(c.get("api_access"), "?")]
+    header = ("host", "rank", "role", "address", "http", "args")
+    rows = [header]
+    for host in c["order"]:
+        p = result["plans"][host]
+        rows.append((host, str(p["node_rank"]), p["role"], p["internal_address"],
+                     p["api_url"] or "headless", str(len(p["vllm_args"]) - 1)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip())
+    for w in result["warnings"]:
+        lines.append("warning: " + format_problem(w))
+    return "\n".join(lines)
+
+
+def plan_hash(plan):
+    """Short hash of what the container runs (image, env, secret names, container settings, argv)."""
+    container = dict(plan["container"])
+    container["labels"] = dict((k, v) for k, v in container.get("labels", {}).items()
+                               if not k.endswith(".plan_hash"))
+    material = json.dumps([plan["image"], plan["env"], plan["secret_env"], container, plan["vllm_args"]],
+                          sort_keys=True)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:16]
+
+
+def plan_json(plan):
+    """Serialise one node plan (stable key order) for ``<host>.json``."""
+    return json.dumps(plan, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What preflight expects of each node, from the host's plan and the recipe's ``node_requirements`` (pure).
+
+The plan says what will run (accelerator, GPUs per node, interconnect, ports, addresses, the model and its cache,
+/dev/shm, memlock, devices); the recipe says what a node must provide for it (driver/CUDA/ROCm floors, per-GPU
+memory floor). Nothing here reads inventory variables.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+IMEX_CHANNEL = "/dev/nvidia-caps-imex-channels/channel0"
+
+
+def probe_ports(plan):
+    """node_probe ``ports``: the API on its bind address, rendezvous and DP RPC on the internal address."""
+    internal = plan["internal_address"]
+    return [{"name": "api", "port": int(plan["api_port"]), "bind": [plan["api_host"]]},
+            {"name": "master", "port": int(plan["master_port"]), "bind": [internal]},
+            {"name": "dp_rpc", "port": int(plan["dp_rpc_port"]), "bind": [internal]}]
+
+
+def socket_ifnames(plan):
+    """Interface names NCCL/Gloo are pinned to by the plan (GLOO_SOCKET_IFNAME, else NCCL_SOCKET_IFNAME): exact names
+    of a comma list; NCCL's ``=name`` is exact too, ``^name`` (exclusions) name nothing to check."""
+    env = plan.get("env") or {}
+    value = env.get("GLOO_SOCKET_IFNAME") or env.get("NCCL_SOCKET_IFNAME") or ""
+    names = [n.strip().lstrip("=") for n in str(value).split(",")]
+    return [n for n in names if n and not n.startswith("^")]
+
+
+def _ulimit_soft(container, name):
+    for item in container.get("ulimits") or []:
+        parts = str(item).split(":")
+        if parts[0] == name and len(parts) >= 2:
+            return int(parts[1])
+    return None
+
+
+def _needs_device(container, path):
+    return any(str(d).split(":", maxsplit=1)[0] == path for d in container.get("devices") or [])
+
+
+def requirements(recipe, vendor, accelerator):
+    """Floors of one node from the recipe: min_driver/min_cuda (NVIDIA) or min_rocm (AMD), min_gpu_memory_mib."""
+    req = recipe.get("node_requirements") or {}
+    out = dict((req.get("vendors") or {}).get(vendor) or {})
+    out["min_gpu_memory_mib"] = (req.get("min_gpu_memory_mib") or {}).get(accelerator)
+    return out
+
+
+def expected_from_plan(plan, cluster, recipe):
+    """The ``expected`` dict of preflight_checks for one host."""
+    container = plan.get("container") or {}
+    exp = {
+        "accelerator": plan["accelerator"],
+        "vendor": plan["vendor"],
+        "gpus_per_node": cluster.get("gpus_per_node"),
+        "interconnect": plan.get("interconnect"),
+        "nnodes": plan.get("nnodes") or cluster.get("nnodes") or 1,
+        "role": plan["role"],
+        "internal_address": plan["internal_address"],
+        "docker_host": plan["docker_host"],
+        "model": plan["model"],
+        "model_revision": plan.get("model_revision"),
+        "model_cache_dir": plan["model_cache_dir"],
+        "shm_size": container.get("shm_size"),
+        "memlock": _ulimit_soft(container, "memlock"),
+        "imex_channel": _needs_device(container, IMEX_CHANNEL),
+        "socket_ifnames": socket_ifnames(plan),
+    }
+    exp.update(requirements(recipe, plan["vendor"], plan["accelerator"]))
+    return exp

@@ -1,0 +1,168 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: hf_stage
+short_description: Stage a pinned Hugging Face model revision into the node's HF cache
+version_added: 0.2.0
+description:
+  - Downloads the files of one model revision (a commit hash) from a Hugging Face endpoint (the Hub or a site mirror,
+    C(HF_ENDPOINT)) into the huggingface_hub cache layout under O(cache_dir) (C(hub/models--org--name/blobs) and
+    C(snapshots/<revision>)), so vLLM started with C(--revision <revision>) loads it without downloading.
+  - Action plugin. It runs the node-side module in rounds of O(round_seconds) and prints a progress line per node
+    (bytes, percent, rate, ETA, current file) after each round. Partial files (C(blobs/<etag>.incomplete)) are
+    resumed with HTTP Range; a server that ignores Range restarts that file (listed in RV(restarted)).
+  - Before any transfer the free space of O(cache_dir) must hold the missing bytes plus O(margin_gb); after the last
+    file, names and sizes of the snapshot are verified against the revision's file list (C(/api/models/<repo>/tree/<revision>?recursive=true)).
+  - A revision already staged transfers nothing and reports C(changed=false).
+  - Standard library only on the node (no huggingface_hub). The token goes in the Authorization header only (never
+    in argv, URLs or messages) and is not sent to another host after a redirect.
+options:
+  repo:
+    description: Model repo id (C(org/name)).
+    type: str
+    required: true
+  revision:
+    description: Commit hash (40 hex) of the revision to stage.
+    type: str
+    required: true
+  cache_dir:
+    description: Host directory of the HF cache (the plan's C(model_cache_dir), mounted into the container).
+    type: path
+    required: true
+  endpoint:
+    description: Hugging Face endpoint (C(https://huggingface.co) or the site mirror's URL, like C(HF_ENDPOINT)).
+    type: str
+    default: https://huggingface.co
+  token:
+    description: Access token (gated or private models); from the vault.
+    type: str
+  margin_gb:
+    description: Free space (decimal GB) that must remain after staging.
+    type: float
+    default: 10
+  round_seconds:
+    description: Seconds of transfer per round (progress is printed between rounds).
+    type: float
+    default: 30
+  timeout:
+    description: HTTP read timeout (seconds).
+    type: float
+    default: 60
+  max_rounds:
+    description: Rounds before giving up (the partial files stay and the next run resumes).
+    type: int
+    default: 100000
+  files:
+    description: Internal (the action plugin passes the file list of the first round to the next ones).
+    type: list
+    elements: dict
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Lists the revision's files and checks the disk; reports what would be transferred without writing.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  action:
+    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
+    support: full
+author:
+  - gpufleet maintainers (@gpufleet)
+"""
+
+EXAMPLES = r"""
+- name: Stage the pinned revision from the site mirror
+  gpufleet.kimi_k3.hf_stage:
+    repo: moonshotai/Kimi-K3
+    revision: 0123456789abcdef0123456789abcdef01234567
+    cache_dir: /data/hf-cache
+    endpoint: https://hf-mirror.example
+    token: "{{ vault_hf_token }}"
+"""
+
+RETURN = r"""
+bytes_total:
+  description: Bytes of the revision.
+  returned: success
+  type: int
+bytes_present:
+  description: Bytes already in the cache before this run.
+  returned: success
+  type: int
+bytes_transferred:
+  description: Bytes downloaded by this run (0 when the revision was already staged).
+  returned: success
+  type: int
+files_total:
+  description: Files of the revision.
+  returned: success
+  type: int
+files_transferred:
+  description: Files downloaded by this run.
+  returned: success
+  type: int
+restarted:
+  description: Files whose partial download had to start over (the server ignored Range).
+  returned: success
+  type: list
+  elements: str
+verified:
+  description: C(ok), C(problems) (missing or wrongly sized files) and C(extra) (files not in the list).
+  returned: success
+  type: dict
+snapshot_dir:
+  description: The staged snapshot directory.
+  returned: success
+  type: str
+elapsed_s:
+  description: Seconds the staging took (action plugin).
+  returned: success
+  type: float
+rounds:
+  description: Rounds run (action plugin).
+  returned: success
+  type: int
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import hf_stage
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            repo=dict(type="str", required=True),
+            revision=dict(type="str", required=True),
+            cache_dir=dict(type="path", required=True),
+            endpoint=dict(type="str", default="https://huggingface.co"),
+            token=dict(type="str", no_log=True),
+            margin_gb=dict(type="float", default=10.0),
+            round_seconds=dict(type="float", default=30.0),
+            timeout=dict(type="float", default=60.0),
+            max_rounds=dict(type="int", default=100000),
+            files=dict(type="list", elements="dict"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        result = hf_stage.stage(p["repo"], p["revision"], p["cache_dir"], p["endpoint"], token=p["token"],
+                                max_seconds=p["round_seconds"], margin_bytes=int(p["margin_gb"] * 1e9),
+                                files=p["files"], check_mode=module.check_mode, timeout=p["timeout"])
+    except (hf_stage.StageError, OSError, ValueError) as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The plan contract every role reads (module_utils.plan_contract, filters plan_problem / plan_complete), and the
+ports/expectations preflight derives from a plan (module_utils.preflight_expect)."""
+import copy
+
+import pytest
+
+from ansible_collections.gpufleet.kimi_k3.plugins.filter import capacity as capacity_filters
+from ansible_collections.gpufleet.kimi_k3.plugins.filter import plan as plan_filters
+from ansible_collections.gpufleet.kimi_k3.plugins.filter import preflight as preflight_filters
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract as PCT
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_expect as E
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+
+RECIPE = recipe_data.load_recipe()
+SNAPSHOTS = recipe_data.load_snapshots()
+DEFAULTS = RECIPE["defaults"]
+IMAGE = "vllm/vllm-openai@sha256:" + "a" * 64
+
+
+def rendered(nodes=2, host_vars=None, **cluster):
+    cluster = dict({"kimi_k3_accelerator": "gb300", "kimi_k3_strategy": "multi_node_tp",
+                    "kimi_k3_interconnect": "nvlink", "kimi_k3_image": IMAGE, "kimi_k3_socket_ifname": "eth0",
+                    "kimi_k3_api_key": "k", "kimi_k3_allow_unpinned_remote_code": True},
+                   **cluster)
+    out = []
+    for i in range(nodes):
+        v = dict(cluster, ansible_host="10.0.0.%d" % (11 + i))
+        v.update((host_vars or {}).get(i, {}))
+        out.append({"host": "tray%02d" % (i + 1), "head": i == 0, "vars": v})
+    result = topology.build_cluster_plan(out, RECIPE, SNAPSHOTS)
+    assert result["ok"], result["errors"]
+    return result, dict((n["host"], n["vars"]) for n in out)
+
+
+def complete(result, host_vars):
+    return PCT.complete(result, lambda h: host_vars[h], DEFAULTS)
+
+
+def test_defaults_of_an_example_cluster():
+    result, hv = rendered()
+    plans = complete(result, hv)["plans"]
+    head, worker = plans["tray01"], plans["tray02"]
+    assert PCT.missing_keys(head) == [] and PCT.missing_keys(worker) == []
+    assert head["docker_host"] == PCT.DEFAULT_DOCKER_HOST == "unix:///var/run/docker.sock"
+    assert head["model"] == "moonshotai/Kimi-K3" and head["model_revision"] is None
+    assert head["model_cache_dir"] == "/data/hf-cache"
+    assert head["served_model_name"] in (None, "moonshotai/Kimi-K3")   # the plan's: the model id when unset
+    ports = (head["api_host"], head["api_port"], head["master_port"], head["dp_rpc_port"])
+    assert ports == ("0.0.0.0", 8000, 29501, 29550)
+    assert worker["api_port"] == 8000                          # headless worker: no --port, the default port
+
+
+def test_values_come_from_the_rendered_plan_first():
+    result, hv = rendered(host_vars={0: {"kimi_k3_api_host": "10.0.0.11"}}, kimi_k3_variant="nvfp4",
+                          kimi_k3_model_cache_dir="/srv/hf", kimi_k3_api_port=9000, kimi_k3_master_port=29600,
+                          kimi_k3_served_model_name="k3", kimi_k3_docker_host="unix:///run/docker.sock")
+    plans = complete(result, hv)["plans"]
+    head = plans["tray01"]
+    assert head["model"] == "RedHatAI/Kimi-K3-NVFP4"          # the variant's model, from the argv
+    assert head["model_cache_dir"] == "/srv/hf"                # the host side of the HF cache mount
+    assert (head["api_host"], head["api_port"], head["master_port"]) == ("10.0.0.11", 9000, 29600)
+    assert head["api_url"] == "http://10.0.0.11:9000"          # consistent with the rendered URL
+    assert head["served_model_name"] == "k3"
+    assert head["docker_host"] == "unix:///run/docker.sock"
+    assert plans["tray02"]["api_port"] == 9000 and plans["tray02"]["master_port"] == 29600
+
+
+def test_keys_the_plan_has_are_never_touched():
+    result, hv = rendered()
+    result = copy.deepcopy(result)
+    result["plans"]["tray01"]["docker_host"] = "tcp://10.0.0.11:2375"
+    result["plans"]["tray01"]["model"] = "/models/k3"
+    plans = complete(result, hv)["plans"]
+    assert plans["tray01"]["docker_host"] == "tcp://10.0.0.11:2375" and plans["tray01"]["model"] == "/models/k3"
+    assert complete(complete(result, hv), hv) == complete(result, hv)          # idempotent
+
+
+@pytest.mark.parametrize("argv,flag,value", [
+    (["m", "--port", "9000"], "--port", "9000"), (["m", "--port=9001"], "--port", "9001"),
+    (["m", "--port", "1", "--port", "2"], "--port", "2"), (["m", "--portx", "3"], "--port", None),
+    (["m", "--port"], "--port", None), ([], "--port", None),
+])
+def test_arg_value(argv, flag, value):
+    assert PCT.arg_value(argv, flag) == value
+
+
+def test_require_and_plan_problem_name_the_host_and_the_fix():
+    result, hv = rendered()
+    full = complete(result, hv)
+    assert plan_filters.plan_problem(full, "tray01") == ""
+    assert PCT.require(full, "tray01")["host"] == "tray01"
+    assert plan_filters.plan_problem(None, "tray01") == (
+        "tray01: plan_result is not set - run the gpufleet.kimi_k3.plan role first (every playbook of the "
+        "collection does).")
+    assert "the plan has no entry for this host" in plan_filters.plan_problem(full, "ghost")
+    old = copy.deepcopy(result)
+    del old["plans"]["tray01"]["docker_host"]
+    assert "the plan lacks docker_host" in plan_filters.plan_problem(old, "tray01")       # an older plan role
+
+
+def test_plan_complete_filter_reads_only_the_fallback_variables():
+    result, hv = rendered(kimi_k3_docker_host="unix:///x.sock")
+
+    class Hostvars(dict):
+        def __getitem__(self, host):
+            return _Strict(dict.__getitem__(self, host))
+
+    class _Strict(dict):
+        def __getitem__(self, key):
+            assert key in plan_filters._FALLBACK_VARS, key       # nothing else is looked at
+            return dict.__getitem__(self, key)
+
+    out = plan_filters.plan_complete(result, Hostvars(hv))
+    assert out["plans"]["tray02"]["docker_host"] == "unix:///x.sock"
+    assert out["cluster"] == result["cluster"] and out["ok"] is True
+
+
+def test_preflight_ports_and_expectations_from_a_plan():
+    result, hv = rendered(host_vars={0: {"kimi_k3_api_host": "10.0.0.11"}})
+    full = complete(result, hv)
+    head = full["plans"]["tray01"]
+    assert preflight_filters.preflight_ports(head) == [
+        {"name": "api", "port": 8000, "bind": ["10.0.0.11"]},
+        {"name": "master", "port": 29501, "bind": ["10.0.0.11"]},
+        {"name": "dp_rpc", "port": 29550, "bind": ["10.0.0.11"]}]
+    exp = E.expected_from_plan(full["plans"]["tray02"], full["cluster"], RECIPE)
+    assert exp["role"] == "worker" and exp["gpus_per_node"] == 4 and exp["nnodes"] == 2
+    assert exp["imex_channel"] is True and exp["memlock"] == -1 and exp["shm_size"] == "64g"
+    assert (exp["min_driver"], exp["min_cuda"], exp["min_gpu_memory_mib"]) == ("580", "13.0", 280000)
+    with pytest.raises(Exception, match="preflight_ports needs a host plan"):
+        preflight_filters.preflight_ports({"internal_address": "x"})
+
+
+def test_capacity_filters():
+    fm = capacity_filters.FilterModule().filters()
+    assert fm["capacity_values"](["32768", 8192, 8192]) == [8192, 32768]
+    d = fm["capacity_restart"]({"status": 200, "json": {"data": [{"max_model_len": 8192}]}}, "8192")
+    assert d["restart"] is False and d["running"] == 8192
+    assert fm["capacity_restart"](None, 8192)["restart"] is True
