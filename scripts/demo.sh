@@ -14,12 +14,19 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 clusters=(gb300)
 down=0
+usage() { sed -n '2,12p' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --cluster) shift; if [ "$1" = all ]; then clusters=(gb300 mi355x); else clusters=("$1"); fi ;;
+    --cluster)
+      case "${2:-}" in
+        gb300|mi355x) clusters=("$2") ;;
+        all) clusters=(gb300 mi355x) ;;
+        *) echo "--cluster needs a value: gb300, mi355x or all${2:+ (not '$2')}" >&2; usage >&2; exit 2 ;;
+      esac
+      shift ;;
     --down) down=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
   shift
 done

@@ -70,7 +70,8 @@ class ActionModule(ActionBase):
                 for host, node_plan in plan["plans"].items():
                     files["%s.json" % host] = (plan_render.plan_json(node_plan), 0o644)
                     files["%s.sh" % host] = (result["scripts"][host], 0o755)
-                written = plan_files.write_files(args["dest"], files, check_mode=self._task.check_mode)
+                result["plan_id"], written = plan_files.write_plan(args["dest"], files, plan["plans"],
+                                                                   check_mode=self._task.check_mode)
                 result["changed"] = bool(written)
                 result["written"] = written
                 result["dest"] = args["dest"]

@@ -1,69 +1,153 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Wait until a node's vLLM container is ready, printing its start-up phase as it changes.
+"""Wait until a node's vLLM container is ready while watching the whole group; print the start-up phase.
 
-Documentation lives in plugins/modules/vllm_wait.py. Each round runs vllm_node_status on the node.
+Documentation lives in plugins/modules/vllm_wait.py. Each round runs vllm_node_status on the node, feeds the
+status to launch_watch.NodeWatch and exchanges verdicts with the other hosts' watchers through a board directory
+on the controller (one JSON file per host; every watcher of one task in one ansible-playbook run shares it).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+import os
+import shutil
+import tempfile
 import time
 
+from ansible.errors import AnsibleConnectionFailure
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_watch
+
 display = Display()
+
+STATUS_KEYS = ("running", "status", "exit_code", "phase", "phase_detail", "health", "healthy", "log_tail", "image",
+               "plan_hash")
+
+
+class Board(object):
+    """Per-run directory of ``<host>.json`` verdict records (atomic writes)."""
+
+    def __init__(self, path):
+        self.path = path
+        if not os.path.isdir(path):
+            os.makedirs(path, 0o700)
+
+    def publish(self, record):
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp.")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle)
+        os.replace(tmp, os.path.join(self.path, record["host"] + ".json"))
+
+    def read(self, peers):
+        out = {}
+        for peer in peers:
+            try:
+                with open(os.path.join(self.path, peer + ".json")) as handle:
+                    out[peer] = json.load(handle)
+            except (IOError, OSError, ValueError):
+                continue
+        return out
+
+
+def board_dir(name):
+    """The board ``name`` (one per group start, chosen by the caller) under a per-user temporary directory; boards
+    older than a day are removed on the way."""
+    root = os.path.join(tempfile.gettempdir(), "kimi-k3-wait-%d" % os.getuid())
+    if os.path.isdir(root):
+        for old in os.listdir(root):
+            path = os.path.join(root, old)
+            try:
+                if time.time() - os.stat(path).st_mtime > 86400:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                continue
+    return os.path.join(root, os.path.basename(str(name)))
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("container", "docker_host", "health_urls", "timeout", "interval", "tail",
-                             "progress_every"))
+                             "progress_every", "stall_timeout", "peers", "board", "validate_certs", "ca_path"))
+
+    def _options(self):
+        args = self._task.args
+        opts = {"timeout": float(args.get("timeout", 3600)), "interval": float(args.get("interval", 5)),
+                "every": float(args.get("progress_every", 30)), "stall": float(args.get("stall_timeout", 900)),
+                "peers": list(args.get("peers") or [])}
+        opts["module_args"] = {"container": args.get("container", "vllm-kimi-k3"),
+                               "docker_host": args.get("docker_host", "unix:///var/run/docker.sock"),
+                               "health_urls": list(args.get("health_urls") or []),
+                               "tail": int(args.get("tail", 200)), "wait_s": opts["interval"],
+                               "validate_certs": boolean(args.get("validate_certs", True), strict=False)}
+        if args.get("ca_path"):
+            opts["module_args"]["ca_path"] = args["ca_path"]
+        return opts
+
+    def _status(self, module_args, task_vars):
+        try:
+            status = self._execute_module(module_name="gpufleet.kimi_k3.vllm_node_status",
+                                          module_args=module_args, task_vars=task_vars)
+        except AnsibleConnectionFailure:
+            return None, "node unreachable"
+        if status.get("failed") or status.get("unreachable"):
+            return None, status.get("msg")
+        return status, None
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
-        args = self._task.args
-        timeout = float(args.get("timeout", 3600))
-        interval = float(args.get("interval", 10))
-        every = float(args.get("progress_every", 30))
+        opts = self._options()
         host = task_vars.get("inventory_hostname")
-        module_args = {"container": args.get("container", "vllm-kimi-k3"),
-                       "docker_host": args.get("docker_host", "unix:///var/run/docker.sock"),
-                       "health_urls": list(args.get("health_urls") or []),
-                       "tail": int(args.get("tail", 200)), "wait_s": interval}
+        peers = sorted(set(opts["peers"]) | {host})
+        board = Board(board_dir(self._task.args.get("board") or "%d-%s" % (os.getppid(), self._task._uuid)))
         start = time.monotonic()
-        last_phase, last_print, rounds = None, 0.0, 0
-        history = []
+        wall0 = time.time()
+        watch = launch_watch.NodeWatch(start, opts["timeout"], opts["stall"])
+        stale = max(60.0, 3 * opts["interval"] + 30)
+        last_print, status, rounds, error = -opts["every"], {}, 0, None
         while True:
             rounds += 1
-            status = self._execute_module(module_name="gpufleet.kimi_k3.vllm_node_status",
-                                          module_args=module_args, task_vars=task_vars)
-            elapsed = time.monotonic() - start
-            if status.get("failed"):
-                result.update(failed=True, msg="%s: cannot read the container status: %s" % (host, status.get("msg")))
-                return result
-            phase = status.get("phase")
-            if phase != last_phase:
-                history.append({"t_s": round(elapsed, 1), "phase": phase, "detail": status.get("phase_detail")})
-            if phase != last_phase or elapsed - last_print >= every:
-                detail = (": " + status["phase_detail"]) if status.get("phase_detail") else ""
-                display.display("[%s] %5.0fs  %s%s" % (host, elapsed, phase, detail))
-                last_phase, last_print = phase, elapsed
-            base = {k: status.get(k) for k in ("running", "status", "exit_code", "phase", "phase_detail",
-                                               "health", "healthy", "log_tail", "image")}
-            result.update(base, elapsed_s=round(elapsed, 1), rounds=rounds, phases=history, changed=False)
-            if status.get("healthy"):
-                result["msg"] = "%s: ready after %.0f s" % (host, elapsed)
-                return result
-            if not status.get("running"):
-                result.update(failed=True, msg="%s: the vLLM container is %s (exit code %s) in phase %s; last log "
-                              "lines:\n%s" % (host, status.get("status"), status.get("exit_code"), phase,
-                                              "\n".join((status.get("log_tail") or [])[-30:])))
-                return result
-            if elapsed >= timeout:
-                result.update(failed=True, msg="%s: not ready after %.0f s (phase %s); last log lines:\n%s"
-                              % (host, elapsed, phase, "\n".join((status.get("log_tail") or [])[-30:])))
-                return result
+            fresh, error = self._status(opts["module_args"], task_vars)
+            now = time.monotonic()
+            status = fresh or status
+            verdict = watch.feed(now, fresh)
+            wall = wall0 + (now - start)
+            board.publish(launch_watch.board_record(host, verdict, wall, watch.detail or error or "",
+                                                    status.get("phase")))
+            first = launch_watch.group_verdict(host, board.read(peers), wall, stale)
+            last_print = self._progress(host, now - start, status, watch, last_print, opts["every"])
+            if verdict in launch_watch.DONE or first is not None:
+                break
+        if verdict not in launch_watch.DONE:
+            verdict = "group"
+            watch.detail = "%s failed first: %s" % (first["host"], first.get("detail"))
+        return self._result(result, host, verdict, watch, status, first, now - start, rounds)
+
+    def _progress(self, host, elapsed, status, watch, last_print, every):
+        changed = watch.history and watch.history[-1]["t_s"] >= round(elapsed, 1) - 0.05
+        if not changed and elapsed - last_print < every:
+            return last_print
+        detail = (": " + status["phase_detail"]) if status.get("phase_detail") else ""
+        display.display("[%s] %5.0fs  %s%s" % (host, elapsed, status.get("phase"), detail))
+        return elapsed
+
+    def _result(self, result, host, verdict, watch, status, first, elapsed, rounds):
+        result.update({k: status.get(k) for k in STATUS_KEYS})
+        result.update(elapsed_s=round(elapsed, 1), rounds=rounds, phases=watch.history, changed=False,
+                      verdict=verdict, detail=watch.detail, ready=verdict == "ready", first_failure=first)
+        if verdict == "ready":
+            result["msg"] = "%s: %s" % (host, watch.detail)
+            return result
+        result["failed"] = True
+        if verdict == "group":
+            result["msg"] = "%s: stopped waiting (phase %s): %s" % (host, status.get("phase"), watch.detail)
+        else:
+            result["msg"] = "%s: %s (%s); last log lines:\n%s" % (
+                host, launch_watch.REASONS[verdict], watch.detail, "\n".join((status.get("log_tail") or [])[-30:]))
+        return result

@@ -14,6 +14,7 @@ __metaclass__ = type
 import json
 import re
 import socket
+import ssl
 import struct
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
@@ -111,40 +112,76 @@ class DockerAPI(object):
         return demux_docker_log(body)
 
 
-def check_health(url, timeout=5):
-    """GET ``url``; return the HTTP status code, or None when nothing answers."""
+def tls_context(validate_certs=True, ca_path=None):
+    """SSL context for https health URLs: the system CAs (or ``ca_path``), or no verification when told."""
+    if not validate_certs:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    return ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
+
+
+def check_health(url, timeout=5, context=None):
+    """GET ``url`` (http or https); return the HTTP status code, or None when nothing answers."""
     parsed = urlparse(url)
-    conn = httplib.HTTPConnection(parsed.hostname, parsed.port or 80, timeout=timeout)
+    if parsed.scheme == "https":
+        conn = httplib.HTTPSConnection(parsed.hostname, parsed.port or 443, timeout=timeout,
+                                       context=context or tls_context())
+    else:
+        conn = httplib.HTTPConnection(parsed.hostname, parsed.port or 80, timeout=timeout)
     try:
         conn.request("GET", parsed.path or "/")
         resp = conn.getresponse()
         resp.read()
         return resp.status
-    except (OSError, socket.error, httplib.HTTPException):
+    except (OSError, socket.error, httplib.HTTPException, ssl.SSLError):
         return None
     finally:
         conn.close()
 
 
-def node_status(api, container, health_urls=(), tail=200):
+PLAN_HASH_LABEL = "io.gpufleet.kimi_k3.plan_hash"
+
+
+def _image_digests(api, image_id):
+    """RepoDigests of the image a container runs (``[]`` when the engine does not know them)."""
+    if not image_id:
+        return []
+    try:
+        status, body = api.get("/images/%s/json" % quote(image_id))
+    except DockerError:
+        return []
+    if status != 200:
+        return []
+    return list(json.loads(body.decode("utf-8")).get("RepoDigests") or [])
+
+
+def node_status(api, container, health_urls=(), tail=200, context=None, digests=False):
     """One look at a node: container state, exit code, phase from the log, health of ``health_urls``."""
     info = api.inspect(container)
     result = {"container": container, "exists": info is not None, "running": False, "restarting": False,
               "exit_code": None, "status": "absent", "phase": "absent", "phase_detail": "", "health": {},
-              "healthy": False, "log_tail": [], "image": None, "started_at": None}
+              "healthy": False, "log_tail": [], "image": None, "started_at": None, "plan_hash": None,
+              "repo_digests": []}
     if info is None:
         return result
     state = info.get("State", {})
+    config = info.get("Config", {})
     result.update(running=bool(state.get("Running")), restarting=bool(state.get("Restarting")),
                   exit_code=state.get("ExitCode"), status=state.get("Status", "unknown"),
-                  image=info.get("Config", {}).get("Image"), started_at=state.get("StartedAt"))
-    lines = api.logs(container, tail=tail).splitlines()
-    result["log_tail"] = lines[-tail:]
+                  image=config.get("Image"), started_at=state.get("StartedAt"),
+                  plan_hash=(config.get("Labels") or {}).get(PLAN_HASH_LABEL))
+    if digests:
+        result["repo_digests"] = _image_digests(api, info.get("Image"))
+    lines = api.logs(container, tail=tail).splitlines() if tail else []
+    result["log_tail"] = lines[-tail:] if tail else []
     result["phase"], result["phase_detail"] = classify_phase(lines)
+    result["log_phase"] = result["phase"]
     if not result["running"]:
         result["phase"] = "exited" if result["status"] in ("exited", "dead") else result["status"]
     for url in health_urls:
-        result["health"][url] = check_health(url)
+        result["health"][url] = check_health(url, context=context)
     result["healthy"] = result["running"] and all(code == 200 for code in result["health"].values())
     return result
 

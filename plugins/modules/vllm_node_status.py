@@ -41,6 +41,17 @@ options:
     description: Poll up to this many seconds for the node to become healthy or to stop (0 = one look).
     type: float
     default: 0
+  validate_certs:
+    description: Verify the TLS certificate of C(https://) health URLs.
+    type: bool
+    default: true
+  ca_path:
+    description: CA bundle (PEM file on the node) to verify C(https://) health URLs with, instead of the system's.
+    type: path
+  digests:
+    description: Also return the C(RepoDigests) of the container's image.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -83,6 +94,10 @@ phase:
   returned: always
   type: str
   sample: loading weights
+log_phase:
+  description: Start-up phase read from the log, also once the container stopped (RV(phase) is then C(exited)).
+  returned: always
+  type: str
 phase_detail:
   description: The log line that decided the phase.
   returned: always
@@ -104,6 +119,15 @@ image:
   description: Image reference the container was created from.
   returned: always
   type: str
+plan_hash:
+  description: The container's C(io.gpufleet.kimi_k3.plan_hash) label (null when absent).
+  returned: always
+  type: str
+repo_digests:
+  description: C(RepoDigests) of the container's image (empty unless O(digests)).
+  returned: always
+  type: list
+  elements: str
 """
 
 import time
@@ -121,15 +145,20 @@ def main():
             health_urls=dict(type="list", elements="str", default=[]),
             tail=dict(type="int", default=200),
             wait_s=dict(type="float", default=0),
+            validate_certs=dict(type="bool", default=True),
+            ca_path=dict(type="path"),
+            digests=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     p = module.params
     api = launch_status.DockerAPI(p["docker_host"])
     deadline = time.monotonic() + max(0.0, p["wait_s"])
+    context = launch_status.tls_context(p["validate_certs"], p["ca_path"])
     try:
         while True:
-            status = launch_status.node_status(api, p["container"], p["health_urls"], tail=p["tail"])
+            status = launch_status.node_status(api, p["container"], p["health_urls"], tail=p["tail"],
+                                               context=context, digests=p["digests"])
             done = status["healthy"] or not status["running"]
             if done or time.monotonic() >= deadline:
                 break

@@ -16,8 +16,16 @@ description:
   - Action plugin. Runs M(gpufleet.kimi_k3.vllm_node_status) on the node in rounds and prints a progress line
     (elapsed time and phase read from the container log) whenever the phase changes, and every O(progress_every)
     seconds.
-  - Succeeds when the container runs and every O(health_urls) answers 200; fails at once when the container stops
-    (with its last log lines), or after O(timeout) seconds.
+  - Watches the whole group, not only its node. Run it on every host of the group in one task (the hosts wait in
+    parallel; keep C(forks) at least the number of nodes); each host's watcher publishes its verdict on a board
+    on the controller and reads its O(peers)' verdicts. When any node fails, every watcher of the group stops
+    within one round and names the node that failed first (RV(first_failure)).
+  - A node fails when its container stops (C(exited)); when a health URL that had answered 200 stops answering
+    (C(peer_lost), for example the head of a headless follower went away); when its start-up phase and phase
+    line do not change for O(stall_timeout) seconds (C(stalled), naming the phase); when its status cannot be read
+    three rounds in a row, or its watcher published nothing for max(60, 3 x O(interval) + 30) seconds
+    (C(unreachable)); or after O(timeout) seconds (C(timeout), the budget for slow weight loads).
+  - Succeeds (C(ready)) when the container runs and every O(health_urls) answers 200.
 options:
   container:
     description: Container name.
@@ -37,9 +45,30 @@ options:
     type: float
     default: 3600
   interval:
-    description: Seconds per round.
+    description: Seconds per round (a dead peer is noticed within one round).
     type: float
-    default: 10
+    default: 5
+  stall_timeout:
+    description: Fail a node whose start-up phase and phase line did not change for this many seconds. Weight
+      loading reports shard progress, so this bounds silent phases (joining, profiling, graph capture).
+    type: float
+    default: 900
+  peers:
+    description: Every host of the group (the play's hosts); their watchers' verdicts are read each round.
+    type: list
+    elements: str
+    default: []
+  board:
+    description: Name of the board shared by the watchers of one group start (same value on every host, for
+      example a timestamp set with C(run_once)); default one per task and ansible-playbook process.
+    type: str
+  validate_certs:
+    description: Verify the TLS certificate of C(https://) health URLs.
+    type: bool
+    default: true
+  ca_path:
+    description: CA bundle (PEM file on the node) for C(https://) health URLs.
+    type: path
   progress_every:
     description: Print the phase at least this often (seconds).
     type: float
@@ -88,6 +117,23 @@ healthy:
   description: Whether the node became ready.
   returned: always
   type: bool
+ready:
+  description: Whether the node became ready (same as RV(verdict) == C(ready)).
+  returned: always
+  type: bool
+verdict:
+  description: C(ready), C(exited), C(peer_lost), C(stalled), C(timeout), C(unreachable), or C(group) (another node
+    failed first).
+  returned: always
+  type: str
+detail:
+  description: Why, in one line.
+  returned: always
+  type: str
+first_failure:
+  description: Board record (host, verdict, t, detail, phase) of the node of the group that failed first, or null.
+  returned: always
+  type: dict
 log_tail:
   description: Last log lines.
   returned: always
@@ -104,9 +150,14 @@ def main():
         docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
         health_urls=dict(type="list", elements="str", default=[]),
         timeout=dict(type="float", default=3600),
-        interval=dict(type="float", default=10),
+        interval=dict(type="float", default=5),
         progress_every=dict(type="float", default=30),
         tail=dict(type="int", default=200),
+        stall_timeout=dict(type="float", default=900),
+        peers=dict(type="list", elements="str", default=[]),
+        board=dict(type="str"),
+        validate_certs=dict(type="bool", default=True),
+        ca_path=dict(type="path"),
     ), supports_check_mode=True)
     module.fail_json(msg="gpufleet.kimi_k3.vllm_wait runs as an action plugin")
 

@@ -1,13 +1,13 @@
 """Deploy acceptance on the GB300 rehearsal pair: failures are clear, fast and harmless; secrets stay secret.
 
-(a) a follower that dies while loading -> launch fails within the timeout, naming the node with its log tail, and
-    writes launch-<host>.log to the artifacts directory;
+(a) a follower that dies while loading -> the group fails within seconds, one summary naming the follower first
+    with its log tail (once; the recap charges the follower), and launch-<host>.log in the artifacts directory;
 (b) a digest the registry does not have -> deploy fails at the image stage naming node and reference, before any
     container is touched;
 (c) upgrade to sim_image_alt passes the smoke gate; upgrade to sim_image_broken fails and rolls back to the alt
     digest, which serves again; the original deployment is restored afterwards;
-(d) deploy -vvv with an API key and an HF token never shows either (runner stdout, every event, container argv,
-    plan files); the API then requires the key. A keyless deployment is restored afterwards.
+(d) deploy -vvv with an API key and an HF token never shows either (runner stdout, every event, docker inspect,
+    container argv, plan files); the API then requires the key. A keyless deployment is restored afterwards.
 
 How the follower fails in (a): the group is restarted with a longer simulated weight load
 (VLLM_STANDIN_LOAD_S=10, a cluster-wide knob, so the plan still agrees across nodes) and, as soon as the new
@@ -16,7 +16,8 @@ or a crashed process looks like to the launch role. kimi_k3_* cluster variables 
 per-host broken image or env is not a realistic option.
 
 Needs `sim/simctl up --cluster gb300` (or KIMI_SIM_AUTO_UP=1). Results come from runner events and docker inspect.
-The sim is shared: each test restores a healthy deployment of the inventory's kimi_k3_image when it ends.
+The sim is shared: each test restores a healthy deployment of the inventory's kimi_k3_image when it ends, and the
+module tears its deployment down at the end.
 """
 import glob
 import json
@@ -25,11 +26,10 @@ import secrets
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
+from tests.helpers.http import status as _http
 from tests.helpers.runner import failed_tasks, run_playbook
 
 pytestmark = pytest.mark.sim
@@ -65,22 +65,20 @@ def _ids(sim):
     return out
 
 
-def _http(url, key=None, timeout=5):
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
-
-
 def _restore(sim):
     """The inventory's deployment (kimi_k3_image, no secrets, default knobs), healthy."""
     r = _run(sim, "launch.yml")
     assert r.status == "successful", failed_tasks(r)
     assert _http(HEAD_URL + "/health") == 200
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _teardown_at_the_end(sim_cluster):
+    """Leave no deployment behind for later modules (test_sim_cluster, preflight need idle nodes)."""
+    yield
+    sim = sim_cluster("gb300")
+    r = run_playbook("teardown.yml", sim.inventory)
+    assert r.status == "successful", failed_tasks(r)
 
 
 @pytest.fixture()
@@ -127,18 +125,19 @@ def test_a_follower_failing_to_start_fails_with_its_log(deployed):
     assert r.status == "failed", (killer.killed_id, _ids(sim))
     # fails well within launch_ready_timeout_s (60): the dead follower is noticed, not waited out
     assert r.elapsed_s < 60 + 30, r.elapsed_s
-    msgs = [m for h, t, m in failed_tasks(r) if t == "Fail with every node's state and log tail"]
-    assert len(msgs) == 1, failed_tasks(r)
-    msg = msgs[0]
-    # the follower is named as not running (the head, left alone, may have stopped too: EngineDeadError)
-    not_running = msg.split("Nodes not running:", 1)[1].splitlines()[0]
-    assert FOLLOWER in not_running, msg
+    fails = [(h, m) for h, t, m in failed_tasks(r) if t == "Fail with one summary of the group"]
+    assert len(fails) == 1, failed_tasks(r)
+    host, msg = fails[0]
+    # the follower is named as the node that failed first, and the recap charges it, not the head
+    assert host == FOLLOWER, fails
+    assert msg.startswith("The vLLM group failed: %s: its vLLM container stopped" % FOLLOWER), msg[:300]
     logs = sim.docker(FOLLOWER, "logs", "--tail", "200", killer.killed_id, check=False)
     tail = [ln.strip() for ln in (logs.stdout + logs.stderr).splitlines() if ln.strip()]
     assert tail, "the killed follower logged nothing"
     assert tail[-1] in msg, (tail[-3:], msg[-2000:])
-    section = msg.split("--- %s:" % FOLLOWER, 1)[1]
-    assert "exit code 137" in section.splitlines()[0], section[:300]
+    assert msg.count(tail[-1]) == 1, "the log tail is shown more than once"
+    line = [ln for ln in msg.splitlines() if ln.startswith("  %s:" % FOLLOWER)][0]
+    assert "exit code 137" in line, line
     logfile = os.path.join(r.artifacts_dir, "launch-%s.log" % FOLLOWER)
     assert os.path.exists(logfile), os.listdir(r.artifacts_dir)
     with open(logfile) as f:
@@ -210,15 +209,17 @@ def test_d_secrets_never_shown(deployed):
         for ev in glob.glob(os.path.join(r.config.artifact_dir, "job_events", "*.json")):
             with open(ev) as f:
                 assert secret not in f.read(), "secret in event %s" % ev
-    # container argv (what ps shows) and the plan files hold no secret
+    # container argv (what ps shows), the whole docker inspect, and the plan files hold no secret
     for n in sim.nodes:
+        raw = sim.docker(n["name"], "inspect", NAME).stdout
+        assert key not in raw and token not in raw, "secret in docker inspect of %s" % n["name"]
         c = _inspect(sim, n["name"])
         argv = json.dumps([c["Path"], c["Args"], c["Config"]["Cmd"], c["Config"]["Entrypoint"]])
         assert key not in argv and token not in argv
         top = sim.docker(n["name"], "top", NAME, "-eo", "pid,args", check=False)
         assert top.returncode == 0 and "vllm" in top.stdout, top.stderr
         assert key not in top.stdout and token not in top.stdout
-    plan_files = glob.glob(os.path.join(r.artifacts_dir, "plan", "*"))
+    plan_files = [os.path.join(d, f) for d, _dirs, fs in os.walk(os.path.join(r.artifacts_dir, "plan")) for f in fs]
     assert plan_files, os.listdir(r.artifacts_dir)
     for p in plan_files:
         with open(p) as f:

@@ -75,6 +75,7 @@ class Deployment(object):
         if not keys and os.environ.get("VLLM_API_KEY"):
             keys = [os.environ["VLLM_API_KEY"]]
         self.api_keys = list(keys)
+        self.hf_token, self.hf_token_source = hf_token()
         self.validate()
         self.resolve_mode()
 
@@ -230,3 +231,19 @@ class KVBudget(object):
     @property
     def max_concurrency(self):
         return self.kv_tokens / float(self.max_model_len)
+
+
+def hf_token(environ=None):
+    """``(token, source)`` the way huggingface_hub's get_token() finds it: ``HF_TOKEN``, else the file named by
+    ``HF_TOKEN_PATH`` (default ``$HF_HOME/token``, ``~/.cache/huggingface/token``); an unreadable file is no token."""
+    env = os.environ if environ is None else environ
+    if env.get("HF_TOKEN", "").strip():
+        return env["HF_TOKEN"].strip(), "HF_TOKEN"
+    home = env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    path = env.get("HF_TOKEN_PATH") or os.path.join(home, "token")
+    try:
+        with open(path) as handle:
+            token = handle.read().strip()
+    except OSError:
+        return None, None
+    return (token, "HF_TOKEN_PATH %s" % path) if token else (None, None)

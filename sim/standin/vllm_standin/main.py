@@ -134,6 +134,12 @@ def run_serve(argv):
             _exit(1)
         threading.Thread(target=_later, daemon=True).start()
 
+    if dep.hf_token_source:
+        vlog.info("standin", "Hugging Face token found (%s)" % dep.hf_token_source)
+    if os.environ.get("VLLM_STANDIN_REQUIRE_HF_TOKEN") and not dep.hf_token:
+        vlog.error("api_server.py:2001", "OSError: You are trying to access a gated repo. 401 Client Error. "
+                                         "(simulated: VLLM_STANDIN_REQUIRE_HF_TOKEN and no HF_TOKEN / HF_TOKEN_PATH)")
+        return 1
     vlog.info("model.py:554", "Resolved architecture: KimiK3ForConditionalGeneration")
     vlog.info("model.py:1711", "Using max model len %d" % kv.max_model_len)
     pdesc = "tensor_parallel_size=%d, pipeline_parallel_size=%d, data_parallel_size=%d" % (dep.tp, dep.pp, dep.dp)

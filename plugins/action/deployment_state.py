@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side action: read or update the deployment state record (``<plan_dir>/state.json``).
+
+Documentation lives in plugins/modules/deployment_state.py; the record's logic in module_utils/deploy_state.py.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import deploy_state
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
+
+OPS = ("read", "ready", "failed", "upgrade_begin", "upgrade_stage", "upgrade_end")
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _update(record, op, args):
+    if op == "ready":
+        return deploy_state.mark_ready(record, args.get("plan_id"), args.get("image"), _now())
+    if op == "failed":
+        return deploy_state.mark_failed(record, args.get("plan_id"), _now(), str(args.get("reason") or ""))
+    if op == "upgrade_begin":
+        return deploy_state.begin_upgrade(record, args.get("from_image"), args.get("to_image"),
+                                          args.get("from_plan_id"), args.get("to_plan_id"), _now())
+    if op == "upgrade_stage":
+        return deploy_state.upgrade_stage(record, args.get("stage"))
+    return deploy_state.end_upgrade(record)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("plan_dir", "op", "plan_id", "image", "reason", "from_image", "to_image",
+                             "from_plan_id", "to_plan_id", "stage"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = self._task.args
+        op = args.get("op", "read")
+        if op not in OPS:
+            raise AnsibleActionFail("deployment_state: op must be one of %s, not %r" % (", ".join(OPS), op))
+        if not args.get("plan_dir"):
+            raise AnsibleActionFail("deployment_state: plan_dir is required (the plan role's plan_dir)")
+        record = plan_files.read_state(args["plan_dir"])
+        changed = False
+        if op != "read":
+            try:
+                new = _update(record, op, args)
+            except ValueError as exc:
+                raise AnsibleActionFail("deployment_state: %s" % exc)
+            changed = new != record
+            if changed and not self._task.check_mode:
+                plan_files.write_state(args["plan_dir"], new)
+            record = new
+        result.update(changed=changed, state=record, interrupted=deploy_state.interrupted(record),
+                      deployed_plans=plan_files.read_plans(args["plan_dir"],
+                                                           (record["deployed"] or {}).get("plan_id")),
+                      kept_plans=plan_files.plans_by_hash(args["plan_dir"]) if op == "read" else {})
+        return result

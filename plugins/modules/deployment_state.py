@@ -1,0 +1,119 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: deployment_state
+short_description: Read or update the deployment state record on the controller
+version_added: 0.2.0
+description:
+  - Action plugin, runs on the controller. The record is C(<plan_dir>/state.json); C(<plan_dir>/deployed) is a
+    symlink to C(plans/<plan_id>/), the kept plan files of the deployed plan.
+  - C(deployed) names the plan (id, image) that last became ready; C(upgrade) is set while an upgrade runs (from
+    which digest to which, and its stage) and cleared when the new digest passed its smoke gate or the rollback is
+    serving; C(last_run) tells whether the last launch became ready or failed, and why.
+  - The plan role writes every rendered plan to C(plans/<plan_id>/); a failed or interrupted run therefore never
+    rewrites the deployed plan's files.
+options:
+  plan_dir:
+    description: The plan role's plan directory (C(plan_result.dest)).
+    type: path
+    required: true
+  op:
+    description:
+      - C(read) returns the record; C(ready) and C(failed) record the outcome of a launch of O(plan_id);
+        C(upgrade_begin), C(upgrade_stage) and C(upgrade_end) track an upgrade.
+    type: str
+    choices: [read, ready, failed, upgrade_begin, upgrade_stage, upgrade_end]
+    default: read
+  plan_id:
+    description: Plan id (C(plan_result.plan_id)) for C(ready) and C(failed).
+    type: str
+  image:
+    description: Image reference of the plan for C(ready).
+    type: str
+  reason:
+    description: Why the launch failed, for C(failed).
+    type: str
+  from_image:
+    description: Digest running before the upgrade (the rollback target), for C(upgrade_begin).
+    type: str
+  to_image:
+    description: Digest being installed, for C(upgrade_begin).
+    type: str
+  from_plan_id:
+    description: Plan id running before the upgrade, for C(upgrade_begin).
+    type: str
+  to_plan_id:
+    description: Plan id being installed, for C(upgrade_begin).
+    type: str
+  stage:
+    description: Upgrade stage for C(upgrade_stage).
+    type: str
+    choices: [pull, launch, smoke, rollback]
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Reports the change it would make and writes nothing.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  action:
+    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
+    support: full
+author:
+  - gpufleet maintainers (@gpufleet)
+"""
+
+EXAMPLES = r"""
+- name: Read the deployment state
+  gpufleet.kimi_k3.deployment_state:
+    plan_dir: "{{ plan_result.dest }}"
+  register: state
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+state:
+  description: The record after the operation (C(version), C(deployed), C(upgrade), C(last_run)).
+  returned: always
+  type: dict
+interrupted:
+  description: Text describing an interrupted upgrade (C(upgrade) set), or null.
+  returned: always
+  type: str
+deployed_plans:
+  description: Node plans (host -> plan) of the deployed plan, from its kept files (empty when none).
+  returned: always
+  type: dict
+kept_plans:
+  description: Every kept node plan by host and plan hash (host -> plan_hash -> plan), for O(op=read).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(
+        plan_dir=dict(type="path", required=True),
+        op=dict(type="str", default="read",
+                choices=["read", "ready", "failed", "upgrade_begin", "upgrade_stage", "upgrade_end"]),
+        plan_id=dict(type="str"), image=dict(type="str"), reason=dict(type="str"),
+        from_image=dict(type="str"), to_image=dict(type="str"), from_plan_id=dict(type="str"),
+        to_plan_id=dict(type="str"), stage=dict(type="str", choices=["pull", "launch", "smoke", "rollback"]),
+    ), supports_check_mode=True)
+    module.fail_json(msg="gpufleet.kimi_k3.deployment_state runs as an action plugin")
+
+
+if __name__ == "__main__":
+    main()
