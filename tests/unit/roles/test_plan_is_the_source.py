@@ -19,10 +19,7 @@ NOT_IN_PLAN = {"kimi_k3_api_key", "kimi_k3_hf_token", "kimi_k3_artifacts_dir"}
 # realcluster - roles/image, roles/weights). Remove an entry when its file is fixed: a stale entry fails the test
 # below.
 KNOWN = {
-    "roles/launch/tasks/main.yml": {"kimi_k3_docker_host"},
-    "roles/launch/tasks/container.yml": {"kimi_k3_docker_host"},
     "roles/image/defaults/main.yml": {"kimi_k3_docker_host", "kimi_k3_allow_unpinned_image"},
-    "playbooks/upgrade.yml": {"kimi_k3_docker_host"},
     "roles/weights/defaults/main.yml": {"kimi_k3_model", "kimi_k3_model_cache_dir", "kimi_k3_model_revision"},
 }
 BARE = {"when", "that", "failed_when", "changed_when", "until", "loop", "with_items"}
