@@ -30,7 +30,7 @@
 # Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
 # set KIMI_K3_ALLOW_EMPTY=1 to report it as SKIP instead.
-# Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
+# Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; sim 3000, realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
 # KIMI_K3_STAGES=a,b (stages to run when no option is given; default: all).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -392,6 +392,8 @@ for s in "${stages[@]}"; do
   stage_timeout="$timeout_s"
   # first run of realparser installs three vLLM releases (minutes each on a slow mirror)
   [ "$s" = realparser ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=3600
+  # the rehearsal stage now holds launch-state, site, monitoring, weights, non-root and registry scenarios too
+  [ "$s" = sim ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=3000
   timeout --signal=TERM --kill-after=60 "$stage_timeout" "$self" __stage "$s" 2>&1 | tee "$logdir/$s.log"
   rc=${PIPESTATUS[0]}
   dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
