@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
       case "${2:-}" in
         gb300|mi355x) clusters=("$2") ;;
         all) clusters=(gb300 mi355x) ;;
-        *) echo "--cluster needs a value: gb300, mi355x or all${2:+ (not '$2')}" >&2; usage >&2; exit 2 ;;
+        *) echo "--cluster needs a value: gb300, mi355x or all${2:+ (not \"$2\")}" >&2; usage >&2; exit 2 ;;
       esac
       shift ;;
     --down) down=1 ;;

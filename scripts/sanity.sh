@@ -125,7 +125,7 @@ fi
 if [ ! -f "$dest/tests/unit/requirements.txt" ] && [ -d "$dest/tests/unit" ]; then
   "$py" - "$here/requirements.txt" "$here/requirements-test.txt" "$dest/tests/unit/requirements.txt" <<'EOF'
 import re, sys
-keep = {"openai", "jsonschema", "prometheus-client", "requests", "pyyaml", "ansible-runner"}
+keep = {"openai", "jsonschema", "prometheus-client", "requests", "pyyaml", "ansible-runner", "hypothesis"}
 out = []
 for line in [ln for src in sys.argv[1:3] for ln in open(src)]:
     line = line.split("#", 1)[0].strip()
@@ -159,7 +159,9 @@ if [ "$what" = units ] || [ "$what" = all ]; then
   else
     urc=0
     log "ansible-test units ${common[*]} ${extra[*]:-}"
-    ansible-test units "${common[@]}" --requirements "${extra[@]}" 2>&1 | quiet
+    # the plugin tests (tests/unit/plugins), ansible-test's domain; tests/unit/{roles,playbooks} and tests/unit/test_*
+    # drive ansible-playbook/ansible-galaxy from the repository and run in the `unit` stage (pytest tests/unit)
+    ansible-test units "${common[@]}" --requirements "${extra[@]}" tests/unit/plugins/ 2>&1 | quiet
     urc=${PIPESTATUS[0]}
     log "ansible-test units rc=$urc"
     [ "$urc" -eq 0 ] || rc=$urc

@@ -15,3 +15,16 @@ SHARED_FIXTURES = os.environ.get(
 from tests.helpers import ansible_compat  # noqa: E402
 
 ansible_compat.install()
+
+
+def pytest_configure(config):
+    """Register pytest.ini's markers when another config file is in charge (ansible-test units passes its own -c,
+    with --strict-markers): pytest.ini stays the one place the markers are declared."""
+    import configparser
+
+    known = {line.split(":", 1)[0].strip() for line in config.getini("markers")}
+    ini = configparser.ConfigParser()
+    ini.read(os.path.join(REPO, "pytest.ini"))
+    for line in ini.get("pytest", "markers", fallback="").strip().splitlines():
+        if line.split(":", 1)[0].strip() not in known:
+            config.addinivalue_line("markers", line.strip())

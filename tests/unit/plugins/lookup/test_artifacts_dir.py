@@ -1,11 +1,11 @@
 """gpufleet.kimi_k3.artifacts_dir: where plans and reports go (docs/install.md "Where the artifacts go")."""
 import os
 import subprocess
-import sys
 
 import pytest
 from ansible.errors import AnsibleLookupError
 
+from tests.helpers.cli import tool
 from ansible_collections.gpufleet.kimi_k3.plugins.lookup.artifacts_dir import artifacts_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -48,7 +48,7 @@ def _playbook(tmp_path, extra):
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"), PWD="/stale")
     run = tmp_path / "run"
     run.mkdir()
-    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), str(pb)] + extra,
+    p = subprocess.run([tool("ansible-playbook"), str(pb)] + extra,
                        cwd=str(run), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=120, check=False)
     assert p.returncode == 0, p.stdout
