@@ -5,7 +5,7 @@ import sys
 import threading
 import time
 
-from . import cluster, vlog
+from . import cluster, kvtransfer, vlog
 from . import flags as flagmod
 from .chat import ChatBehaviour
 from .config import GIB, Deployment, KVBudget, StartupError, env_bool, env_float
@@ -98,6 +98,7 @@ def run_serve(argv):
     try:
         dep = Deployment(model, values, snap)
         kv = KVBudget(dep, values)
+        pd_config = kvtransfer.parse_config(values.get("kv_transfer_config"))
     except StartupError as exc:
         vlog.error("api_server.py:2001", "%s: %s" % (exc.exc_type, exc.message))
         vlog.raw("%s: %s" % (exc.exc_type, exc.message), sys.stderr)
@@ -260,6 +261,17 @@ def run_serve(argv):
     if dead.is_set():
         app.healthy = False
     app_holder["app"] = app
+    if pd_config is not None:
+        app.pd = kvtransfer.KVTransfer(pd_config[0], pd_config[1], dep.tp)
+        try:
+            side = app.pd.listen()
+        except OSError as exc:
+            vlog.error("nixl_connector.py:880", "OSError: cannot open the NIXL side channel on %s:%d: %s"
+                       % (app.pd.side_host, app.pd.side_port, exc))
+            return 1
+        vlog.info("nixl_connector.py:870", "%s as %s, engine id %s%s" % (
+            pd_config[0], pd_config[1], app.pd.engine_id,
+            ", side channel listening on %s:%d" % side[:2] if side else ""))
     try:
         httpd = make_server(app, dep.host, dep.port)
     except OSError as exc:

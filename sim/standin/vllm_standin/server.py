@@ -37,6 +37,8 @@ class Timing(object):
 
 
 class App(object):
+    pd = None  # kvtransfer.KVTransfer of a prefill/decode instance (--kv-transfer-config), else None
+
     def __init__(self, dep, kv, chat, group, reported_version, timing, cache_info, access_log, log_stats):
         self.dep = dep
         self.kv = kv
@@ -217,6 +219,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"server_load": app.group.server_load()})
         if path == "/metrics":
             text = render_metrics(app.group, app.model_name, app.cache_info) if app.log_stats else ""
+            if app.pd is not None and app.log_stats:
+                text += app.pd.metrics(app.model_name)
             return self._send(200, text, ctype="text/plain; version=0.0.4; charset=utf-8")
         if not self._authorized():
             return
@@ -239,8 +243,34 @@ class Handler(BaseHTTPRequestHandler):
         self._raw = self.rfile.read(length) if length else b""  # outside the lock: slow senders stall nobody
         with FRONTEND:
             prepared = self._prepare_post()
-        if prepared is not None:
+        if prepared is not None and self._kv_read(prepared[0]):
             self._chat(*prepared)
+
+    def _kv_read(self, body):
+        """Decode side of PD: pull the blocks the request's kv_transfer_params name (False once refused)."""
+        pd, params = self.app.pd, body.get("kv_transfer_params")
+        if pd is None or not pd.consumes or not isinstance(params, dict) or not params.get("do_remote_prefill"):
+            return True
+        try:
+            n = pd.read_remote(params)
+        except RequestError as exc:
+            vlog.error("nixl_connector.py:1480", "%s (request %s)" % (exc.message, params.get("remote_request_id")))
+            self._error(exc.status, exc.message, exc.etype, exc.param)
+            return False
+        vlog.info("nixl_connector.py:1422", "KV transfer: read %d block(s) of request %s from engine %s at %s:%s"
+                  % (n, params.get("remote_request_id"), params.get("remote_engine_id"), params.get("remote_host"),
+                     params.get("remote_port")))
+        return True
+
+    def _kv_issue(self, body, rid, prompt_tokens):
+        """Prefill side of PD: kv_transfer_params for a remote-decode request, else None (as vLLM)."""
+        pd, params = self.app.pd, body.get("kv_transfer_params")
+        if pd is None or not pd.produces or not isinstance(params, dict) or not params.get("do_remote_decode"):
+            return None
+        issued = pd.issue(self.headers.get("X-Request-Id") or rid, prompt_tokens)
+        vlog.info("nixl_connector.py:1390", "KV transfer: issued %d block(s) of request %s for remote decode"
+                  % (len(issued["remote_block_ids"]), issued["remote_request_id"]))
+        return issued
 
     def _prepare_post(self):
         """Everything before admission; returns (body, prompt_tokens, plan) or None once an error was sent."""
@@ -333,7 +363,8 @@ class Handler(BaseHTTPRequestHandler):
                         "choices": [{"index": 0, "message": msg, "logprobs": None,
                                      "finish_reason": plan.finish_reason, "stop_reason": None}],
                         "service_tier": None, "system_fingerprint": None, "usage": usage,
-                        "prompt_logprobs": None, "kv_transfer_params": None}
+                        "prompt_logprobs": None,
+                        "kv_transfer_params": self._kv_issue(body, rid, prompt_tokens)}
                 self._send(200, resp)
             finished = plan.finish_reason if plan.finish_reason in ("stop", "length") else "stop"
         except (BrokenPipeError, ConnectionResetError, socket.timeout, OSError):
