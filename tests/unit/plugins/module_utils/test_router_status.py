@@ -1,0 +1,86 @@
+"""router_status: the vllm-router's /workers and metrics mapped onto the plan's backends (exact values; inputs
+are what vllm-router 0.1.17 served in a local run against two stand-ins)."""
+from hypothesis import given, strategies as st
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import router_status as rs
+
+BACKENDS = [{"deployment": "replica-1", "kind": "worker", "url": "http://127.0.0.51:8000"},
+            {"deployment": "replica-2", "kind": "worker", "url": "http://127.0.0.53:8000/"}]
+
+WORKERS = {"workers": [
+    {"url": "http://127.0.0.53:8000", "model_id": "unknown", "worker_type": "regular", "is_healthy": False,
+     "load": 0, "connection_mode": "Http", "priority": 50, "cost": 1.0},
+    {"url": "http://127.0.0.51:8000", "model_id": "unknown", "worker_type": "regular", "is_healthy": True,
+     "load": 0, "connection_mode": "Http", "priority": 50, "cost": 1.0}],
+    "total": 2, "stats": {"prefill_count": 0, "decode_count": 0, "regular_count": 2}}
+
+BEFORE = """# TYPE vllm_router_processed_requests_total counter
+vllm_router_processed_requests_total{worker="http://127.0.0.51:8000"} 2
+vllm_router_processed_requests_total{worker="http://127.0.0.53:8000"} 3
+vllm_router_worker_health{worker="http://127.0.0.51:8000"} 1
+"""
+AFTER = """vllm_router_requests_total{route="/v1/chat/completions"} 14
+vllm_router_processed_requests_total{worker="http://127.0.0.51:8000"} 10
+vllm_router_processed_requests_total{worker="http://127.0.0.53:8000"} 3
+vllm_router_processed_requests_total{worker="http://127.0.0.99:8000"} 1
+vllm_router_policy_decisions_total{policy="round_robin",worker="http://127.0.0.51:8000"} 10
+"""
+
+
+def test_backend_health_maps_urls_to_deployments():
+    rows = rs.backend_health(WORKERS, BACKENDS)
+    assert rows == [
+        {"deployment": "replica-1", "kind": "worker", "url": "http://127.0.0.51:8000", "known": True, "healthy": True},
+        {"deployment": "replica-2", "kind": "worker", "url": "http://127.0.0.53:8000", "known": True,
+         "healthy": False}]
+
+
+def test_health_problems_name_the_broken_deployment():
+    lines = rs.health_problems(rs.backend_health(WORKERS, BACKENDS), "fleet-router")
+    assert lines == ["fleet-router: backend replica-2 (worker http://127.0.0.53:8000) is not healthy in the router; "
+                     "the router sends it no requests. Check that deployment (playbooks/status.yml) and run "
+                     "playbooks/deploy.yml to restart it."]
+
+
+def test_backend_missing_from_router_is_a_problem():
+    rows = rs.backend_health({"workers": [WORKERS["workers"][1]]}, BACKENDS)
+    assert rows[1]["known"] is False and rows[1]["healthy"] is False
+    assert "is not among the router's workers" in rs.health_problems(rows, "r")[0]
+
+
+def test_all_healthy_means_no_problems():
+    workers = {"workers": [dict(w, is_healthy=True) for w in WORKERS["workers"]]}
+    assert rs.health_problems(rs.backend_health(workers, BACKENDS), "r") == []
+
+
+def test_usage_counts_requests_per_backend_between_scrapes():
+    report = rs.usage(BEFORE, AFTER, BACKENDS)
+    assert report == {"backends": [
+        {"deployment": "replica-1", "kind": "worker", "url": "http://127.0.0.51:8000", "requests": 8},
+        {"deployment": "replica-2", "kind": "worker", "url": "http://127.0.0.53:8000", "requests": 0}],
+        "unplanned": ["http://127.0.0.99:8000"], "total": 8}
+    assert rs.usage_lines(report) == [
+        "| deployment | kind | url | requests via the router |", "| --- | --- | --- | --- |",
+        "| replica-1 | worker | http://127.0.0.51:8000 | 8 |", "| replica-2 | worker | http://127.0.0.53:8000 | 0 |",
+        "| (not in the plan) | - | http://127.0.0.99:8000 | used |"]
+
+
+def test_usage_from_empty_first_scrape():
+    assert rs.usage("", AFTER, BACKENDS)["total"] == 13
+
+
+def test_worker_samples_ignores_other_metrics_and_bad_values():
+    text = AFTER + 'vllm_router_processed_requests_total{worker="http://x:1"} NaNx\n'
+    assert rs.worker_samples(text, "vllm_router_policy_decisions_total") == {"http://127.0.0.51:8000": 10.0}
+    assert "http://x:1" not in rs.worker_samples(text, "vllm_router_processed_requests_total")
+
+
+@given(st.text(max_size=400))
+def test_worker_samples_never_raises(text):
+    assert isinstance(rs.worker_samples(text, "vllm_router_processed_requests_total"), dict)
+
+
+@given(st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3)))
+def test_backend_health_tolerates_odd_answers(workers):
+    rows = rs.backend_health(workers, BACKENDS)
+    assert [r["healthy"] for r in rows] == [False, False]
