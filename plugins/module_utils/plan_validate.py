@@ -633,8 +633,8 @@ def _pd_vendor_problem(ctx):
     pd = ctx["recipe"].get("pd_cluster", {})
     if not ctx["role_spec"].get("pd") or not ctx["vendor"] or ctx["vendor"] in pd.get("vendors", []):
         return None
-    return problem(ctx["where"], PREFIX + "deployment_kind", "%s deployments are not offered on %s nodes (%s): %s."
-                   % (ctx["kind"], ctx["vendor"], ctx["accelerator"], pd.get("refused_vendor_reason", "")),
+    return problem(ctx["where"], PREFIX + "deployment_kind", "prefill/decode deployments are not offered on %s "
+                   "nodes (%s): %s." % (ctx["vendor"], ctx["accelerator"], pd.get("refused_vendor_reason", "")),
                    "run %s as replicas (kimi_k3_deployment_kind: replica) or as one single deployment."
                    % ctx["accelerator"])
 
@@ -646,8 +646,8 @@ def _pd_flags_problem(ctx):
     missing = [f for f in pd.get("required_flags", []) if f not in snapshot["flags"]]
     if not missing:
         return None
-    return problem(ctx["where"], PREFIX + "vllm_version", "vLLM %s has no %s, which a %s deployment needs."
-                   % (ctx["vllm_version"], ", ".join(missing), ctx["kind"]),
+    return problem(ctx["where"], PREFIX + "vllm_version", "vLLM %s has no %s, which prefill/decode deployments "
+                   "need." % (ctx["vllm_version"], ", ".join(missing)),
                    "set kimi_k3_vllm_version to a release whose flag snapshot has %s." % ", ".join(missing))
 
 

@@ -13,7 +13,7 @@ from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.vars.manager import VariableManager
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,3 +87,29 @@ def test_existing_inventory_plans_are_unchanged(name):
     assert r["cluster"]["mode"] == "single" and r["cluster"]["router"] is None
     (deployment,) = r["cluster"]["deployments"]
     assert deployment["name"] == "main" and deployment["hosts"] == r["cluster"]["order"]
+
+
+@pytest.mark.parametrize("name,mode,deployments", [
+    ("gb300-pd", "pd", [("prefill-1", "prefill", 2), ("decode-1", "decode", 4)]),
+    ("gb300-fleet", "replicas", [("replica-1", "replica", 2), ("replica-2", "replica", 2)]),
+    ("sim-gb300-pd", "pd", [("prefill-1", "prefill", 2), ("decode-1", "decode", 2)]),
+    ("sim-gb300-fleet", "replicas", [("replica-1", "replica", 2), ("replica-2", "replica", 2)])])
+def test_deployment_examples_plan_and_their_flag_snapshot_accepts_them(name, mode, deployments):
+    r = plan_inventory(name)
+    assert r["ok"], [plan_render.format_problem(e) for e in r["errors"]]
+    c = r["cluster"]
+    assert c["mode"] == mode and [(d["name"], d["kind"], len(d["hosts"])) for d in c["deployments"]] == deployments
+    router = r["plans"][c["router"]["host"]]
+    assert router["role"] == "router" and "@sha256:" in router["image"] and c["endpoints"][0] == router["api_url"]
+    assert ("--vllm-pd-disaggregation" in router["router"]["argv"]) == (mode == "pd")
+    for plan in r["plans"].values():
+        if plan["role"] != "router":
+            assert vllm_flags.check_argv(plan["vllm_args"], SNAPSHOTS[plan["vllm_version"]]) == []
+            assert plan_render.run_script(plan).startswith("#!/bin/sh")
+
+
+def test_sim_addresses_are_the_ones_the_sim_serves():
+    pd = plan_inventory("sim-gb300-pd")["plans"]
+    assert sorted(p["internal_address"] for p in pd.values()) == ["127.0.0.%d" % i for i in range(31, 36)]
+    fleet = plan_inventory("sim-gb300-fleet")["plans"]
+    assert sorted(p["internal_address"] for p in fleet.values()) == ["127.0.0.%d" % i for i in range(51, 56)]
