@@ -38,7 +38,8 @@ def partition(nodes, recipe, snapshots):
         name, refusal = plan_variables.check_value(decl, raw, recipe, snapshots) if raw is not None \
             else (default, None)
         if refusal:
-            errors.append(problem(node["host"], decl["name"], refusal[0], refusal[1]))
+            if not any(e["message"] == refusal[0] for e in errors):  # one bad name, one problem
+                errors.append(problem(node["host"], decl["name"], refusal[0], refusal[1]))
             continue
         if name not in groups:
             order.append(name)

@@ -273,3 +273,30 @@ def test_any_value_of_a_new_variable_is_planned_or_refused_by_name(name, value, 
     assert r["ok"] or any(name in e["variable"] or e["variable"] in ("vllm_router", "kimi_k3_deployment_kind",
                                                                        "kimi_k3_strategy", "vllm_head")
                           for e in r["errors"])
+
+
+# ----------------------------------------------------------------------------- the router's own parser
+
+
+def _router_snapshot():
+    import os
+    path = os.path.join(os.path.dirname(recipe_data.__file__), "..", "..", "data", "router_flags",
+                        "vllm-router-0.1.17.json")
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def test_router_argv_is_accepted_by_the_vllm_router_flag_snapshot():
+    snapshot = _router_snapshot()
+    nodes = deployment("replica-1", "replica", 2, 1, kimi_k3_strategy="multi_node_tp") + \
+        deployment("replica-2", "replica", 2, 3, kimi_k3_strategy="multi_node_tp")
+    fleet = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, router())
+    for r in (pd_cluster(), fleet):
+        argv = r["plans"]["router"]["router"]["argv"]
+        assert argv[0] == RECIPE["router"]["executable"]
+        assert vllm_flags.check_argv(argv[1:], snapshot, model_positional=False) == []
+    assert vllm_flags.check_argv(["--policy", "fastest"], snapshot, model_positional=False) != []
+
+
+def test_recipe_router_policies_are_the_parsers_choices():
+    assert RECIPE["router"]["policies"] == _router_snapshot()["flags"]["--policy"]["choices"]
