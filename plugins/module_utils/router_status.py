@@ -23,8 +23,9 @@ def _norm(url):
     return str(url or "").rstrip("/")
 
 
-def worker_samples(text, metric):
-    """``{worker url: value}`` of one per-worker metric in Prometheus text (other lines ignored)."""
+def worker_samples(text, metric, only=None):
+    """``{worker url: value}`` of one per-worker metric in Prometheus text (other lines ignored); ``only``: a
+    ``(label, value)`` the sample must carry."""
     out = {}
     for line in str(text or "").splitlines():
         m = _SAMPLE.match(line.strip())
@@ -35,23 +36,34 @@ def worker_samples(text, metric):
             value = float(m.group("value"))
         except ValueError:
             continue
+        if only and labels.get(only[0]) != only[1]:
+            continue
         if "worker" in labels:
             out[_norm(labels["worker"])] = out.get(_norm(labels["worker"]), 0.0) + value
     return out
 
 
-def backend_health(workers, backends):
-    """Per plan backend: ``{deployment, kind, url, known, healthy}`` from ``GET /workers``; a backend the router
-    does not list counts as unhealthy (``known: false``)."""
+def backend_health(workers, backends, metrics_text=""):
+    """Per plan backend: ``{deployment, kind, url, known, healthy, circuit_open}``.
+
+    ``healthy``: the router lists it (``GET /workers``) as healthy AND its circuit breaker is closed
+    (``vllm_router_cb_state`` 0 in the metrics; the router stops sending to a worker whose requests failed long
+    before its next health check marks it unhealthy). A backend the router does not list counts as unhealthy.
+    ``workers`` None: health from the metrics alone (``vllm_router_worker_health``).
+    """
     listed = {}
+    if workers is None:  # metrics only: the router's health gauge per worker
+        listed = dict((u, v == 1.0) for u, v in worker_samples(metrics_text, "vllm_router_worker_health").items())
     for w in (workers or {}).get("workers") or []:
         if isinstance(w, dict):
             listed[_norm(w.get("url"))] = bool(w.get("is_healthy"))
+    cb_state = worker_samples(metrics_text, "vllm_router_cb_state")
     rows = []
     for b in backends or []:
         url = _norm(b.get("url"))
-        rows.append({"deployment": b.get("deployment"), "kind": b.get("kind"), "url": url,
-                     "known": url in listed, "healthy": listed.get(url, False)})
+        circuit_open = cb_state.get(url, 0.0) != 0.0
+        rows.append({"deployment": b.get("deployment"), "kind": b.get("kind"), "url": url, "known": url in listed,
+                     "circuit_open": circuit_open, "healthy": listed.get(url, False) and not circuit_open})
     return rows
 
 
@@ -61,33 +73,46 @@ def health_problems(rows, router_host):
     for r in rows:
         if r["healthy"]:
             continue
-        why = "is not healthy in the router" if r["known"] else "is not among the router's workers"
+        if not r["known"]:
+            why = "is not among the router's workers"
+        elif r.get("circuit_open"):
+            why = "has its circuit breaker open in the router (its requests failed)"
+        else:
+            why = "is not healthy in the router (its /health checks fail)"
         lines.append("%s: backend %s (%s %s) %s; the router sends it no requests. Check that deployment "
                      "(playbooks/status.yml) and run playbooks/deploy.yml to restart it."
                      % (router_host, r["deployment"], r["kind"], r["url"], why))
     return lines
 
 
-def usage(before_text, after_text, backends, metric="vllm_router_processed_requests_total"):
-    """Requests the router sent each plan backend between two metric scrapes: ``[{deployment, kind, url,
-    requests}]`` plus ``unplanned`` (workers the router used that the plan does not name)."""
-    before = worker_samples(before_text, metric)
-    after = worker_samples(after_text, metric)
+def usage(before_text, after_text, backends):
+    """What the router sent each plan backend between two metric scrapes: ``{backends: [{deployment, kind, url,
+    requests, succeeded}], unplanned, total}``. ``requests``: attempts (``vllm_router_processed_requests_total``,
+    retries included); ``succeeded``: ``vllm_router_cb_outcomes_total{outcome="success"}`` (None when the router
+    does not count outcomes for it, as for PD workers); ``unplanned``: workers the plan does not name."""
+    def delta(metric, url, only=None):
+        b = worker_samples(before_text, metric, only)
+        a = worker_samples(after_text, metric, only)
+        return None if url not in a else int(a[url] - b.get(url, 0.0))
+    after = worker_samples(after_text, "vllm_router_processed_requests_total")
+    before = worker_samples(before_text, "vllm_router_processed_requests_total")
     rows, planned = [], set()
     for b in backends or []:
         url = _norm(b.get("url"))
         planned.add(url)
         rows.append({"deployment": b.get("deployment"), "kind": b.get("kind"), "url": url,
-                     "requests": int(after.get(url, 0.0) - before.get(url, 0.0))})
+                     "requests": delta("vllm_router_processed_requests_total", url) or 0,
+                     "succeeded": delta("vllm_router_cb_outcomes_total", url, ("outcome", "success"))})
     unplanned = sorted(u for u in after if u not in planned and after[u] - before.get(u, 0.0) > 0)
     return {"backends": rows, "unplanned": unplanned, "total": sum(r["requests"] for r in rows)}
 
 
 def usage_lines(report):
     """Markdown table lines of a ``usage`` report."""
-    lines = ["| deployment | kind | url | requests via the router |", "| --- | --- | --- | --- |"]
+    lines = ["| deployment | kind | url | requests sent (with retries) | succeeded |", "| --- | --- | --- | --- | --- |"]
     for r in report.get("backends") or []:
-        lines.append("| %s | %s | %s | %d |" % (r["deployment"], r["kind"], r["url"], r["requests"]))
+        ok = "-" if r.get("succeeded") is None else str(r["succeeded"])
+        lines.append("| %s | %s | %s | %d | %s |" % (r["deployment"], r["kind"], r["url"], r["requests"], ok))
     for u in report.get("unplanned") or []:
-        lines.append("| (not in the plan) | - | %s | used |" % u)
+        lines.append("| (not in the plan) | - | %s | used | - |" % u)
     return lines

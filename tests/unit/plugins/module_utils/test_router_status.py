@@ -20,6 +20,8 @@ vllm_router_processed_requests_total{worker="http://127.0.0.53:8000"} 3
 vllm_router_worker_health{worker="http://127.0.0.51:8000"} 1
 """
 AFTER = """vllm_router_requests_total{route="/v1/chat/completions"} 14
+vllm_router_cb_outcomes_total{worker="http://127.0.0.51:8000",outcome="success"} 6
+vllm_router_cb_outcomes_total{worker="http://127.0.0.51:8000",outcome="failure"} 2
 vllm_router_processed_requests_total{worker="http://127.0.0.51:8000"} 10
 vllm_router_processed_requests_total{worker="http://127.0.0.53:8000"} 3
 vllm_router_processed_requests_total{worker="http://127.0.0.99:8000"} 1
@@ -30,14 +32,16 @@ vllm_router_policy_decisions_total{policy="round_robin",worker="http://127.0.0.5
 def test_backend_health_maps_urls_to_deployments():
     rows = rs.backend_health(WORKERS, BACKENDS)
     assert rows == [
-        {"deployment": "replica-1", "kind": "worker", "url": "http://127.0.0.51:8000", "known": True, "healthy": True},
+        {"deployment": "replica-1", "kind": "worker", "url": "http://127.0.0.51:8000", "known": True,
+         "circuit_open": False, "healthy": True},
         {"deployment": "replica-2", "kind": "worker", "url": "http://127.0.0.53:8000", "known": True,
-         "healthy": False}]
+         "circuit_open": False, "healthy": False}]
 
 
 def test_health_problems_name_the_broken_deployment():
     lines = rs.health_problems(rs.backend_health(WORKERS, BACKENDS), "fleet-router")
-    assert lines == ["fleet-router: backend replica-2 (worker http://127.0.0.53:8000) is not healthy in the router; "
+    assert lines == ["fleet-router: backend replica-2 (worker http://127.0.0.53:8000) is not healthy in the router (its "
+                     "/health checks fail); "
                      "the router sends it no requests. Check that deployment (playbooks/status.yml) and run "
                      "playbooks/deploy.yml to restart it."]
 
@@ -56,13 +60,39 @@ def test_all_healthy_means_no_problems():
 def test_usage_counts_requests_per_backend_between_scrapes():
     report = rs.usage(BEFORE, AFTER, BACKENDS)
     assert report == {"backends": [
-        {"deployment": "replica-1", "kind": "worker", "url": "http://127.0.0.51:8000", "requests": 8},
-        {"deployment": "replica-2", "kind": "worker", "url": "http://127.0.0.53:8000", "requests": 0}],
+        {"deployment": "replica-1", "kind": "worker", "url": "http://127.0.0.51:8000", "requests": 8,
+         "succeeded": 6},
+        {"deployment": "replica-2", "kind": "worker", "url": "http://127.0.0.53:8000", "requests": 0,
+         "succeeded": None}],
         "unplanned": ["http://127.0.0.99:8000"], "total": 8}
     assert rs.usage_lines(report) == [
-        "| deployment | kind | url | requests via the router |", "| --- | --- | --- | --- |",
-        "| replica-1 | worker | http://127.0.0.51:8000 | 8 |", "| replica-2 | worker | http://127.0.0.53:8000 | 0 |",
-        "| (not in the plan) | - | http://127.0.0.99:8000 | used |"]
+        "| deployment | kind | url | requests sent (with retries) | succeeded |", "| --- | --- | --- | --- | --- |",
+        "| replica-1 | worker | http://127.0.0.51:8000 | 8 | 6 |",
+        "| replica-2 | worker | http://127.0.0.53:8000 | 0 | - |",
+        "| (not in the plan) | - | http://127.0.0.99:8000 | used | - |"]
+
+
+# Observed after killing one of two workers (default 60 s health checks): every request still succeeded (10
+# retries), the dead worker's circuit breaker opened while /workers and worker_health still called it healthy.
+KILLED = """vllm_router_processed_requests_total{worker="http://127.0.0.51:8000"} 20
+vllm_router_processed_requests_total{worker="http://127.0.0.53:8000"} 10
+vllm_router_cb_state_transitions_total{worker="http://127.0.0.53:8000",from="closed",to="open"} 1
+vllm_router_cb_state{worker="http://127.0.0.51:8000"} 0
+vllm_router_cb_state{worker="http://127.0.0.53:8000"} 1
+vllm_router_worker_health{worker="http://127.0.0.51:8000"} 1
+vllm_router_worker_health{worker="http://127.0.0.53:8000"} 1
+"""
+
+
+def test_open_circuit_breaker_counts_as_unhealthy():
+    workers = {"workers": [dict(w, is_healthy=True) for w in WORKERS["workers"]]}
+    rows = rs.backend_health(workers, BACKENDS, KILLED)
+    assert [(r["deployment"], r["circuit_open"], r["healthy"]) for r in rows] == [
+        ("replica-1", False, True), ("replica-2", True, False)]
+    assert rs.health_problems(rows, "r") == [
+        "r: backend replica-2 (worker http://127.0.0.53:8000) has its circuit breaker open in the router (its requests "
+        "failed); the router sends it no requests. Check that deployment (playbooks/status.yml) and run "
+        "playbooks/deploy.yml to restart it."]
 
 
 def test_usage_from_empty_first_scrape():
@@ -84,3 +114,10 @@ def test_worker_samples_never_raises(text):
 def test_backend_health_tolerates_odd_answers(workers):
     rows = rs.backend_health(workers, BACKENDS)
     assert [r["healthy"] for r in rows] == [False, False]
+
+
+def test_metrics_alone_give_health_and_circuit_state():
+    rows = rs.backend_health(None, BACKENDS, KILLED)
+    assert [(r["known"], r["circuit_open"], r["healthy"]) for r in rows] == [(True, False, True), (True, True, False)]
+    recovered = KILLED.replace('cb_state{worker="http://127.0.0.53:8000"} 1', 'cb_state{worker="http://127.0.0.53:8000"} 0')
+    assert rs.health_problems(rs.backend_health(None, BACKENDS, recovered), "r") == []

@@ -1,0 +1,96 @@
+"""Shared helpers of the router tests (tests/integration/test_router_fleet.py, test_pd.py): deploy a routed cluster
+on the rehearsal cluster with the real vllm-router, talk to the router, read its reports."""
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from tests.helpers.runner import failed_tasks, run_playbook
+
+KEY = "sk-router-sim-test"
+# Only what the shared sim needs (preflight does not run: skip_tags); the router node's secret files must be on a
+# path the node and the host share (its engine runs on the host), like the backends' launch_env_dir.
+SIM = {"preflight_min_free_disk_gb": 1, "preflight_min_shm": "32m", "preflight_max_gpu_memory_used_pct": 100,
+       "kimi_k3_api_key": KEY, "router_env_dir": "/var/lib/kimi-sim/models/.secrets/router"}
+
+
+def run(sim, art, playbook, extra=None, **kw):
+    ev = dict(SIM, kimi_k3_artifacts_dir=art, **(extra or {}))
+    return run_playbook(playbook, sim.inventory, extravars=ev, timeout=kw.pop("timeout", 1200), **kw)
+
+
+def must(runner):
+    assert runner.status == "successful", failed_tasks(runner)
+    return runner
+
+
+def changed_hosts(runner):
+    return {h: n for h, n in (runner.stats or {}).get("changed", {}).items() if n}
+
+
+def get(url, key=KEY, timeout=10):
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return None, str(e)
+
+
+def chat(base, key=KEY, timeout=30, max_tokens=4):
+    body = json.dumps({"messages": [{"role": "user", "content": "hello router"}], "max_tokens": max_tokens}).encode()
+    req = urllib.request.Request(base + "/v1/chat/completions", data=body, method="POST",
+                                 headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+def report(art, name):
+    with open(os.path.join(art, name)) as f:
+        return json.load(f)
+
+
+def wait_for(pred, timeout, interval=0.5):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(interval)
+    return pred()
+
+
+class RequestLoop(object):
+    """Requests against the router in a thread until stopped; counts every status (None = no answer)."""
+
+    def __init__(self, base, pause_s=0.1):
+        self.base, self.pause_s = base, pause_s
+        self.results = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.results.append((time.monotonic(), chat(self.base)))
+            time.sleep(self.pause_s)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(60)
+
+    @property
+    def failed(self):
+        return [r for r in self.results if r[1] != 200]
