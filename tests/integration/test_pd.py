@@ -1,0 +1,105 @@
+"""Prefill/decode disaggregation behind the real vllm-router 0.1.17 on the rehearsal cluster (issue #15).
+
+deploy.yml end to end on inventories/sim-gb300-pd: the TEP8 prefill instance (2 trays) and the DEP decode instance
+(2 trays, hybrid LB) launched each in its own order, then the router (--vllm-pd-disaggregation, the backends' API
+key as OPENAI_API_KEY from a secret file); smoke through the router passes with every request's KV blocks issued
+by the prefill stand-in and read by a decode stand-in from the prefill's NIXL side channel; transfer parameters no
+prefill issued are refused; a second deploy changes nothing; docker inspect of the router holds no key.
+
+Needs `sim/simctl up --cluster gb300pd` (or KIMI_SIM_AUTO_UP=1).
+"""
+import json
+import re
+import tempfile
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.helpers import routed
+
+pytestmark = pytest.mark.sim
+
+ROUTER = "http://127.0.0.35:8000"
+PREFILL = "http://127.0.0.31:8001"
+DECODES = ["http://127.0.0.33:8002", "http://127.0.0.34:8002"]
+TIMINGS = {}
+
+
+@pytest.fixture(scope="module")
+def art():
+    return tempfile.mkdtemp(prefix="router-pd-art-")
+
+
+@pytest.fixture(scope="module")
+def sim(sim_cluster, art):
+    s = sim_cluster("gb300pd")
+    yield s
+    routed.run(s, art, "teardown.yml")
+    print("\nPD timings: %s" % TIMINGS)
+
+
+@pytest.fixture(scope="module")
+def deployed(sim, art):
+    r = routed.must(routed.run(sim, art, "deploy.yml", skip_tags="preflight"))
+    TIMINGS["deploy_s"] = round(r.elapsed_s, 1)
+    return r
+
+
+def _kv(url, result):
+    _st, text = routed.get(url + "/metrics", key=None)
+    m = re.search(r'^kimi_sim_kv_transfers_total\{[^}]*result="%s"[^}]*\} (\S+)$' % result, text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_deploy_pd_end_to_end_with_the_real_router(sim, art, deployed):
+    status, body = routed.get(ROUTER + "/health")
+    assert status == 200, body
+    rep = routed.report(art, "router-kimi-router35.json")
+    assert [(b["deployment"], b["kind"], b["healthy"]) for b in rep["backends"]] == [
+        ("prefill-1", "prefill", True), ("decode-1", "decode", True), ("decode-1", "decode", True)]
+    usage = routed.report(art, "router-usage-kimi-router35.json")
+    kinds = {}
+    for b in usage["backends"]:
+        kinds[b["kind"]] = kinds.get(b["kind"], 0) + b["requests"]
+    assert kinds["prefill"] > 0 and kinds["decode"] > 0, usage
+    for host in ("kimi-router35", "gb300-tray31", "gb300-tray33"):
+        assert routed.report(art, "smoke/smoke-%s.json" % host), host
+
+
+def test_requests_through_the_router_move_kv_from_prefill_to_decode(sim, deployed):
+    issued = _kv(PREFILL, "issued")
+    read = sum(_kv(d, "read") for d in DECODES)
+    for _ in range(6):
+        assert routed.chat(ROUTER) == 200
+    assert _kv(PREFILL, "issued") == issued + 6
+    assert _kv(PREFILL, "handed_over") >= issued + 6
+    assert sum(_kv(d, "read") for d in DECODES) == read + 6
+    assert sum(_kv(d, "rejected") for d in DECODES) == 0
+
+
+def test_decode_refuses_transfer_parameters_no_prefill_issued(sim, deployed):
+    body = {"messages": [{"role": "user", "content": "forged"}], "max_tokens": 4,
+            "kv_transfer_params": {"do_remote_prefill": True, "do_remote_decode": False,
+                                   "remote_engine_id": "not-an-engine", "remote_block_ids": [1, 2],
+                                   "remote_request_id": "forged", "remote_host": "127.0.0.31", "remote_port": 5557}}
+    req = urllib.request.Request(DECODES[0] + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Authorization": "Bearer " + routed.KEY, "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=20)
+    assert exc.value.code == 500
+    assert "KV transfer failed" in exc.value.read().decode()
+
+
+def test_router_container_holds_no_key(sim, deployed):
+    inspect = sim.docker("pd-router", "inspect", "vllm-router").stdout
+    assert routed.KEY not in inspect
+    cfg = json.loads(inspect)[0]["Config"]
+    assert "OPENAI_API_KEY_FILE=/run/secrets/kimi-k3/OPENAI_API_KEY" in cfg["Env"]
+    assert "--api-key" not in cfg["Cmd"]
+
+
+def test_second_deploy_changes_nothing(sim, art, deployed):
+    r = routed.must(routed.run(sim, art, "deploy.yml", skip_tags="preflight"))
+    TIMINGS["deploy_converged_s"] = round(r.elapsed_s, 1)
+    assert routed.changed_hosts(r) == {}
