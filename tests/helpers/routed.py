@@ -2,10 +2,13 @@
 on the rehearsal cluster with the real vllm-router, talk to the router, read its reports."""
 import json
 import os
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+
+import pytest
 
 from tests.helpers.runner import failed_tasks, run_playbook
 
@@ -94,3 +97,27 @@ class RequestLoop(object):
     @property
     def failed(self):
         return [r for r in self.results if r[1] != 200]
+
+
+def deployment_fixtures(cluster, timings):
+    """Module fixtures ``art`` (artifacts dir), ``sim`` (the cluster; torn down at the end, timings printed) and
+    ``deployed`` (deploy.yml once, timed): ``art, sim, deployed = routed.deployment_fixtures("fleet", TIMINGS)``."""
+    @pytest.fixture(scope="module")
+    def art():
+        return tempfile.mkdtemp(prefix="router-%s-art-" % cluster)
+
+    @pytest.fixture(scope="module")
+    def sim(sim_cluster, art):
+        s = sim_cluster(cluster)
+        yield s
+        r = run(s, art, "teardown.yml")
+        timings["teardown_s"] = round(r.elapsed_s, 1)
+        print("\n%s timings: %s" % (cluster, timings))
+
+    @pytest.fixture(scope="module")
+    def deployed(sim, art):
+        r = must(run(sim, art, "deploy.yml", skip_tags="preflight"))
+        timings["deploy_s"] = round(r.elapsed_s, 1)
+        return r
+
+    return art, sim, deployed

@@ -10,7 +10,6 @@ Needs `sim/simctl up --cluster gb300pd` (or KIMI_SIM_AUTO_UP=1).
 """
 import json
 import re
-import tempfile
 import urllib.error
 import urllib.request
 
@@ -26,24 +25,7 @@ DECODES = ["http://127.0.0.33:8002", "http://127.0.0.34:8002"]
 TIMINGS = {}
 
 
-@pytest.fixture(scope="module")
-def art():
-    return tempfile.mkdtemp(prefix="router-pd-art-")
-
-
-@pytest.fixture(scope="module")
-def sim(sim_cluster, art):
-    s = sim_cluster("gb300pd")
-    yield s
-    routed.run(s, art, "teardown.yml")
-    print("\nPD timings: %s" % TIMINGS)
-
-
-@pytest.fixture(scope="module")
-def deployed(sim, art):
-    r = routed.must(routed.run(sim, art, "deploy.yml", skip_tags="preflight"))
-    TIMINGS["deploy_s"] = round(r.elapsed_s, 1)
-    return r
+art, sim, deployed = routed.deployment_fixtures("gb300pd", TIMINGS)
 
 
 def _kv(url, result):

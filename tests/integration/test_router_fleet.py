@@ -11,7 +11,6 @@
 
 Needs `sim/simctl up --cluster fleet` (or KIMI_SIM_AUTO_UP=1).
 """
-import tempfile
 import time
 
 import pytest
@@ -28,24 +27,7 @@ R2_HEAD, R2_FOLLOWER = "fleet-r2-tray01", "fleet-r2-tray02"
 TIMINGS = {}
 
 
-@pytest.fixture(scope="module")
-def art():
-    return tempfile.mkdtemp(prefix="router-fleet-art-")
-
-
-@pytest.fixture(scope="module")
-def sim(sim_cluster, art):
-    s = sim_cluster("fleet")
-    yield s
-    routed.run(s, art, "teardown.yml")
-    print("\nfleet timings: %s" % TIMINGS)
-
-
-@pytest.fixture(scope="module")
-def deployed(sim, art):
-    r = routed.must(routed.run(sim, art, "deploy.yml", skip_tags="preflight"))
-    TIMINGS["deploy_s"] = round(r.elapsed_s, 1)
-    return r
+art, sim, deployed = routed.deployment_fixtures("fleet", TIMINGS)
 
 
 def _started(sim, node, name):
