@@ -432,7 +432,7 @@ def _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid):
 
 def read_router_settings(routers, recipe, snapshots):
     """The router variables (and the host variables) of the vllm_router hosts: ``(settings, errors)``."""
-    errors, settings = [], {}
+    errors, settings = unknown_variables(routers), {}
     for decl in VARIABLES:
         if decl["scope"] == HOST:
             _read_host_variable(decl, routers, recipe, snapshots, errors, set())
