@@ -63,7 +63,6 @@ def plan_inventory(name):
     return topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, routers)
 
 
-
 GOLDEN = os.path.join(HERE, "golden_plans")
 ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501, "dp_rpc_port": 29550}
 
