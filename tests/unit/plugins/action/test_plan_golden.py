@@ -6,6 +6,7 @@ golden_plans/ were written by scripts/plan_snapshot.sh before the change."""
 # command-line tools): Ansible's inventory and variable managers resolve the variables; templated values (the
 # examples' lookup('env', ...) API key) get a stand-in, as an operator exports them first.
 import os
+import shlex
 
 import pytest
 
@@ -101,6 +102,8 @@ def test_deployment_examples_plan_and_their_flag_snapshot_accepts_them(name, mod
     router = r["plans"][c["router"]["host"]]
     assert router["role"] == "router" and "@sha256:" in router["image"] and c["endpoints"][0] == router["api_url"]
     assert ("--vllm-pd-disaggregation" in router["router"]["argv"]) == (mode == "pd")
+    words = shlex.split(plan_render.run_script(router).replace("\\\n", " "), comments=True)
+    assert words[words.index(router["image"]) + 1:] == router["router"]["argv"]  # the container runs exactly argv
     for plan in r["plans"].values():
         if plan["role"] != "router":
             assert vllm_flags.check_argv(plan["vllm_args"], SNAPSHOTS[plan["vllm_version"]]) == []
