@@ -41,8 +41,8 @@ def _sim_vars(name):
 def _node(inventory, variables, host, head, extra):
     hv = variables.get_vars(host=inventory.get_host(host))
     node_vars = dict((k, _plain(v)) for k, v in hv.items() if k.startswith(topology.PREFIX) or k == "ansible_host")
-    for key, value in extra.items():
-        node_vars.setdefault(key, value)
+    # fixed stand-ins win over group_vars/all/sim_image.yml, which a running (or earlier) rehearsal cluster wrote
+    node_vars.update(extra)
     return {"host": host, "head": head, "vars": node_vars}
 
 
