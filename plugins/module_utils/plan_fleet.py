@@ -150,9 +150,9 @@ def validate_fleet(built, routers, recipe, snapshots):
 def _router_presence(ctxs, routers, backend_hosts):
     if not routers:
         if len(ctxs) > 1 or _mode(ctxs) == "pd":
+            names = ", ".join(c["deployment"] for c in ctxs)
             return [problem(ctxs[0]["where"], ROUTER_GROUP, "the inventory holds %d deployments (%s) but no router "
-                            "host, so no single endpoint serves them." % (len(ctxs), ", ".join(c["deployment"]
-                                                                                              for c in ctxs)),
+                            "host, so no single endpoint serves them." % (len(ctxs), names),
                             "add one host to group vllm_router (it runs vllm-router in front of the deployments).")]
         return []
     if len(routers) > 1:

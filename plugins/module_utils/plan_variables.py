@@ -394,19 +394,25 @@ def read_settings(nodes, recipe, snapshots, deployment=None):
         if decl["scope"] == HOST:
             _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid)
             continue
-        host, value = _cluster_value(decl, nodes, errors, deployment)
-        settings[decl["key"]] = copy.deepcopy(decl["default"])
-        if value is None:
-            continue
-        checked, refusal = check_value(decl, value, recipe, snapshots)
-        if refusal:
-            errors.append(_problem(host, decl["name"], refusal[0], refusal[1]))
-            invalid.add(decl["key"])
-        else:
-            settings[decl["key"]] = True if decl["secret"] else copy.deepcopy(checked)
+        _read_shared_variable(decl, nodes, (recipe, snapshots, deployment), settings, errors, invalid)
     settings["secrets"] = dict((k, bool(settings.pop(k) and any(n["vars"].get(PREFIX + k) for n in nodes)))
                                for k in SECRET_KEYS)
     return settings, invalid, errors
+
+
+def _read_shared_variable(decl, nodes, inputs, settings, errors, invalid):
+    """A variable that must agree between ``nodes``: its checked value (a secret: True) or default in ``settings``."""
+    recipe, snapshots, deployment = inputs
+    host, value = _cluster_value(decl, nodes, errors, deployment)
+    settings[decl["key"]] = copy.deepcopy(decl["default"])
+    if value is None:
+        return
+    checked, refusal = check_value(decl, value, recipe, snapshots)
+    if refusal:
+        errors.append(_problem(host, decl["name"], refusal[0], refusal[1]))
+        invalid.add(decl["key"])
+    else:
+        settings[decl["key"]] = True if decl["secret"] else copy.deepcopy(checked)
 
 
 def _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid):
@@ -426,18 +432,10 @@ def _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid):
 
 def read_router_settings(routers, recipe, snapshots):
     """The router variables (and the host variables) of the vllm_router hosts: ``(settings, errors)``."""
-    errors, settings = [], {}
+    errors, settings = unknown_variables(routers), {}
     for decl in VARIABLES:
         if decl["scope"] == HOST:
             _read_host_variable(decl, routers, recipe, snapshots, errors, set())
         elif decl["scope"] == ROUTER or decl["key"] == "allow_unpinned_image":
-            host, value = _cluster_value(decl, routers, errors)
-            settings[decl["key"]] = copy.deepcopy(decl["default"])
-            if value is None:
-                continue
-            checked, refusal = check_value(decl, value, recipe, snapshots)
-            if refusal:
-                errors.append(_problem(host, decl["name"], refusal[0], refusal[1]))
-            else:
-                settings[decl["key"]] = checked
+            _read_shared_variable(decl, routers, (recipe, snapshots, None), settings, errors, set())
     return settings, errors

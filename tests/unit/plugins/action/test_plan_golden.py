@@ -6,6 +6,7 @@ golden_plans/ were written by scripts/plan_snapshot.sh before the change."""
 # command-line tools): Ansible's inventory and variable managers resolve the variables; templated values (the
 # examples' lookup('env', ...) API key) get a stand-in, as an operator exports them first.
 import os
+import shlex
 
 import pytest
 
@@ -40,8 +41,8 @@ def _sim_vars(name):
 def _node(inventory, variables, host, head, extra):
     hv = variables.get_vars(host=inventory.get_host(host))
     node_vars = dict((k, _plain(v)) for k, v in hv.items() if k.startswith(topology.PREFIX) or k == "ansible_host")
-    for key, value in extra.items():
-        node_vars.setdefault(key, value)
+    # fixed stand-ins win over group_vars/all/sim_image.yml, which a running (or earlier) rehearsal cluster wrote
+    node_vars.update(extra)
     return {"host": host, "head": head, "vars": node_vars}
 
 
@@ -61,7 +62,6 @@ def nodes_of(name):
 def plan_inventory(name):
     nodes, routers = nodes_of(name)
     return topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, routers)
-
 
 
 GOLDEN = os.path.join(HERE, "golden_plans")
@@ -102,6 +102,8 @@ def test_deployment_examples_plan_and_their_flag_snapshot_accepts_them(name, mod
     router = r["plans"][c["router"]["host"]]
     assert router["role"] == "router" and "@sha256:" in router["image"] and c["endpoints"][0] == router["api_url"]
     assert ("--vllm-pd-disaggregation" in router["router"]["argv"]) == (mode == "pd")
+    words = shlex.split(plan_render.run_script(router).replace("\\\n", " "), comments=True)
+    assert words[words.index(router["image"]) + 1:] == router["router"]["argv"]  # the container runs exactly argv
     for plan in r["plans"].values():
         if plan["role"] != "router":
             assert vllm_flags.check_argv(plan["vllm_args"], SNAPSHOTS[plan["vllm_version"]]) == []

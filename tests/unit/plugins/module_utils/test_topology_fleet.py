@@ -8,7 +8,7 @@ import shlex
 
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology, vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract, topology, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
 
 RECIPE = recipe_data.load_recipe()
@@ -104,6 +104,7 @@ def test_golden_gb300_pd_cluster_tep8_prefill_dep16_decode_and_router():
                                       "metrics_url": "http://10.9.0.1:29000/metrics"}
     assert r["cluster"]["endpoints"][0] == "http://10.9.0.1:8000" and len(r["cluster"]["endpoints"]) == 6
     for p in r["plans"].values():
+        assert plan_contract.missing_keys(p) == []  # the router's plan too: every role's require() passes
         if p["role"] != "router":
             assert vllm_flags.check_argv(p["vllm_args"], SNAPSHOTS["0.28.0"]) == []
 
@@ -270,9 +271,8 @@ def test_any_value_of_a_new_variable_is_planned_or_refused_by_name(name, value, 
             node["vars"][name] = value
     r = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, routers)
     assert r["ok"] or all(e["host"] and e["variable"] and e["message"] and e["fix"] for e in r["errors"])
-    assert r["ok"] or any(name in e["variable"] or e["variable"] in ("vllm_router", "kimi_k3_deployment_kind",
-                                                                       "kimi_k3_strategy", "vllm_head")
-                          for e in r["errors"])
+    named = ("vllm_router", "kimi_k3_deployment_kind", "kimi_k3_strategy", "vllm_head")
+    assert r["ok"] or any(name in e["variable"] or e["variable"] in named for e in r["errors"])
 
 
 # ----------------------------------------------------------------------------- the router's own parser
@@ -300,3 +300,8 @@ def test_router_argv_is_accepted_by_the_vllm_router_flag_snapshot():
 
 def test_recipe_router_policies_are_the_parsers_choices():
     assert RECIPE["router"]["policies"] == _router_snapshot()["flags"]["--policy"]["choices"]
+
+
+def test_a_typo_in_a_router_variable_is_named_with_the_right_spelling():
+    e = only(pd_cluster(routers=router(kimi_k3_router_prot=8100)))
+    assert (e["host"], e["variable"]) == ("router", "kimi_k3_router_prot") and "kimi_k3_router_port" in e["fix"]
