@@ -20,12 +20,12 @@ def _backends(router_plan):
     return router_plan["router"].get("backends") or []
 
 
-def router_backend_health(workers, router_plan, router_host, metrics_text=""):
+def router_backend_health(workers, router_plan, router_host, metrics_text="", direct=None):
     """``{rows, problems}``: per plan backend the router's view (``GET /workers`` and its circuit breakers in the
     metrics) and one line per unhealthy one."""
     rows = router_status.backend_health(workers if isinstance(workers, dict) or workers is None else {},
                                         _backends(router_plan),
-                                        str(metrics_text or ""))
+                                        str(metrics_text or ""), None if direct is None else dict(direct))
     return {"rows": rows, "problems": router_status.health_problems(rows, str(router_host))}
 
 

@@ -19,13 +19,18 @@ _SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>[^}]*)\}\
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
+_RANK = re.compile(r"@\d+$")
+
+
 def _norm(url):
-    return str(url or "").rstrip("/")
+    """The backend URL of a router worker: vllm-router lists a data-parallel backend once per DP rank it found
+    (``http://host:port@<rank>``); those entries are the one planned backend."""
+    return _RANK.sub("", str(url or "")).rstrip("/")
 
 
-def worker_samples(text, metric, only=None):
-    """``{worker url: value}`` of one per-worker metric in Prometheus text (other lines ignored); ``only``: a
-    ``(label, value)`` the sample must carry."""
+def worker_samples(text, metric, only=None, combine=None):
+    """``{backend url: value}`` of one per-worker metric in Prometheus text (other lines ignored); ``only``: a
+    ``(label, value)`` the sample must carry; the DP ranks of one backend are summed (or ``combine(a, b)``)."""
     out = {}
     for line in str(text or "").splitlines():
         m = _SAMPLE.match(line.strip())
@@ -39,31 +44,38 @@ def worker_samples(text, metric, only=None):
         if only and labels.get(only[0]) != only[1]:
             continue
         if "worker" in labels:
-            out[_norm(labels["worker"])] = out.get(_norm(labels["worker"]), 0.0) + value
+            url = _norm(labels["worker"])
+            out[url] = value if url not in out else (combine or (lambda a, b: a + b))(out[url], value)
     return out
 
 
-def backend_health(workers, backends, metrics_text=""):
+def backend_health(workers, backends, metrics_text="", direct=None):
     """Per plan backend: ``{deployment, kind, url, known, healthy, circuit_open}``.
 
     ``healthy``: the router lists it (``GET /workers``) as healthy AND its circuit breaker is closed
     (``vllm_router_cb_state`` 0 in the metrics; the router stops sending to a worker whose requests failed long
     before its next health check marks it unhealthy). A backend the router does not list counts as unhealthy.
-    ``workers`` None: health from the metrics alone (``vllm_router_worker_health``).
+    ``workers`` None: health from the metrics alone (``vllm_router_worker_health``). ``direct``: ``{url: HTTP
+    status of its /health from the router node}``; an open circuit breaker of a backend that answers 200 there
+    (repaired since) is not a problem: the router tries it again with the next requests (``reachable``).
     """
     listed = {}
-    if workers is None:  # metrics only: the router's health gauge per worker
-        listed = dict((u, v == 1.0) for u, v in worker_samples(metrics_text, "vllm_router_worker_health").items())
+    if workers is None:  # metrics only: the router's health gauge per worker (every DP rank must be 1)
+        for url, v in worker_samples(metrics_text, "vllm_router_worker_health", combine=min).items():
+            listed[url] = v == 1.0
     for w in (workers or {}).get("workers") or []:
         if isinstance(w, dict):
-            listed[_norm(w.get("url"))] = bool(w.get("is_healthy"))
-    cb_state = worker_samples(metrics_text, "vllm_router_cb_state")
+            url = _norm(w.get("url"))
+            listed[url] = listed.get(url, True) and bool(w.get("is_healthy"))
+    cb_state = worker_samples(metrics_text, "vllm_router_cb_state", combine=max)
     rows = []
     for b in backends or []:
         url = _norm(b.get("url"))
         circuit_open = cb_state.get(url, 0.0) != 0.0
+        reachable = None if direct is None else (direct or {}).get(url) == 200
         rows.append({"deployment": b.get("deployment"), "kind": b.get("kind"), "url": url, "known": url in listed,
-                     "circuit_open": circuit_open, "healthy": listed.get(url, False) and not circuit_open})
+                     "circuit_open": circuit_open, "reachable": reachable,
+                     "healthy": listed.get(url, False) and (not circuit_open or reachable is True)})
     return rows
 
 

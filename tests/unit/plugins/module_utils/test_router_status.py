@@ -33,9 +33,9 @@ def test_backend_health_maps_urls_to_deployments():
     rows = rs.backend_health(WORKERS, BACKENDS)
     assert rows == [
         {"deployment": "replica-1", "kind": "worker", "url": "http://127.0.0.51:8000", "known": True,
-         "circuit_open": False, "healthy": True},
+         "circuit_open": False, "reachable": None, "healthy": True},
         {"deployment": "replica-2", "kind": "worker", "url": "http://127.0.0.53:8000", "known": True,
-         "circuit_open": False, "healthy": False}]
+         "circuit_open": False, "reachable": None, "healthy": False}]
 
 
 def test_health_problems_name_the_broken_deployment():
@@ -121,3 +121,37 @@ def test_metrics_alone_give_health_and_circuit_state():
     assert [(r["known"], r["circuit_open"], r["healthy"]) for r in rows] == [(True, False, True), (True, True, False)]
     recovered = KILLED.replace('cb_state{worker="http://127.0.0.53:8000"} 1', 'cb_state{worker="http://127.0.0.53:8000"} 0')
     assert rs.health_problems(rs.backend_health(None, BACKENDS, recovered), "r") == []
+
+
+# vllm-router 0.1.17 in PD mode against a DEP decode (hybrid LB, 4 local ranks per node): one worker per DP rank.
+PD_BACKENDS = [{"deployment": "prefill-1", "kind": "prefill", "url": "http://127.0.0.31:8001"},
+               {"deployment": "decode-1", "kind": "decode", "url": "http://127.0.0.33:8002"},
+               {"deployment": "decode-1", "kind": "decode", "url": "http://127.0.0.34:8002"}]
+PD_WORKERS = {"workers": [{"url": "http://127.0.0.33:8002@%d" % r, "worker_type": "decode", "is_healthy": True}
+                          for r in range(4)]
+              + [{"url": "http://127.0.0.34:8002@%d" % r, "worker_type": "decode", "is_healthy": r != 2}
+                 for r in range(4)]
+              + [{"url": "http://127.0.0.31:8001", "worker_type": "prefill", "is_healthy": True, "bootstrap_port": None}]}
+PD_METRICS = "\n".join(['vllm_router_worker_health{worker="http://127.0.0.31:8001"} 1'] + [
+    'vllm_router_worker_health{worker="http://127.0.0.3%d:8002@%d"} %d' % (n, r, 0 if (n, r) == (4, 2) else 1)
+    for n in (3, 4) for r in range(4)] + [
+    'vllm_router_processed_requests_total{worker="http://127.0.0.3%d:8002@%d"} %d' % (n, r, r) for n in (3, 4)
+    for r in range(4)] + ['vllm_router_processed_requests_total{worker="http://127.0.0.31:8001"} 12'])
+
+
+def test_dp_ranks_of_one_backend_are_that_backend():
+    rows = rs.backend_health(PD_WORKERS, PD_BACKENDS)
+    assert [(r["url"], r["known"], r["healthy"]) for r in rows] == [
+        ("http://127.0.0.31:8001", True, True), ("http://127.0.0.33:8002", True, True),
+        ("http://127.0.0.34:8002", True, False)]
+    assert [r["healthy"] for r in rs.backend_health(None, PD_BACKENDS, PD_METRICS)] == [True, True, False]
+    assert [b["requests"] for b in rs.usage("", PD_METRICS, PD_BACKENDS)["backends"]] == [12, 6, 6]
+
+
+def test_open_circuit_of_a_repaired_backend_is_not_a_problem():
+    workers = {"workers": [dict(w, is_healthy=True) for w in WORKERS["workers"]]}
+    direct = {"http://127.0.0.51:8000": 200, "http://127.0.0.53:8000": 200}
+    rows = rs.backend_health(workers, BACKENDS, KILLED, direct)
+    assert [(r["circuit_open"], r["reachable"], r["healthy"]) for r in rows] == [(False, True, True), (True, True, True)]
+    rows = rs.backend_health(workers, BACKENDS, KILLED, {"http://127.0.0.51:8000": 200, "http://127.0.0.53:8000": None})
+    assert [r["healthy"] for r in rows] == [True, False]
