@@ -57,6 +57,21 @@ def chat(base, key=KEY, timeout=30, max_tokens=4):
         return None
 
 
+def router_ready_s(sim, node, container="vllm-router"):
+    """Seconds from the router container's start to its "Router ready" log line (the router logs whole seconds)."""
+    import datetime
+    import re
+    started = sim.docker(node, "inspect", "--format", "{{.State.StartedAt}}", container).stdout.strip()
+    p = sim.docker(node, "logs", container)
+    m = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\S*\s+\S*\s*INFO.*Router ready", re.sub(
+        r"\x1b\[[0-9;]*m", "", p.stdout + p.stderr))
+    if not m:
+        return None
+    t0 = datetime.datetime.strptime(started[:19], "%Y-%m-%dT%H:%M:%S")
+    t0 += datetime.timedelta(seconds=float("0." + (started[20:29].rstrip("Z") or "0")))
+    return round((datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S") - t0).total_seconds(), 1)
+
+
 def report(art, name):
     with open(os.path.join(art, name)) as f:
         return json.load(f)

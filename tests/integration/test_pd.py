@@ -37,6 +37,7 @@ def _kv(url, result):
 def test_deploy_pd_end_to_end_with_the_real_router(sim, art, deployed):
     status, body = routed.get(ROUTER + "/health")
     assert status == 200, body
+    TIMINGS["router_ready_s"] = routed.router_ready_s(sim, "pd-router")
     rep = routed.report(art, "router-kimi-router35.json")
     assert [(b["deployment"], b["kind"], b["healthy"]) for b in rep["backends"]] == [
         ("prefill-1", "prefill", True), ("decode-1", "decode", True), ("decode-1", "decode", True)]

@@ -37,6 +37,7 @@ def _started(sim, node, name):
 def test_deploy_fleet_end_to_end_with_the_real_router(sim, art, deployed):
     status, body = routed.get(ROUTER + "/health")
     assert status == 200, body
+    TIMINGS["router_ready_s"] = routed.router_ready_s(sim, "fleet-router")
     ref = sim.docker("fleet-router", "inspect", "--format", "{{.Config.Image}}", "vllm-router").stdout.strip()
     assert "@sha256:" in ref and "/vllm/vllm-router@" in ref
     logs = sim.docker("fleet-router", "logs", "vllm-router").stdout + \
