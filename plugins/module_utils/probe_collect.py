@@ -407,13 +407,13 @@ def collect_kernel_state(io):
             "nvidia_params": P.parse_nvidia_params(io.read(NVIDIA_PARAMS))}
 
 
-def collect_gpudirect(ctx, nvidia, kernel_state):
+def collect_gpudirect(io, nvidia, kernel_state):
     modules = set(kernel_state["modules"])
     peermem = "nvidia_peermem" in modules
     dmabuf = bool(nvidia.get("open_module"))
     mode = "peermem" if peermem else ("dmabuf" if dmabuf else "none")
     return {"peermem_loaded": peermem, "dmabuf_capable": dmabuf, "mode": mode,
-            "memory_peers": ctx.io.exists("/sys/kernel/mm/memory_peers")}
+            "memory_peers": io.exists("/sys/kernel/mm/memory_peers")}
 
 
 def collect_engine(ctx, docker_host):
@@ -677,7 +677,7 @@ def collect(io, options=None):
         facts["fabric"] = fab
         facts["mnnvl"] = bool(fab["mnnvl"])
         facts["imex"] = collect_imex(ctx)
-        facts["gpudirect"] = collect_gpudirect(ctx, nvidia, facts["kernel_state"])
+        facts["gpudirect"] = collect_gpudirect(io, nvidia, facts["kernel_state"])
     else:
         facts["fabric"] = {"state": None, "cluster_uuid": None, "clique_id": None, "healthy": None, "mnnvl": False,
                            "reasons": ["not an NVIDIA node"]}
