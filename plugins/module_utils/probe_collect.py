@@ -616,7 +616,8 @@ def collect_ports(io, options):
 
 
 def collect_host(ctx, options):
-    """Host resources: /dev/shm, memlock, free disk and weights on the model cache, time sync, Python, ports."""
+    """Host resources: /dev/shm, memlock, free disk and weights on the model cache, time sync, Python, ports, and
+    the probing user's access."""
     io = ctx.io
     shm = io.statvfs("/dev/shm")
     soft, hard = io.memlock()
@@ -634,6 +635,7 @@ def collect_host(ctx, options):
         "python": collect_python(io),
         "interfaces": collect_interfaces(ctx, options.get("interfaces") or []),
         "ports": collect_ports(io, options),
+        "access": io.access(options["docker_host"], [cache_dir] + list(options.get("access_paths") or [])),
     }
 
 
@@ -699,8 +701,6 @@ def collect(io, options=None):
                                              options.get("deployment_container"))
 
     facts.update(collect_host(ctx, options))
-    facts["access"] = io.access(options["docker_host"], [options["model_cache_dir"]] + list(
-        options.get("access_paths") or []))
     facts["tools"] = dict(ctx.tools)
     facts["errors"] = ctx.errors
     facts["commands"] = ctx.commands
