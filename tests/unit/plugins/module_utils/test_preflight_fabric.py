@@ -184,8 +184,8 @@ def test_access_check_is_registered_and_refuses_a_user_without_become():
 def test_probe_reports_access_of_its_own_process(tmp_path):
     io = PC.ProbeIO(run=lambda argv: (127, "", "absent"), which=lambda name: None)
     f = PC.collect(io, dict(OPTIONS, model_cache_dir=str(tmp_path), access_paths=[str(tmp_path / "env")]))
-    assert f["access"]["euid"] == os.geteuid() and f["access"]["paths"] == {str(tmp_path): True,
-                                                                           str(tmp_path / "env"): True}
+    paths = {str(tmp_path): True, str(tmp_path / "env"): True}
+    assert f["access"]["euid"] == os.geteuid() and f["access"]["paths"] == paths
 
 
 # ------------------------------------------------------------------ the probe root
