@@ -85,7 +85,7 @@ def test_mi355x_smoke_report_has_used_and_total_gpu_memory(sim_cluster, tmp_path
         sim_vars = dict(yaml.safe_load(handle), **SIM_LIMITS)
     art = str(tmp_path / "art")
     try:
-        for _ in range(2):
+        for _run in range(2):
             r = run_playbook("deploy.yml", sim.inventory, extravars=dict(sim_vars, kimi_k3_artifacts_dir=art),
                              timeout=900)
             assert r.status == "successful", failed_tasks(r)
