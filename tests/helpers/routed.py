@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from tests.helpers import http
 from tests.helpers.runner import failed_tasks, run_playbook
 
 KEY = "sk-router-sim-test"
@@ -48,13 +49,7 @@ def chat(base, key=KEY, timeout=30, max_tokens=4):
     body = json.dumps({"messages": [{"role": "user", "content": "hello router"}], "max_tokens": max_tokens}).encode()
     req = urllib.request.Request(base + "/v1/chat/completions", data=body, method="POST",
                                  headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return None
+    return http.request_status(req, timeout)
 
 
 def router_ready_s(sim, node, container="vllm-router"):
