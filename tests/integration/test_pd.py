@@ -53,8 +53,7 @@ def test_deploy_pd_end_to_end_with_the_real_router(sim, art, deployed):
 def test_requests_through_the_router_move_kv_from_prefill_to_decode(sim, deployed):
     issued = _kv(PREFILL, "issued")
     read = sum(_kv(d, "read") for d in DECODES)
-    for _ in range(6):
-        assert routed.chat(ROUTER) == 200
+    assert [routed.chat(ROUTER) for attempt in range(6)] == [200] * 6
     assert _kv(PREFILL, "issued") == issued + 6
     assert _kv(PREFILL, "handed_over") >= issued + 6
     assert sum(_kv(d, "read") for d in DECODES) == read + 6
