@@ -14,11 +14,31 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract, plan_render, topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
+# The inventory variables plan_contract.complete may fall back on (as the plan_complete filter reads them).
+FALLBACK_VARS = tuple(plan_contract.PREFIX + k for k in (
+    "docker_host", "model_revision", "model_cache_dir", "served_model_name", "api_host", "api_port", "master_port",
+    "dp_rpc_port"))
+
+
+def read_nodes(hosts, heads, hostvars, overrides):
+    """Every host's kimi_k3_* variables (templated once) with the overrides applied, and the fallback variables
+    plan_contract.complete reads (without the overrides, as the plan_complete filter reads hostvars)."""
+    nodes, fallback = [], {}
+    for host in hosts:
+        hv = hostvars[host]
+        node_vars = {}
+        for key in hv:
+            if key.startswith(topology.PREFIX) or key in NODE_VARS:
+                node_vars[key] = to_plain(hv[key])
+        fallback[host] = dict((k, node_vars[k]) for k in FALLBACK_VARS if k in node_vars)
+        node_vars.update(overrides)
+        nodes.append({"host": host, "head": host in heads, "vars": node_vars})
+    return nodes, fallback
 
 
 class ActionModule(ActionBase):
@@ -37,16 +57,7 @@ class ActionModule(ActionBase):
         groups = task_vars.get("groups", {})
         hosts = list(groups.get(group, []))
         heads = set(groups.get(head_group, []))
-        hostvars = task_vars.get("hostvars", {})
-        nodes = []
-        for host in hosts:
-            hv = hostvars[host]
-            node_vars = {}
-            for key in hv:
-                if key.startswith(topology.PREFIX) or key in NODE_VARS:
-                    node_vars[key] = to_plain(hv[key])
-            node_vars.update(overrides)
-            nodes.append({"host": host, "head": host in heads, "vars": node_vars})
+        nodes, fallback = read_nodes(hosts, heads, task_vars.get("hostvars", {}), overrides)
         recipe = recipe_data.load_recipe(args.get("recipe", "kimi_k3"))
         snapshots = recipe_data.load_snapshots()
         plan = topology.build_cluster_plan(nodes, recipe, snapshots)
@@ -75,4 +86,8 @@ class ActionModule(ActionBase):
                 result["changed"] = bool(written)
                 result["written"] = written
                 result["dest"] = args["dest"]
+        # The files hold the rendered plans; plan_result (what the roles read) the plans with every contract key
+        # (plan_contract.complete, formerly a per-run set_fact through the plan_complete filter).
+        result["plans"] = plan_contract.complete({"plans": plan["plans"]}, fallback.get,
+                                                 recipe.get("defaults") or {})["plans"]
         return result

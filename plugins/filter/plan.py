@@ -23,8 +23,14 @@ _FALLBACK_VARS = tuple(plan_contract.PREFIX + k for k in (
 
 def plan_problem(plan_result, host):
     """'' when ``plan_result`` holds a complete plan for ``host``, else what is wrong and what to do."""
+    host = str(host)
+    plans = plan_result.get("plans") if plan_result and hasattr(plan_result, "get") else None
+    if plans and host in plans:
+        # Only this host's plan is converted (once per host: converting the whole cluster's plan_result on every
+        # host was quadratic in the number of nodes, issue #17); require() sees the same plan.
+        plan_result = {"plans": {host: to_plain(plans[host])}}
     try:
-        plan_contract.require(to_plain(plan_result) if plan_result else None, str(host))
+        plan_contract.require(to_plain(plan_result) if plan_result else None, host)
     except ValueError as exc:
         return str(exc)
     return ""
