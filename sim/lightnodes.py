@@ -23,7 +23,8 @@ import time
 
 SIM_DIR = os.path.dirname(os.path.realpath(__file__))
 REPO = os.path.dirname(SIM_DIR)
-STATE = os.environ.get("KIMI_SIM_LIGHT_STATE", "/run/kimi-sim-light")
+DEFAULT_STATE = "/run/kimi-sim-light"
+STATE = os.environ.get("KIMI_SIM_LIGHT_STATE", DEFAULT_STATE)
 INVENTORY = os.path.join(REPO, "inventories", "sim-light")
 ADDRESS_PREFIX = "127.0.3."
 ADDRESS_OFFSET = 10

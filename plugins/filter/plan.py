@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the plan role (thin wrappers around module_utils.plan_contract).
 
-Documentation: plan_problem.yml and plan_complete.yml beside this file (one page per filter).
+Documentation: plan_problem.yml, plan_problems.yml and plan_complete.yml beside this file (one page per filter).
 """
 from __future__ import absolute_import, division, print_function
 
@@ -36,6 +36,11 @@ def plan_problem(plan_result, host):
     return ""
 
 
+def plan_problems(plan_result, hosts):
+    """[plan_problem(plan_result, host) for every host with a problem]: the require check of a whole play, once."""
+    return [p for p in (plan_problem(plan_result, h) for h in hosts) if p]
+
+
 def plan_complete(plan_result, hostvars, recipe="kimi_k3"):
     """``plan_result`` with the contract keys every role reads filled in where the plan lacks them."""
     if not isinstance(plan_result, dict) and not hasattr(plan_result, "items"):
@@ -51,4 +56,4 @@ def plan_complete(plan_result, hostvars, recipe="kimi_k3"):
 
 class FilterModule(object):
     def filters(self):
-        return {"plan_problem": plan_problem, "plan_complete": plan_complete}
+        return {"plan_problem": plan_problem, "plan_problems": plan_problems, "plan_complete": plan_complete}
