@@ -155,15 +155,17 @@ def _close_masters(cpdir):
                        capture_output=True, check=False, timeout=20)
 
 
-def preflight_run(n):
-    """One preflight.yml on the light cluster; controller CPU from a cgroup of its own, nodes' CPU from theirs."""
+def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=None):
+    """One playbook run (preflight.yml) on the first n light nodes; controller CPU from a cgroup of its own (every
+    process ansible-playbook starts, ssh ControlPersist masters included), nodes' CPU from theirs."""
     cg = os.path.join(CGROUP_ROOT, "fleet-bench-%d" % os.getpid())
     os.makedirs(cg, exist_ok=True)
     cpdir, art = tempfile.mkdtemp(prefix="fb-cp-"), tempfile.mkdtemp(prefix="fb-pf-")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_SSH_CONTROL_PATH_DIR=cpdir, PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
-    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "playbooks/preflight.yml", "-i", "inventories/sim-light",
-           "--limit", ",".join(w["name"] for w in lightnodes.nodes(n)), "--forks", str(max(n, 5)),
+    env.update(env_extra or {})
+    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), playbook, "-i", "inventories/sim-light",
+           "--limit", ",".join(w["name"] for w in lightnodes.nodes(n)), "--forks", str(forks or max(n, 5)),
            "-e", json.dumps(dict(EXTRA, preflight_artifacts_dir=art))]
 
     def join():
@@ -176,8 +178,10 @@ def preflight_run(n):
         _close_masters(cpdir)
         ctrl, node = cg_usage(cg) - c0, lightnodes.cpu_seconds() - n0
         result = json.loads(p.stdout)
-        with open(os.path.join(art, "preflight-report.json")) as f:
-            report = json.load(f)
+        report = None
+        if os.path.exists(os.path.join(art, "preflight-report.json")):
+            with open(os.path.join(art, "preflight-report.json")) as f:
+                report = json.load(f)
     finally:
         shutil.rmtree(cpdir, ignore_errors=True)
         shutil.rmtree(art, ignore_errors=True)
