@@ -49,17 +49,13 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
 
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 CGROUP_ROOT = "/sys/fs/cgroup/cpuacct"
-# What an operator's inventory has besides the basics (benchmarks/plan_64_nodes.py predates these refusals).
-BENCH_VARS = {"kimi_k3_model_revision": "4c1d7e2a9b3f5d6e8a0c2b4d6f8e1a3c5b7d9f0e",
-              "kimi_k3_api_key": "bench-placeholder-key"}
-
 
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
 def node_vars():
-    return dict(cluster_vars(), **BENCH_VARS)
+    return cluster_vars()
 
 
 def address(i):
