@@ -15,35 +15,23 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract, plan_render, topology
+from ansible_collections.gpufleet.kimi_k3.plugins.filter.plan import _FALLBACK_VARS as FALLBACK_VARS
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
-# The inventory variables plan_contract.complete may fall back on (as the plan_complete filter reads them).
-FALLBACK_VARS = tuple(plan_contract.PREFIX + k for k in (
-    "docker_host", "model_revision", "model_cache_dir", "served_model_name", "api_host", "api_port", "master_port",
-    "dp_rpc_port"))
-
-
-def read_nodes(hosts, heads, hostvars, overrides):
-    """Every host's kimi_k3_* variables (templated once) with the overrides applied, and the fallback variables
-    plan_contract.complete reads (without the overrides, as the plan_complete filter reads hostvars)."""
-    nodes, fallback = [], {}
-    for host in hosts:
-        hv = hostvars[host]
-        node_vars = {}
-        for key in hv:
-            if key.startswith(topology.PREFIX) or key in NODE_VARS:
-                node_vars[key] = to_plain(hv[key])
-        fallback[host] = dict((k, node_vars[k]) for k in FALLBACK_VARS if k in node_vars)
-        node_vars.update(overrides)
-        nodes.append({"host": host, "head": host in heads, "vars": node_vars})
-    return nodes, fallback
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("group", "head_group", "overrides", "recipe", "dest"))
+    _VALID_ARGS = frozenset(("group", "head_group", "router_group", "overrides", "recipe", "dest"))
+
+    @staticmethod
+    def _node(host, hv, head, overrides):
+        """A host as topology.build_cluster_plan takes it: its kimi_k3_* variables and ansible_host."""
+        node_vars = dict((key, to_plain(hv[key])) for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
+        node_vars.update(overrides)
+        return {"host": host, "head": head, "vars": node_vars}
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -57,15 +45,18 @@ class ActionModule(ActionBase):
         groups = task_vars.get("groups", {})
         hosts = list(groups.get(group, []))
         heads = set(groups.get(head_group, []))
-        nodes, fallback = read_nodes(hosts, heads, task_vars.get("hostvars", {}), overrides)
+        hostvars = task_vars.get("hostvars", {})
+        nodes = [self._node(host, hostvars[host], host in heads, overrides) for host in hosts]
+        routers = [self._node(host, hostvars[host], False, {})
+                   for host in groups.get(args.get("router_group", "vllm_router"), [])]
         recipe = recipe_data.load_recipe(args.get("recipe", "kimi_k3"))
         snapshots = recipe_data.load_snapshots()
-        plan = topology.build_cluster_plan(nodes, recipe, snapshots)
+        plan = topology.build_cluster_plan(nodes, recipe, snapshots, routers)
         result["changed"] = False
         result["ok"] = plan["ok"]
         result["cluster"] = plan["cluster"]
         result["plans"] = plan["plans"]
-        result["scripts"] = dict((h, plan_render.docker_run_command(p)) for h, p in plan["plans"].items())
+        result["scripts"] = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
         result["errors"] = [plan_render.format_problem(p) for p in plan["errors"]]
         result["problems"] = plan["errors"]
         result["warnings_list"] = [plan_render.format_problem(p) for p in plan["warnings"]]
@@ -86,8 +77,11 @@ class ActionModule(ActionBase):
                 result["changed"] = bool(written)
                 result["written"] = written
                 result["dest"] = args["dest"]
-        # The files hold the rendered plans; plan_result (what the roles read) the plans with every contract key
-        # (plan_contract.complete, formerly a per-run set_fact through the plan_complete filter).
-        result["plans"] = plan_contract.complete({"plans": plan["plans"]}, fallback.get,
-                                                 recipe.get("defaults") or {})["plans"]
+        # The files hold the rendered plans; plan_result (what the roles read: this result, registered by the plan
+        # role) the plans with every contract key (issue #17: formerly a set_fact through the plan_complete filter).
+        # hostvars are read only for a plan that lacks a key.
+        result["plans"] = plan_contract.complete(
+            {"plans": plan["plans"]},
+            lambda host: dict((k, to_plain(hostvars[host][k])) for k in FALLBACK_VARS if k in hostvars[host]),
+            recipe.get("defaults") or {})["plans"]
         return result

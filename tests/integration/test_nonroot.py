@@ -96,9 +96,12 @@ def test_deploy_smoke_and_teardown_as_a_sudo_user_with_become(gb300, tmp_path):
         deploy = run_playbook("deploy.yml", inv, extravars=extra)
         assert deploy.status == "successful", failed_tasks(deploy)
         for n in gb300.nodes:
-            env = "/etc/kimi-k3/%s.env" % container[n["name"]]
-            st = gb300.ssh(n["name"], "stat -c '%U %a' " + env)
-            assert st.stdout.split() == ["root", "600"], (n["name"], st.stdout, st.stderr)
+            # secrets are files (0400) in a root-only directory (0700) that the container mounts read-only
+            secrets = "/etc/kimi-k3/%s.secrets" % container[n["name"]]
+            st = gb300.ssh(n["name"], "stat -c '%U %a' " + secrets + " " + secrets + "/*")
+            modes = st.stdout.split()
+            assert modes[:2] == ["root", "700"] and len(modes) >= 4, (n["name"], st.stdout, st.stderr)
+            assert all(m == ("root", "400") for m in zip(modes[2::2], modes[3::2])), (n["name"], st.stdout)
             running = gb300.docker(n["name"], "inspect", "--format", "{{.State.Running}}", container[n["name"]])
             assert running.stdout.strip() == "true"
         with open(os.path.join(artifacts, "smoke-%s.json" % gb300.nodes[0]["name"])) as f:
@@ -112,4 +115,4 @@ def test_deploy_smoke_and_teardown_as_a_sudo_user_with_become(gb300, tmp_path):
     assert down.status == "successful", failed_tasks(down)
     for n in gb300.nodes:
         assert gb300.docker(n["name"], "inspect", container[n["name"]], check=False).returncode != 0
-        assert gb300.ssh(n["name"], "test -e /etc/kimi-k3/%s.env" % container[n["name"]]).returncode != 0
+        assert gb300.ssh(n["name"], "test -e /etc/kimi-k3/%s.secrets" % container[n["name"]]).returncode != 0
