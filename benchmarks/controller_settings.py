@@ -51,7 +51,7 @@ def main():
         for i in pick:
             name, playbook, env, forks = VARIANTS[i]
             runs = [fleet_scale.preflight_run(args.nodes, dict(SITE, **env), playbook, forks)
-                    for _ in range(args.repeat)]
+                    for _run in range(args.repeat)]
             row = [name] + [statistics.median(r[k] for r in runs) for k in ("wall", "ctrl", "node")]
             rows.append(row)
             print("%-60s wall %s ctrl %s nodes %s rc %s" % (name, *(["/".join("%.2f" % r[k] for r in runs)

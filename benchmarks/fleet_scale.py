@@ -50,6 +50,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 CGROUP_ROOT = "/sys/fs/cgroup/cpuacct"
 
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
@@ -117,7 +118,7 @@ def plan_row(n, repeat, recipe, snaps):
     try:
         inv = os.path.join(tmp, "inv")
         write_inventory(inv, n)
-        rend = [timed(render, n, recipe, snaps) for _ in range(repeat)]
+        rend = [timed(render, n, recipe, snaps) for _run in range(repeat)]
         files = [timed(render_and_write, n, recipe, snaps, os.path.join(tmp, "direct-%d" % k)) for k in range(repeat)]
         wall = [plan_playbook(inv, os.path.join(tmp, "plan-%d" % k)) for k in range(repeat)]
     finally:
@@ -135,8 +136,8 @@ def print_plan(rows):
         print("| %d | %.3f | %.3f | %.2f | %.1fx | %.1f | %s |" % (
             r["n"], r["renderer"], r["files"], r["wall"], r["ratio"], r["goal"], "yes" if r["wall"] <= r["goal"]
             else "NO"))
-    print("plan.yml walls per run: " + "; ".join("%d: %s" % (r["n"], ", ".join("%.2f" % w for w in r["walls"]))
-                                                for r in rows))
+    walls = ["%d: %s" % (r["n"], ", ".join("%.2f" % w for w in r["walls"])) for r in rows]
+    print("plan.yml walls per run: " + "; ".join(walls))
 
 
 # ---------------------------------------------------------------------------------------------- preflight
@@ -191,7 +192,7 @@ def preflight_rows(sizes, repeat):
     lightnodes.up(max(sizes))
     runs = {}
     for n in [1] + sizes:
-        runs[n] = [preflight_run(n) for _ in range(repeat)]
+        runs[n] = [preflight_run(n) for _run in range(repeat)]
         print("preflight %d node(s): controller CPU %s s, nodes' CPU %s s, calls %s" % (
             n, ", ".join("%.2f" % r["ctrl"] for r in runs[n]), ", ".join("%.2f" % r["node"] for r in runs[n]),
             ", ".join(str(r["calls"]) for r in runs[n])), flush=True)

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the preflight role (thin wrappers around module_utils.preflight_expect).
 
-Documentation: preflight_ports.yml, preflight_interfaces.yml and preflight_probe_args.yml beside this file. The cluster-wide judgement is the preflight_report action.
+Documentation: preflight_ports.yml, preflight_interfaces.yml and preflight_probe_args.yml beside this file.
+The cluster-wide judgement is the preflight_report action.
 """
 from __future__ import absolute_import, division, print_function
 

@@ -7,10 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover - Python 2
-    from collections import Mapping
+from collections.abc import Mapping
 
 
 def to_plain(value):
