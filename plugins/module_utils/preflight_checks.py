@@ -26,6 +26,7 @@ __metaclass__ = type
 import ipaddress
 from collections import namedtuple
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_access
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.preflight_fixes import FIX
 
@@ -157,6 +158,25 @@ def _python_reported(n):
 
 def _gpu_floor_known(n):
     return bool(n.exp.get("min_gpu_memory_mib"))
+
+
+def prerequisites(n):
+    """The recipe's fabric prerequisites of the plan's all2all kernel on this node ({}: none)."""
+    return n.exp.get("fabric_prerequisites") or {}
+
+
+def _ibgda_needed(n):
+    pre = prerequisites(n)
+    return _nvidia(n) and "kernel_state" in n.facts and bool(pre.get("nvidia_params") or pre.get(
+        "nvidia_registry_dwords"))
+
+
+def _mori_needed(n):
+    return _amd(n) and "kernel_state" in n.facts and bool(prerequisites(n).get("rdma_provider_modules"))
+
+
+def _access_reported(n):
+    return "access" in n.facts
 
 
 # --------------------------------------------------------------------------------------------- the checks
@@ -317,9 +337,87 @@ def check_rdma(n):
 
 
 def check_gpudirect(n):
-    mode = n.get("gpudirect", {}).get("mode") or "none"
-    status = "pass" if mode != "none" else ("fail" if n.th["require_gpudirect"] else "warn")
-    return [n.f("gpudirect", status, mode, "nvidia_peermem loaded or DMA-BUF (open kernel module)", FIX["gpudirect"])]
+    """A GPUDirect RDMA path: required (fail) when the plan's all2all kernel needs it or the policy says so; only
+    nvidia_peermem counts when the plan switches DMA-BUF off (NCCL_DMABUF_ENABLE=0)."""
+    gd, backend = n.get("gpudirect", {}), n.exp.get("all2all_backend")
+    mode = gd.get("mode") or "none"
+    needed = bool(prerequisites(n).get("gpudirect"))
+    if n.exp.get("gpudirect_peer_only"):
+        ok, want, fix = bool(gd.get("peermem_loaded")), "nvidia_peermem loaded (the plan sets NCCL_DMABUF_ENABLE=0)", \
+            FIX["gpudirect.peermem"]
+        obs = "peermem" if ok else "nvidia_peermem not loaded (%s)" % mode
+    else:
+        ok, want, obs = mode != "none", "nvidia_peermem loaded or DMA-BUF (open kernel module)", mode
+        fix = FIX["gpudirect.required"] % {"backend": backend} if needed else FIX["gpudirect"]
+    if needed:
+        want += " for %s" % backend
+    status = "pass" if ok else ("fail" if needed or n.th["require_gpudirect"] or n.exp.get("gpudirect_peer_only")
+                                else "warn")
+    return [n.f("gpudirect", status, obs, want, fix)]
+
+
+def ibgda_settings_off(params, pre):
+    """Driver settings of ``pre`` (nvidia_params, nvidia_registry_dwords) not in effect in ``params`` -> texts."""
+    off = []
+    for name, want in sorted((pre.get("nvidia_params") or {}).items()):
+        found = params.get(name)
+        if P.param_int(found) != P.param_int(want):
+            off.append("%s: %s" % (name, "absent" if found is None else found))
+    dwords = P.parse_registry_dwords(params.get("RegistryDwords"))
+    for name, want in sorted((pre.get("nvidia_registry_dwords") or {}).items()):
+        if P.param_int(dwords.get(name)) != P.param_int(want):
+            off.append("RegistryDwords %s" % ("%s=%s" % (name, dwords[name]) if name in dwords else "lacks " + name))
+    return off
+
+
+def _ibgda_wanted(pre):
+    items = ["%s: %s" % kv for kv in sorted((pre.get("nvidia_params") or {}).items())]
+    items += ["RegistryDwords %s=%s" % kv for kv in sorted((pre.get("nvidia_registry_dwords") or {}).items())]
+    return ", ".join(items)
+
+
+def check_ibgda_driver(n):
+    """The NVIDIA driver parameters IBGDA needs (DeepEP / NVSHMEM / NCCL GIN), from /proc/driver/nvidia/params."""
+    pre, backend = prerequisites(n), n.exp.get("all2all_backend")
+    want = "%s in /proc/driver/nvidia/params (%s)" % (_ibgda_wanted(pre), backend)
+    params = n.get("kernel_state", {}).get("nvidia_params")
+    if params is None:
+        return [n.f("ibgda_driver", "fail", "/proc/driver/nvidia/params unreadable", want,
+                    FIX["ibgda_driver.unreadable"])]
+    off = ibgda_settings_off(params, pre)
+    if not off:
+        return [n.f("ibgda_driver", "pass", _ibgda_wanted(pre), want)]
+    fix = FIX["ibgda_driver"] % {"backend": backend, "options": pre.get("modprobe_options")}
+    cpu = pre.get("cpu_assisted_ibgda") or {}
+    if backend in (cpu.get("backends") or []) and cpu.get("module") in n.get("kernel_state", {}).get("modules", []):
+        return [n.f("ibgda_driver", "warn", "; ".join(off) + "; %s loaded: CPU-assisted IBGDA (slower)" %
+                    cpu["module"], want, fix)]
+    return [n.f("ibgda_driver", "fail", "; ".join(off), want, fix)]
+
+
+def check_mori_rdma(n):
+    """MoRI's kernel prerequisites: amdgpu and an RDMA provider MoRI supports, loaded (/proc/modules)."""
+    pre, backend, ks = prerequisites(n), n.exp.get("all2all_backend"), n.get("kernel_state", {})
+    providers = pre.get("rdma_provider_modules") or {}
+    want = "amdgpu and one of %s loaded (%s)" % (", ".join("%s (%s)" % kv for kv in sorted(providers.items())),
+                                                 backend)
+    if not ks.get("modules_readable"):
+        return [n.f("mori_rdma", "fail", "/proc/modules unreadable", want, FIX["kernel_state.unreadable"])]
+    loaded = set(ks.get("modules") or [])
+    gpu_missing = [m for m in pre.get("gpu_modules") or [] if m not in loaded]
+    if gpu_missing:
+        return [n.f("mori_rdma", "fail", "%s not loaded" % ", ".join(gpu_missing), want, FIX["mori_rdma.gpu"])]
+    found = sorted(m for m in providers if m in loaded)
+    if found:
+        return [n.f("mori_rdma", "pass", "%s loaded" % ", ".join(found), want)]
+    return [n.f("mori_rdma", "fail", "none of %s loaded" % ", ".join(sorted(providers)), want,
+                FIX["mori_rdma"] % {"backend": backend})]
+
+
+def check_access(n):
+    """preflight_access: the node-side modules run as root (login or become)."""
+    found = preflight_access.check_access(n.host, n.facts.get("access"))
+    return [n.f("access", found["status"], found["observed"], found["expected"], found["fix"] or "")]
 
 
 def check_engine(n):
@@ -494,6 +592,8 @@ HOST_CHECKS = (
     Check("imex_channel", ("gpu_tools",), _imex_channel_needed, check_imex_channel),
     Check("rdma", ("probe",), _rdma_multi, check_rdma),
     Check("gpudirect", ("rdma", "gpu_tools"), _rdma_nvidia, check_gpudirect),
+    Check("ibgda_driver", ("gpu_tools",), _ibgda_needed, check_ibgda_driver),
+    Check("mori_rdma", ("rdma", "gpu_tools"), _mori_needed, check_mori_rdma),
     Check("engine", ("probe",), _always, check_engine),
     Check("engine_gpu", ("engine", "gpu_tools"), _always, check_engine_gpu),
     Check("shm", ("probe",), _always, check_shm),
@@ -502,6 +602,7 @@ HOST_CHECKS = (
     Check("ports", ("probe",), _always, check_ports),
     Check("time_sync", ("probe",), _always, check_time_sync),
     Check("python_requests", ("probe",), _python_reported, check_python_requests),
+    Check("access", ("probe",), _access_reported, check_access),
     Check("socket_ifname", ("probe",), _socket_ifnames_planned, check_socket_ifname),
     Check("probe_errors", ("probe",), _always, check_probe_errors),
 )

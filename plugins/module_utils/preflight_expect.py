@@ -4,8 +4,8 @@
 """What preflight expects of each node, from the host's plan and the recipe's ``node_requirements`` (pure).
 
 The plan says what will run (accelerator, GPUs per node, interconnect, ports, addresses, the model and its cache,
-/dev/shm, memlock, devices); the recipe says what a node must provide for it (driver/CUDA/ROCm floors, per-GPU
-memory floor). Nothing here reads inventory variables.
+/dev/shm, memlock, devices, the all2all kernel); the recipe says what a node must provide for it (driver/CUDA/ROCm
+floors, per-GPU memory floor, the fabric prerequisites of the all2all kernel). Nothing here reads inventory variables.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -51,6 +51,38 @@ def requirements(recipe, vendor, accelerator):
     return out
 
 
+def all2all_backend(plan, cluster):
+    """The --all2all-backend the host's vLLM argv carries (``--flag value`` or ``--flag=value``), else the cluster's."""
+    args = [str(a) for a in plan.get("vllm_args") or []]
+    for i, arg in enumerate(args):
+        if arg == "--all2all-backend" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--all2all-backend="):
+            return arg.split("=", 1)[1]
+    return cluster.get("all2all_backend")
+
+
+def fabric_prerequisites(recipe, backend, vendor):
+    """The recipe's ``node_requirements.all2all_prerequisites`` entry for ``backend`` on ``vendor`` (None: none)."""
+    for entry in (recipe.get("node_requirements") or {}).get("all2all_prerequisites") or []:
+        if backend in (entry.get("backends") or []) and entry.get("vendor") == vendor:
+            return entry
+    return None
+
+
+def peer_memory_only(prereq, env):
+    """True when the plan's env switches DMA-BUF off (NCCL_DMABUF_ENABLE=0): only a peer-memory module will do."""
+    off = ((prereq or {}).get("gpudirect") or {}).get("dmabuf_off_env") or {}
+    return bool(off) and all(str((env or {}).get(k)) == str(v) for k, v in off.items())
+
+
+def _fabric_expectations(plan, cluster, recipe):
+    backend = all2all_backend(plan, cluster)
+    prereq = fabric_prerequisites(recipe, backend, plan["vendor"])
+    return {"all2all_backend": backend, "fabric_prerequisites": prereq,
+            "gpudirect_peer_only": peer_memory_only(prereq, plan.get("env"))}
+
+
 def expected_from_plan(plan, cluster, recipe):
     """The ``expected`` dict of preflight_checks for one host."""
     container = plan.get("container") or {}
@@ -72,4 +104,5 @@ def expected_from_plan(plan, cluster, recipe):
         "socket_ifnames": socket_ifnames(plan),
     }
     exp.update(requirements(recipe, plan["vendor"], plan["accelerator"]))
+    exp.update(_fabric_expectations(plan, cluster, recipe))
     return exp

@@ -65,6 +65,29 @@ FIX = {
                  "then check `ibv_devinfo`.",
     "gpudirect": "Enable GPUDirect RDMA: load nvidia_peermem (`modprobe nvidia_peermem`) or use DMA-BUF "
                  "(open kernel module, recent rdma-core).",
+    "gpudirect.peermem": "The plan sets NCCL_DMABUF_ENABLE=0, so NCCL registers GPU memory through nvidia_peermem only: "
+                         "`modprobe nvidia_peermem` and persist it (`echo nvidia_peermem > "
+                         "/etc/modules-load.d/nvidia-peermem.conf`); or drop NCCL_DMABUF_ENABLE=0 from "
+                         "kimi_k3_extra_env where DMA-BUF works.",
+    "gpudirect.required": "%(backend)s moves expert traffic GPU-to-NIC directly (GPUDirect RDMA): load nvidia_peermem "
+                          "(`modprobe nvidia_peermem`, persist it in /etc/modules-load.d/) or use the open kernel "
+                          "module with a DMA-BUF capable rdma-core.",
+    "ibgda_driver": "%(backend)s needs IBGDA (GPU-initiated RDMA) from the NVIDIA driver: add `%(options)s` to "
+                    "/etc/modprobe.d/nvidia.conf, rebuild the initramfs (`update-initramfs -u` / `dracut -f`) and "
+                    "REBOOT the node (the parameters are read when the module loads); then "
+                    "`grep -E 'EnableStreamMemOPs|RegistryDwords' /proc/driver/nvidia/params`.",
+    "ibgda_driver.unreadable": "/proc/driver/nvidia/params is not readable although nvidia-smi works: check that the "
+                               "probe reads the node's own /proc (preflight_probe_root) and that the nvidia module is "
+                               "loaded (`lsmod | grep -w nvidia`).",
+    "mori_rdma": "%(backend)s (MoRI) drives the NIC from the GPU (IBGDA) through an RDMA provider it supports: load "
+                 "the NIC's RDMA driver (`modprobe mlx5_ib` for ConnectX, `modprobe ionic_rdma` for Pensando/Pollara "
+                 "with AMD's ionic driver package, `modprobe bnxt_re` for Thor2) and persist it in "
+                 "/etc/modules-load.d/; `ibv_devinfo` must list the device. A NIC MoRI does not support cannot run "
+                 "this kernel: use a supported NIC or another --all2all-backend (kimi_k3_all2all_backend).",
+    "mori_rdma.gpu": "amdgpu is not loaded: `modprobe amdgpu` (ROCm's amdgpu-dkms for peer-to-peer RDMA); see "
+                     "`dmesg | grep -i amdgpu`.",
+    "kernel_state.unreadable": "/proc/modules is not readable on the node: check preflight_probe_root (real nodes: "
+                               "leave it at /) and that the probe runs on the node itself.",
     "engine": "Start the container engine and make kimi_k3_docker_host point to its socket.",
     "engine_gpu.nvidia": "Make the engine GPU-capable: NVIDIA Container Toolkit (`nvidia-ctk runtime configure "
                          "--runtime=docker`, restart dockerd) or a CDI spec (`nvidia-ctk cdi generate`).",

@@ -7,6 +7,12 @@ Standard library only, Python >= 3.9 (runs on the managed node). ``collect(io, o
 ``io`` only, so unit tests replay fixture nodes (``tests/unit/fixtures/probes/``) and the module passes an
 ``AnsibleModule``-backed implementation. A missing tool is never an exception: it is recorded in ``tools``
 (``None``) and, when it matters, in ``errors``.
+
+Kernel state (paths under ``/proc`` and ``/sys``: loaded modules, NVIDIA driver parameters, module parameters,
+sysfs RDMA devices) is read below ``ProbeIO(root=...)``, the node_probe option ``probe_root`` (environment
+``KIMI_K3_PROBE_ROOT``; default ``/``). Real nodes read the real paths; the rehearsal cluster's nodes share the
+host's kernel, so their profile's kernel state is written below a root of their own (sim/nodetools/sim-node-init)
+and the sim inventories point ``preflight_probe_root`` at it.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -21,6 +27,7 @@ import socket
 import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_access
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
 
 SCHEMA_VERSION = 1
@@ -46,15 +53,24 @@ CHRONYC_CMD = ["chronyc", "-n", "tracking"]
 
 NVIDIA_HOOKS = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-container-toolkit")
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+KERNEL_DIRS = ("/proc/", "/sys/")
+NVIDIA_PARAMS = "/proc/driver/nvidia/params"
 
 
 class ProbeIO(object):
     """Real node I/O. ``run`` is supplied by the caller (AnsibleModule.run_command in the module)."""
 
-    def __init__(self, run=None, which=None, command_timeout=30):
+    def __init__(self, run=None, which=None, command_timeout=30, root="/"):
         self._run = run
         self._which = which
         self.command_timeout = command_timeout
+        self.root = root or "/"
+
+    def kpath(self, path):
+        """``path`` as read on this node: kernel state (/proc, /sys) below the probe root."""
+        if self.root == "/" or not path.startswith(KERNEL_DIRS):
+            return path
+        return os.path.join(self.root, path.lstrip("/"))
 
     # --- commands
     def which(self, name):
@@ -77,20 +93,20 @@ class ProbeIO(object):
     # --- filesystem
     def read(self, path):
         try:
-            with open(path, "r") as f:
+            with open(self.kpath(path), "r") as f:
                 return f.read()
         except (IOError, OSError, UnicodeDecodeError):
             return None
 
     def exists(self, path):
-        return os.path.exists(path)
+        return os.path.exists(self.kpath(path))
 
     def glob(self, pattern):
-        return sorted(glob.glob(pattern))
+        return sorted(glob.glob(self.kpath(pattern)))
 
     def listdir(self, path):
         try:
-            return sorted(os.listdir(path))
+            return sorted(os.listdir(self.kpath(path)))
         except OSError:
             return []
 
@@ -126,6 +142,10 @@ class ProbeIO(object):
         soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
         inf = resource.RLIM_INFINITY
         return (-1 if soft == inf else soft), (-1 if hard == inf else hard)
+
+    def access(self, docker_host, paths):
+        """Who the probe runs as and what it may write (preflight_access.observe_access)."""
+        return preflight_access.observe_access(docker_host, paths)
 
     def uname(self):
         u = os.uname()
@@ -280,6 +300,19 @@ def collect_imex(ctx):
     return res
 
 
+def _amd_memory(ctx, gpus):
+    """Used (and, where ``static`` lacked it, total) VRAM per GPU from ``amd-smi metric --mem-usage``."""
+    rc, out, err = ctx.run(AMD_MEM_CMD)
+    mem = P.parse_amd_smi_metric_mem(out) if rc == 0 else {}
+    if rc == 0 and not mem:
+        ctx.error("amd-smi metric --mem-usage: output unreadable (%s)" % (out.strip()[:120] or "empty"))
+    for g in gpus:
+        item = mem.get(g["index"]) or {}
+        g["memory_used_mib"] = item.get("used_mib")
+        if g.get("memory_total_mib") is None:
+            g["memory_total_mib"] = item.get("total_mib")
+
+
 def collect_amd(ctx):
     io = ctx.io
     res = {"present": False, "gpus": [], "rocm_version": None, "amdgpu_version": None, "source": None,
@@ -307,13 +340,7 @@ def collect_amd(ctx):
                     g["pci_bus_id"] = g.get("pci_bus_id") or item.get("pci_bus_id")
                     if item.get("partition_id"):
                         res["partitioned"] = True
-            if any(g.get("memory_total_mib") is None for g in gpus):
-                rc, out, err = ctx.run(AMD_MEM_CMD)
-                if rc == 0:
-                    mem = P.parse_amd_smi_metric_mem(out)
-                    for g in gpus:
-                        if g.get("memory_total_mib") is None:
-                            g["memory_total_mib"] = mem.get(g["index"])
+            _amd_memory(ctx, gpus)
             res["gpus"] = gpus
         rc, out, err = ctx.run(AMD_VERSION_CMD)
         if rc == 0:
@@ -373,13 +400,20 @@ def collect_rdma(ctx):
     return res
 
 
-def collect_gpudirect(ctx, nvidia):
-    modules = P.parse_proc_modules(ctx.io.read("/proc/modules"))
+def collect_kernel_state(io):
+    """Loaded modules and the NVIDIA driver's parameters (None: no /proc/driver/nvidia/params, module not loaded)."""
+    text = io.read("/proc/modules")
+    return {"modules_readable": text is not None, "modules": sorted(P.parse_proc_modules(text)),
+            "nvidia_params": P.parse_nvidia_params(io.read(NVIDIA_PARAMS))}
+
+
+def collect_gpudirect(io, nvidia, kernel_state):
+    modules = set(kernel_state["modules"])
     peermem = "nvidia_peermem" in modules
     dmabuf = bool(nvidia.get("open_module"))
     mode = "peermem" if peermem else ("dmabuf" if dmabuf else "none")
     return {"peermem_loaded": peermem, "dmabuf_capable": dmabuf, "mode": mode,
-            "memory_peers": ctx.io.exists("/sys/kernel/mm/memory_peers")}
+            "memory_peers": io.exists("/sys/kernel/mm/memory_peers")}
 
 
 def collect_engine(ctx, docker_host):
@@ -582,7 +616,8 @@ def collect_ports(io, options):
 
 
 def collect_host(ctx, options):
-    """Host resources: /dev/shm, memlock, free disk and weights on the model cache, time sync, Python, ports."""
+    """Host resources: /dev/shm, memlock, free disk and weights on the model cache, time sync, Python, ports, and
+    the probing user's access."""
     io = ctx.io
     shm = io.statvfs("/dev/shm")
     soft, hard = io.memlock()
@@ -600,6 +635,7 @@ def collect_host(ctx, options):
         "python": collect_python(io),
         "interfaces": collect_interfaces(ctx, options.get("interfaces") or []),
         "ports": collect_ports(io, options),
+        "access": io.access(options["docker_host"], [cache_dir] + list(options.get("access_paths") or [])),
     }
 
 
@@ -622,6 +658,7 @@ def collect(io, options=None):
         vendor = None
         ctx.error("no GPU driver or tool found (nvidia-smi, /proc/driver/nvidia, amd-smi, rocm-smi, /dev/kfd)")
     gpus = nvidia["gpus"] if vendor == "nvidia" else (amd["gpus"] if vendor == "amd" else [])
+    facts["kernel_state"] = collect_kernel_state(io)
     models = sorted(set(g.get("model") or "unknown" for g in gpus))
     facts.update({
         "vendor": vendor,
@@ -642,7 +679,7 @@ def collect(io, options=None):
         facts["fabric"] = fab
         facts["mnnvl"] = bool(fab["mnnvl"])
         facts["imex"] = collect_imex(ctx)
-        facts["gpudirect"] = collect_gpudirect(ctx, nvidia)
+        facts["gpudirect"] = collect_gpudirect(io, nvidia, facts["kernel_state"])
     else:
         facts["fabric"] = {"state": None, "cluster_uuid": None, "clique_id": None, "healthy": None, "mnnvl": False,
                            "reasons": ["not an NVIDIA node"]}

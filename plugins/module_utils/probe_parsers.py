@@ -16,6 +16,8 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import version_key
+
 NA_VALUES = frozenset([
     "", "n/a", "[n/a]", "na", "none", "not found", "[not supported]", "not supported",
     "[insufficient permissions]", "insufficient permissions", "unknown", "[unknown error]",
@@ -98,13 +100,14 @@ def to_mib(value, default_unit="MiB"):
 
 
 def version_tuple(version):
-    """``'580.105.08'`` -> (580, 105, 8); ``'13.0'`` -> (13, 0); None/garbage -> None."""
+    """``'580.105.08'`` / ``'CUDA Version: 13.0'`` -> (580, 105, 8) / (13, 0): the first version in the text, as
+    coerce.version_key reads it; None/garbage -> None."""
     if version is None:
         return None
     m = _VERSION_RE.search(str(version)) or re.search(r"\b(\d+)\b", str(version))
     if not m:
         return None
-    return tuple(int(p) for p in m.group(1).split("."))
+    return version_key(m.group(1))
 
 
 def version_ge(version, floor):
@@ -436,14 +439,24 @@ def parse_amd_smi_list(text):
 
 
 def parse_amd_smi_metric_mem(text):
-    """``amd-smi metric --mem-usage --json`` -> {gpu index: total_vram MiB}."""
+    """``amd-smi metric --mem-usage --json`` -> {gpu index: {"total_mib", "used_mib"}} (``used_vram`` /
+    ``total_vram``, MB meaning MiB). Unreadable output -> {}; a missing or N/A value -> None."""
     out = {}
     for i, g in enumerate(_amd_gpu_list(_json_load(text))):
         mem = g.get("mem_usage") or g.get("memory_usage") or {}
-        total = mem.get("total_vram")
-        if total is not None:
-            out[g.get("gpu", i)] = to_mib(total, default_unit="MB")
+        if not isinstance(mem, dict):
+            continue
+        idx = g.get("gpu", i)
+        total, used = (_amd_mem(mem.get(k)) for k in ("total_vram", "used_vram"))
+        if total is not None or used is not None:
+            out[idx if isinstance(idx, int) else i] = {"total_mib": total, "used_mib": used}
     return out
+
+
+def _amd_mem(value):
+    if value is None or isinstance(value, (list, bool)):
+        return None
+    return to_mib(value, default_unit="MB")
 
 
 def parse_amd_smi_version(text):
@@ -627,6 +640,55 @@ def parse_chronyc_tracking(text):
 def parse_proc_modules(text):
     """``/proc/modules`` -> set of loaded module names."""
     return set(line.split()[0] for line in (text or "").splitlines() if line.strip())
+
+
+_PARAM_LINE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)\s*:\s*(.*?)\s*$")
+
+
+def parse_nvidia_params(text):
+    """``/proc/driver/nvidia/params`` (``EnableStreamMemOPs: 1``, ``RegistryDwords: "PeerMappingOverride=1;"``) ->
+    {name: value} with the quotes of string values removed; None when the file is unreadable or holds no
+    ``Name: value`` line (the NVIDIA module is not loaded, or the text is not that file)."""
+    if not isinstance(text, str):
+        return None
+    out = {}
+    for line in text.splitlines():
+        m = _PARAM_LINE.match(line)
+        if m:
+            value = m.group(2)
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            out[m.group(1)] = value
+    return out or None
+
+
+def parse_registry_dwords(value):
+    """``"PeerMappingOverride=1;RMForceX=0x2"`` -> {"PeerMappingOverride": 1, "RMForceX": 2}; values are decimal or
+    0x-hex integers (the driver accepts both), anything else is kept as text."""
+    out = {}
+    for item in str(value or "").split(";"):
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            continue
+        raw = raw.strip()
+        try:
+            out[key.strip()] = int(raw, 16) if raw.lower().startswith("0x") else int(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
+def param_int(value):
+    """A module parameter value (``1``, ``0x1``, ``Y``/``N`` for booleans) -> int, else None."""
+    if isinstance(value, bool):
+        return int(value)
+    text = str(value if value is not None else "").strip()
+    if text in ("Y", "N"):
+        return 1 if text == "Y" else 0
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return None
 
 
 def parse_size(value):

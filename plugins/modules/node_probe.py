@@ -81,6 +81,21 @@ options:
     type: list
     elements: str
     default: []
+  probe_root:
+    description:
+      - Directory below which kernel state - paths under C(/proc) and C(/sys) (loaded modules, C(/proc/driver/nvidia/params),
+        sysfs RDMA devices, module versions) - is read. Real nodes keep the default C(/).
+      - The rehearsal cluster's nodes share the host's kernel, so each writes its profile's kernel state below a root
+        of its own and the sim inventories set it (role variable C(preflight_probe_root)).
+      - Falls back to the environment variable C(KIMI_K3_PROBE_ROOT) of the module's process when not given, then to C(/).
+    type: path
+  access_paths:
+    description:
+      - Paths the deployment writes besides O(model_cache_dir) (for example the launch role's env file directory); the
+        probe reports whether the user it runs as may write each one (or its nearest existing parent).
+    type: list
+    elements: path
+    default: []
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -208,6 +223,14 @@ ansible_facts:
         deployment:
           description: This collection's vLLM container on the node - container, exists, running, image.
           type: dict
+        kernel_state:
+          description: Read below O(probe_root) - modules (loaded kernel modules from C(/proc/modules)),
+            modules_readable, nvidia_params (C(/proc/driver/nvidia/params) as name -> value, null when absent).
+          type: dict
+        access:
+          description: Who the probe runs as - user, euid, groups, socket (engine socket path), socket_rw, paths
+            (path -> writable) for O(model_cache_dir) and O(access_paths).
+          type: dict
         tools:
           description: Tool name -> path, or null when not found.
           type: dict
@@ -225,7 +248,7 @@ ansible_facts:
           type: float
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe_collect import ProbeIO, collect
 
@@ -240,6 +263,8 @@ ARGUMENT_SPEC = dict(
     command_timeout=dict(type="int", default=60),
     deployment_container=dict(type="str", default=""),
     interfaces=dict(type="list", elements="str", default=[]),
+    probe_root=dict(type="path", fallback=(env_fallback, ["KIMI_K3_PROBE_ROOT"])),
+    access_paths=dict(type="list", elements="path", default=[]),
 )
 
 
@@ -253,7 +278,7 @@ def main():
         return module.get_bin_path(name, opt_dirs=["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/sbin",
                                                    "/opt/rocm/bin"])
 
-    facts = collect(ProbeIO(run=run, which=which), module.params)
+    facts = collect(ProbeIO(run=run, which=which, root=module.params["probe_root"] or "/"), module.params)
     module.exit_json(changed=False, ansible_facts={"node_probe": facts})
 
 

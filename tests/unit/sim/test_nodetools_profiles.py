@@ -143,6 +143,10 @@ EXPECTED_CHANGES = {
     "socket_ifname_down": ("gb300", [r"^net\.interfaces\.lo\."], ["net.interfaces.lo.operstate"]),
     "socket_mtu_mismatch": ("mi355x", [r"^net\.interfaces\.lo\."], ["net.interfaces.lo.mtu"]),
     "socket_ifname_missing": ("gb300", [r"^net\.interfaces\.eth0\."], ["net.interfaces.eth0.mtu"]),
+    "ibgda_params_missing": ("gb300", [r"^kernel\.nvidia_params\."],
+                             ["kernel.nvidia_params.EnableStreamMemOPs", "kernel.nvidia_params.RegistryDwords"]),
+    "no_nvidia_peermem": ("gb300", [r"^kernel\.modules\.nvidia_peermem$"], ["kernel.modules.nvidia_peermem"]),
+    "mori_rdma_provider_missing": ("mi355x", [r"^kernel\.modules\.mlx5_ib$"], ["kernel.modules.mlx5_ib"]),
 }
 
 

@@ -225,7 +225,7 @@ def test_amd_list_and_metric():
     assert wrapped[0]["pci_bus_id"] == "0000:05:00.0"
     mem = P.parse_amd_smi_metric_mem(json.dumps(
         [{"gpu": 0, "mem_usage": {"total_vram": {"value": 294896, "unit": "MB"}}}]))
-    assert mem == {0: 294896}
+    assert mem == {0: {"total_mib": 294896, "used_mib": None}}
 
 
 def test_rocm_smi_key_case_and_failures():

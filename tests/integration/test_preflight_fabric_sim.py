@@ -1,0 +1,101 @@
+"""#14 fabric prerequisites of the chosen all2all kernel on the rehearsal cluster, and #13 AMD GPU memory end to end.
+
+- gb300 pair planned for DeepEP over RDMA (kimi_k3_interconnect=rdma, multi_node_tep -> --all2all-backend deepep_v2):
+  healthy passes ibgda_driver / gpudirect / access; fault ibgda_params_missing on the worker fails exactly
+  (worker, ibgda_driver) with the modprobe options and the reboot in the fix; fault no_nvidia_peermem with
+  NCCL_DMABUF_ENABLE=0 in the plan fails exactly (worker, gpudirect).
+- mi355x pair (multi_node_dep over RDMA -> mori_high_throughput): healthy passes mori_rdma; fault
+  mori_rdma_provider_missing fails exactly (worker, mori_rdma).
+- mi355x: a converged re-deploy's smoke report carries used and total GPU memory of every node (not None).
+
+The nodes' kernel state comes from their profile, below /etc/kimi-sim/root (preflight_probe_root of the sim
+inventories). Needs `sim/simctl up --cluster gb300` / `--cluster mi355x` (or KIMI_SIM_AUTO_UP=1).
+"""
+import glob
+import json
+import os
+
+import pytest
+import yaml
+
+from tests.helpers.runner import REPO, failed_tasks, run_playbook
+from tests.integration.test_preflight_sim import SIM_LIMITS, failing, fault, preflight
+
+pytestmark = pytest.mark.sim
+
+DEEPEP = {"kimi_k3_interconnect": "rdma", "kimi_k3_strategy": "multi_node_tep"}
+FABRIC = ("ibgda_driver", "gpudirect", "mori_rdma", "access")
+
+
+def statuses(report, host):
+    return dict((f["check"], f["status"]) for f in report["findings"] if f["host"] == host and f["check"] in FABRIC)
+
+
+def only_failure(report, node, check):
+    assert failing(report) == [(node, check)], failing(report)
+    return [f for f in report["findings"] if f["host"] == node and f["check"] == check][0]
+
+
+def test_deepep_plan_checks_ibgda_and_gpudirect_and_a_fault_breaks_ibgda(sim_cluster):
+    sim = sim_cluster("gb300")
+    r, report, _art = preflight(sim, extra=DEEPEP)
+    assert r.status == "successful", (failed_tasks(r), report and failing(report))
+    for n in sim.nodes:
+        assert statuses(report, n["name"]) == {"ibgda_driver": "pass", "gpudirect": "pass", "access": "pass"}
+    worker = sim.nodes[1]["name"]
+    with fault(worker, "ibgda_params_missing"):
+        r, report, _art = preflight(sim, extra=DEEPEP)
+    assert r.status == "failed"
+    f = only_failure(report, worker, "ibgda_driver")
+    assert f["observed"] == "EnableStreamMemOPs: 0; RegistryDwords lacks PeerMappingOverride"
+    assert 'NVreg_RegistryDwords="PeerMappingOverride=1;"' in f["fix"] and "REBOOT" in f["fix"]
+    assert r.stats["failures"].get(worker) == 1 and not r.stats["failures"].get(sim.nodes[0]["name"])
+
+
+def test_peermem_required_when_the_plan_switches_dmabuf_off(sim_cluster):
+    sim = sim_cluster("gb300")
+    worker = sim.nodes[1]["name"]
+    extra = dict(DEEPEP, kimi_k3_extra_env={"VLLM_STANDIN_LOAD_S": "3", "NCCL_DMABUF_ENABLE": "0"})
+    with fault(worker, "no_nvidia_peermem"):
+        r, report, _art = preflight(sim, extra=extra)
+    assert r.status == "failed"
+    f = only_failure(report, worker, "gpudirect")
+    assert f["observed"] == "nvidia_peermem not loaded (dmabuf)" and "modprobe nvidia_peermem" in f["fix"]
+
+
+def test_mori_plan_checks_the_rdma_provider_and_a_fault_breaks_it(sim_cluster):
+    sim = sim_cluster("mi355x")
+    r, report, _art = preflight(sim)
+    assert r.status == "successful", (failed_tasks(r), report and failing(report))
+    for n in sim.nodes:
+        assert statuses(report, n["name"]) == {"mori_rdma": "pass", "access": "pass"}
+    worker = sim.nodes[1]["name"]
+    with fault(worker, "mori_rdma_provider_missing"):
+        r, report, _art = preflight(sim)
+    assert r.status == "failed"
+    f = only_failure(report, worker, "mori_rdma")
+    assert f["observed"] == "none of bnxt_re, ionic_rdma, mlx5_ib loaded" and "modprobe mlx5_ib" in f["fix"]
+
+
+def test_mi355x_smoke_report_has_used_and_total_gpu_memory(sim_cluster, tmp_path):
+    """#13: the smoke report reads the preflight probe; on a converged re-deploy the running stand-in holds its
+    --gpu-memory-utilization share of every faked MI355X, and the report shows it (it showed None before)."""
+    sim = sim_cluster("mi355x")
+    with open(os.path.join(REPO, "molecule", "shared", "sim_vars.yml")) as handle:
+        sim_vars = dict(yaml.safe_load(handle), **SIM_LIMITS)
+    art = str(tmp_path / "art")
+    try:
+        for _run in range(2):
+            r = run_playbook("deploy.yml", sim.inventory, extravars=dict(sim_vars, kimi_k3_artifacts_dir=art),
+                             timeout=900)
+            assert r.status == "successful", failed_tasks(r)
+        reports = glob.glob(os.path.join(art, "smoke", "smoke-*.json"))
+        assert reports, os.listdir(art)
+        with open(reports[0]) as handle:
+            memory = json.load(handle)["gpu_memory"]
+        assert sorted(memory) == sorted(n["name"] for n in sim.nodes)
+        for host, mem in memory.items():
+            assert mem["gpus"] == 8 and mem["total_mib"] == 8 * 294896, (host, mem)
+            assert mem["used_mib"] is not None and 0.5 < mem["used_frac"] <= 1.0, (host, mem)
+    finally:
+        run_playbook("teardown.yml", sim.inventory, extravars={"kimi_k3_artifacts_dir": art}, timeout=600)
