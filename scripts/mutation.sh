@@ -5,7 +5,9 @@
 #
 #   smoke  the smoke figures and fail policy (plugins/module_utils/smoke_{sse,measure,stats,policy,logs,metrics}.py)
 #   plan   the plan validators (plugins/module_utils/topology*.py, plan_*.py)
-#   all    both
+#   validators  the plan's validation rules and the value parsing they use (plan_validate.py, coerce.py) alone:
+#          a quicker run than "plan" when only those changed
+#   all    all of these
 #
 # mutmut's configuration is the [mutmut] section of setup.cfg (which files are mutated, which tests run). The run
 # happens on a copy of the tree (tracked + untracked-not-ignored files) in
@@ -27,6 +29,7 @@ prefix="ansible_collections.gpufleet.kimi_k3."
 case "$scope" in
   smoke) globs=("${prefix}plugins.module_utils.smoke_*") ;;
   plan) globs=("${prefix}plugins.module_utils.topology*" "${prefix}plugins.module_utils.plan_*") ;;
+  validators) globs=("${prefix}plugins.module_utils.plan_validate*" "${prefix}plugins.module_utils.coerce*") ;;
   all) globs=() ;;
   *) globs=("$@") ;;
 esac
