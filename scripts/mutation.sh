@@ -54,9 +54,13 @@ m = cfg["mutmut"]
 scopes = cfg["kimi_k3_mutation"] if cfg.has_section("kimi_k3_mutation") else {}
 tests = scopes.get(sys.argv[3] + "_tests", m.get("pytest_add_cli_args_test_selection", ""))
 if sys.argv[3] + "_mutate" in scopes:  # generate mutants of the scope's files only (topology.py alone takes ~1 min)
-    wanted = scopes[sys.argv[3] + "_mutate"].split()
-    m["only_mutate"] = "\n".join(p for p in m["only_mutate"].split() if p in wanted or any(
-        __import__("fnmatch").fnmatch(p, w) for w in wanted))
+    from fnmatch import fnmatch
+    wanted, patterns = scopes[sys.argv[3] + "_mutate"].split(), m["only_mutate"].split()
+    # the [mutmut] entries the scope names (or that match its globs), and the scope's files that an entry's glob
+    # matches (plan_validate.py of the entry plan_*.py)
+    keep = [p for p in patterns if p in wanted or any(fnmatch(p, w) for w in wanted)]
+    keep += [w for w in wanted if w not in keep and any(fnmatch(w, p) for p in patterns)]
+    m["only_mutate"] = "\n".join(keep)
 m["pytest_add_cli_args_test_selection"] = "\n".join(t for t in tests.split() if os.path.exists(os.path.join(sys.argv[4], t)))
 pre = "ansible_collections/gpufleet/kimi_k3/"
 for key in ("source_paths", "only_mutate", "also_copy", "pytest_add_cli_args_test_selection"):
