@@ -1,0 +1,237 @@
+"""Exact-value tests of plan_validate written for the mutants `scripts/mutation.sh validators` left alive.
+
+Each test pins a decision (refused or not, which variable, which host) or a figure the refusal reports (a rank,
+a count, a port), or a derived value the plan renders from. Text-only mutants of the message wording are not
+chased here (docs/dev/testing.md, "Mutation testing" lists them).
+"""
+import copy
+
+import pytest
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_validate as pv
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+
+RECIPE = recipe_data.load_recipe()
+SNAPSHOTS = recipe_data.load_snapshots()
+NV_IMAGE = "vllm/vllm-openai@sha256:" + "a" * 64
+ROCM_IMAGE = "vllm/vllm-openai-rocm@sha256:" + "b" * 64
+REV = "0123456789abcdef0123456789abcdef01234567"
+
+
+def nodes(n, host_vars=None, head=0, **cluster):
+    base = {"kimi_k3_image": NV_IMAGE, "kimi_k3_vllm_version": "0.28.0", "kimi_k3_accelerator": "gb300",
+            "kimi_k3_strategy": "multi_node_tp" if n > 1 else "single_node_tp", "kimi_k3_model_revision": REV,
+            "kimi_k3_api_key": "k", "kimi_k3_socket_ifname": "eth9"}
+    if n > 1:
+        base["kimi_k3_interconnect"] = "nvlink"
+    base.update(cluster)
+    out = []
+    for i in range(n):
+        v = dict(base, ansible_host="10.9.0.%d" % (i + 1))
+        v.update((host_vars or {}).get(i, {}))
+        out.append({"host": "node%d" % i, "head": i == head, "vars": v})
+    return out
+
+
+def resolve(node_list, recipe=RECIPE):
+    errors, warnings = [], []
+    ctx = pv.resolve(node_list, recipe, SNAPSHOTS, errors, warnings)
+    return ctx, errors, warnings
+
+
+def only(errors, variable):
+    found = [e for e in errors if e["variable"] == variable]
+    assert len(found) == 1, errors
+    return found[0]
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+
+def test_env_str():
+    assert (pv.env_str(True), pv.env_str(False), pv.env_str(5), pv.env_str("x"), pv.env_str(0)) == \
+        ("1", "0", "5", "x", "0")
+
+
+@pytest.mark.parametrize("expr, gpn, nnodes, value", [
+    ("G*N", 4, 2, 8), ("G", 4, 3, 4), ("N", 4, 3, 3), ("1", 4, 3, 1), ("2*G", 4, 3, 8), ("G*2", 8, 1, 16),
+    (" G * N ", 4, 4, 16), ("3*N*G", 2, 5, 30), (4, 8, 2, 4)])
+def test_eval_size(expr, gpn, nnodes, value):
+    got = pv.eval_size(expr, gpn, nnodes)
+    assert got == value and type(got) is int
+
+
+def test_api_host_defaults_to_every_address_also_without_settings():
+    assert pv.api_host({"host": "n", "vars": {}}) == "0.0.0.0"
+    assert pv.api_host({"host": "n", "settings": {"api_host": None}}) == "0.0.0.0"
+    assert pv.api_host({"host": "n", "settings": {"api_host": "127.0.0.1"}}) == "127.0.0.1"
+
+
+def test_node_address_order_of_precedence():
+    assert pv.node_address({"host": "n", "settings": {"internal_address": "10.0.0.5"},
+                            "vars": {"ansible_host": "1.2.3.4"}}) == "10.0.0.5"
+    assert pv.node_address({"host": "n", "settings": {}, "vars": {"ansible_host": "1.2.3.4"}}) == "1.2.3.4"
+    assert pv.node_address({"host": "n", "vars": {}}) == "n"
+    assert pv.internal_address("n", {"kimi_k3_internal_address": "10.0.0.5", "ansible_host": "x"}) == "10.0.0.5"
+    assert pv.internal_address("n", {"ansible_host": "x"}) == "x"
+    assert pv.internal_address("n", {}) == "n"
+
+
+@pytest.mark.parametrize("address, loopback", [
+    ("127.0.0.1", True), ("127.10.20.30", True), ("localhost", True), ("LOCALHOST", True), ("Localhost", True),
+    ("ip6-localhost", True), ("ip6-loopback", True), ("::1", True), ("0.0.0.0", False), ("::", False),
+    ("10.0.0.1", False), ("127.0.0.1.example", False), ("x127.0.0.1", False), ("localhost.example", False),
+    ("128.0.0.1", False)])
+def test_is_loopback(address, loopback):
+    assert pv.is_loopback(address) is loopback
+
+
+def test_recipe_lookups_of_a_recipe_without_the_sections():
+    assert pv.all2all_kernel({}, "nvidia", "rdma") is None
+    assert pv.exclusive_vendor({}, "moe_backend", "aiter") == (None, None)
+    assert pv.exclusive_vendor({"vendor_exclusive": {}}, "moe_backend", "aiter") == (None, None)
+    assert pv.vendor_choices({}, "nvidia", "rdma") == []
+    assert pv._reserved_fix({}, "--port", "--port") is None
+
+
+def test_vendor_choices_lists_the_rendered_kernel_first_then_the_options():
+    recipe = {"all2all_by_vendor": {"nvidia": {"rdma": {"backend": "deepep_low_latency", "options": ["nixl", "x"]},
+                                               "nvlink": {"options": ["allgather_reducescatter"]}}}}
+    assert pv.vendor_choices(recipe, "nvidia", "rdma") == ["deepep_low_latency", "nixl", "x"]
+    assert pv.vendor_choices(recipe, "nvidia", "nvlink") == ["allgather_reducescatter"]
+    assert pv.vendor_choices(recipe, "amd", "rdma") == []
+    assert pv.all2all_kernel(recipe, "nvidia", "rdma") == "deepep_low_latency"
+    assert pv.all2all_kernel(recipe, "nvidia", "nvlink") is None
+
+
+def test_exclusive_vendor_by_value_and_by_prefix():
+    recipe = {"vendor_exclusive": {"moe_backend": [
+        {"vendor": "amd", "source": "rocm docs", "values": ["aiter"], "prefixes": ["rocm_"]}]}}
+    assert pv.exclusive_vendor(recipe, "moe_backend", "aiter") == ("amd", "rocm docs")
+    assert pv.exclusive_vendor(recipe, "moe_backend", "rocm_fused") == ("amd", "rocm docs")
+    assert pv.exclusive_vendor(recipe, "moe_backend", "cutlass") == (None, None)
+    assert pv.exclusive_vendor(recipe, "attention", "aiter") == (None, None)
+
+
+def test_reserved_fix_by_flag_name_and_by_prefix():
+    recipe = {"reserved_args": {"--port": "use kimi_k3_api_port"},
+              "reserved_arg_prefixes": {"--data-parallel": "use the strategy"}}
+    assert pv._reserved_fix(recipe, "--port", "--port") == "use kimi_k3_api_port"
+    assert pv._reserved_fix(recipe, "--other", "--port") == "use kimi_k3_api_port"
+    assert pv._reserved_fix(recipe, "--data-parallel-size", "--dp") == "use the strategy"
+    assert pv._reserved_fix(recipe, "--x", "--data-parallel-address") == "use the strategy"
+    assert pv._reserved_fix(recipe, "--max-model-len", "--max-model-len") is None
+
+
+# ----------------------------------------------------------------------------- extra env
+
+
+@pytest.mark.parametrize("name", ["lower_case", "MixedCase_1", "_X", "A"])
+def test_env_names_of_any_case_are_accepted(name):
+    assert pv._env_entry_problem(name, "1") is None
+
+
+@pytest.mark.parametrize("name", ["1ABC", "A-B", "A B", "", "Ä", 5, None])
+def test_bad_env_names_are_refused_with_the_name_shown(name):
+    message, fix = pv._env_entry_problem(name, "1")
+    assert message.startswith("key ") and message.endswith(" is not an environment variable name.")
+    assert fix == "use NAME: value with NAME matching [A-Za-z_][A-Za-z0-9_]*."
+
+
+@pytest.mark.parametrize("value, kind", [([1], "a list"), ({"a": 1}, "a mapping")])
+def test_non_scalar_env_values_are_refused_naming_their_kind(value, kind):
+    message, fix = pv._env_entry_problem("X", value)
+    assert message.startswith("X must be a string or number, got ") and kind.split()[-1] in message, message
+    assert fix == 'write X: "<value>" (a list or mapping cannot be an environment value).'
+
+
+@pytest.mark.parametrize("value", ["a\nb", "a\tb", "\x00", "x\x7f", "\x1f"])
+def test_control_characters_in_env_values_are_refused(value):
+    assert pv._env_entry_problem("X", value) == (
+        "X contains a control character (it would break the env file).", "put the value on one line.")
+
+
+@pytest.mark.parametrize("value", ["a b", "~!@#$%^&*()", 0, 1.5, True, "\x20", "\x80"])
+def test_other_env_values_are_accepted(value):
+    assert pv._env_entry_problem("X", value) is None
+
+
+# ----------------------------------------------------------------------------- node order
+
+
+def _ranked(ranks, head=0):
+    return nodes(len(ranks), host_vars=dict((i, {"kimi_k3_node_rank": r}) for i, r in enumerate(ranks)), head=head)
+
+
+def test_duplicate_rank_names_both_hosts_and_the_rank_range():
+    ctx, errors, _w = resolve(_ranked([0, 1, 1, 2]))
+    p = only(errors, "kimi_k3_node_rank")
+    assert p["host"] == "node2"
+    assert p["message"] == "rank 1 is also given to node1."
+    assert p["fix"] == "give every node a distinct rank 0..3."
+
+
+def test_after_a_rank_mistake_the_head_stays_first():
+    # the head is listed last: the default order after the refusal still puts it at rank 0
+    listed = _ranked([2, 1, 1, 0], head=3)
+    ctx, errors, _w = resolve(listed)
+    assert [e["variable"] for e in errors] == ["kimi_k3_node_rank"], errors
+    assert [n["host"] for n in ctx["nodes"]] == ["node3", "node0", "node1", "node2"]
+    assert [n["rank"] for n in ctx["nodes"]] == [0, 1, 2, 3]
+    assert ctx["head"]["host"] == "node3" and ctx["where"] == "node3"
+
+
+def test_rank_gap_is_refused_and_the_head_stays_first():
+    ctx, errors, _w = resolve(_ranked([1, 0, 3], head=1))
+    p = only(errors, "kimi_k3_node_rank")
+    assert p["host"] == "node1, node0, node2"
+    assert p["message"] == "ranks [0, 1, 3] are not 0..2."
+    assert [n["host"] for n in ctx["nodes"]] == ["node1", "node0", "node2"]
+
+
+def test_head_not_rank_zero_is_refused_and_the_head_stays_first():
+    ctx, errors, _w = resolve(_ranked([1, 0, 2], head=0))
+    p = only(errors, "kimi_k3_node_rank")
+    assert p["host"] == "node0"
+    assert p["message"] == "the head (vllm_head) must be rank 0, but rank 0 is node1."
+    assert [n["host"] for n in ctx["nodes"]] == ["node0", "node1", "node2"]
+
+
+def test_explicit_ranks_order_the_nodes():
+    ctx, errors, _w = resolve(_ranked([0, 2, 1]))
+    assert errors == []
+    assert [(n["host"], n["rank"]) for n in ctx["nodes"]] == [("node0", 0), ("node2", 1), ("node1", 2)]
+
+
+def test_rank_on_some_nodes_only_names_the_others():
+    ctx, errors, _w = resolve(nodes(3, host_vars={0: {"kimi_k3_node_rank": 0}}))
+    p = only(errors, "kimi_k3_node_rank")
+    assert p["host"] == "node1, node2"
+    assert p["message"] == "is set on some nodes but not on node1, node2."
+    assert [n["host"] for n in ctx["nodes"]] == ["node0", "node1", "node2"]
+
+
+@pytest.mark.parametrize("heads", [[], [0, 1]])
+def test_the_head_group_must_hold_exactly_one_host(heads):
+    listed = nodes(2)
+    for i, n in enumerate(listed):
+        n["head"] = i in heads
+    _ctx, errors, _w = resolve(listed)
+    p = only(errors, "vllm_head")
+    assert p["host"] == "vllm_head"
+    assert p["message"] == "the head group must hold exactly one host, it holds %d (%s)." % (
+        len(heads), ", ".join("node%d" % i for i in heads) or "none")
+
+
+def test_a_clean_cluster_resolves_without_problems():
+    ctx, errors, warnings = resolve(nodes(2))
+    assert errors == [] and warnings == []
+    assert ctx["nnodes"] == 2 and ctx["where"] == "node0" and ctx["vendor"] == "nvidia"
+    assert ctx["total_gpus"] == 8 and ctx["gpus_per_node"] == 4
+
+
+def test_resolve_leaves_the_callers_nodes_as_given():
+    listed = nodes(2)
+    before = copy.deepcopy(listed)
+    resolve(listed)
+    assert listed == before
