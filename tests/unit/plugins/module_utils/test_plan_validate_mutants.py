@@ -235,3 +235,127 @@ def test_resolve_leaves_the_callers_nodes_as_given():
     before = copy.deepcopy(listed)
     resolve(listed)
     assert listed == before
+
+
+# ----------------------------------------------------------------------------- strategy
+
+
+def test_too_few_gpus_reports_the_counts():
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_accelerator="b200", kimi_k3_strategy="multi_node_dep",
+                                     kimi_k3_interconnect="rdma", kimi_k3_gpus_per_node=1))
+    p = only(errors, "kimi_k3_strategy")
+    assert (p["host"], p["message"], p["fix"]) == (
+        "node0", "multi_node_dep needs at least 16 GPUs, the cluster has 2 (2 nodes x 1).",
+        "add nodes (a b200 node has 8 GPUs) or choose a smaller strategy.")
+
+
+def test_a_strategy_without_a_gpu_floor_takes_any_gpu_count():
+    recipe = copy.deepcopy(RECIPE)
+    del recipe["strategies"]["multi_node_tp"]["min_gpus"]
+    ctx, errors, _w = resolve(nodes(2, kimi_k3_gpus_per_node=1), recipe)
+    assert [e for e in errors if e["variable"] == "kimi_k3_strategy"] == []
+    assert ctx["strategy_fits"] is True
+
+
+def test_strategy_only_offered_for_other_hardware():
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_accelerator="b200", kimi_k3_strategy="multi_node_tp_dp",
+                                     kimi_k3_interconnect="rdma"))
+    p = only(errors, "kimi_k3_strategy")
+    assert (p["host"], p["message"]) == ("node0", "multi_node_tp_dp is only offered for h200, gb200, gb300, not b200.")
+
+
+def test_strategy_unsupported_on_the_hardware():
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_accelerator="h200", kimi_k3_strategy="multi_node_dep",
+                                     kimi_k3_interconnect="rdma"))
+    p = only(errors, "kimi_k3_strategy")
+    assert (p["host"], p["message"]) == ("node0", "multi_node_dep is not supported on h200 by the recipe.")
+
+
+def test_node_count_outside_the_strategy():
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_strategy="single_node_tp"))
+    p = only(errors, "kimi_k3_strategy")
+    assert (p["host"], p["message"]) == ("node0", "single_node_tp runs on one node, but vllm_cluster has 2 nodes.")
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_strategy="multi_node_tp", kimi_k3_accelerator="b200"))
+    p = only(errors, "kimi_k3_strategy")
+    assert (p["host"], p["message"]) == ("node0", "multi_node_tp needs at least 2 nodes, vllm_cluster has 1.")
+
+
+# ----------------------------------------------------------------------------- hardware, image, version
+
+
+def test_more_gpus_per_node_than_the_hardware_has():
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_gpus_per_node=8))
+    p = only(errors, "kimi_k3_gpus_per_node")
+    assert (p["host"], p["message"], p["fix"]) == (
+        "node0", "8 GPUs per node, but a gb300 node has 4.", "use at most 4 (a gb300 node is one 4-GPU tray).")
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_gpus_per_node=9))
+    p = only(errors, "kimi_k3_gpus_per_node")
+    assert (p["message"], p["fix"]) == ("9 GPUs per node, but a b200 node has 8.", "use at most 8 (a b200 node).")
+
+
+def test_gpus_per_node_at_the_hardware_limit_and_below_are_accepted():
+    for gpn in (4, 2):
+        ctx, errors, _w = resolve(nodes(4, kimi_k3_gpus_per_node=gpn, kimi_k3_strategy="multi_node_tp"))
+        assert [e for e in errors if e["variable"] == "kimi_k3_gpus_per_node"] == [], errors
+        assert ctx["gpus_per_node"] == gpn and ctx["total_gpus"] == 4 * gpn
+
+
+def test_accelerator_derivations():
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="MI355X", kimi_k3_image=ROCM_IMAGE))
+    assert ctx["accelerator"] == "mi355x" and ctx["vendor"] == "amd" and ctx["gpus_per_node"] == 8
+    assert ctx["hw"]["vendor"] == "amd"
+
+
+def test_missing_accelerator_names_the_choices():
+    listed = nodes(1)
+    for n in listed:
+        del n["vars"]["kimi_k3_accelerator"]
+    ctx, errors, _w = resolve(listed)
+    p = only(errors, "kimi_k3_accelerator")
+    assert (p["message"], p["fix"]) == ("is not set.", "set it to one of %s." % ", ".join(sorted(RECIPE["hardware"])))
+    assert ctx["accelerator"] is None and ctx["vendor"] is None and ctx["hw"] == {}
+
+
+@pytest.mark.parametrize("image, variable_problem", [
+    (NV_IMAGE, None),
+    ("vllm/vllm-openai@sha256:" + "a" * 63, "'vllm/vllm-openai@sha256:%s' has a malformed digest." % ("a" * 63)),
+    ("vllm/vllm-openai:v0.28.0", "'vllm/vllm-openai:v0.28.0' is not pinned by digest."),
+    (ROCM_IMAGE, "%r is a ROCm image but the nodes are NVIDIA (gb300)." % ROCM_IMAGE),
+])
+def test_image_rules_on_nvidia(image, variable_problem):
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_image=image))
+    found = [e["message"] for e in errors if e["variable"] == "kimi_k3_image"]
+    assert found == ([variable_problem.replace("gb300", "b200")] if variable_problem else []), errors
+
+
+def test_tag_only_image_is_accepted_with_the_opt_in():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_image="vllm/vllm-openai:v0.28.0",
+                                     kimi_k3_allow_unpinned_image=True))
+    assert [e for e in errors if e["variable"] == "kimi_k3_image"] == []
+
+
+def test_cuda_image_on_amd_is_refused_and_rocm_accepted():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="mi355x", kimi_k3_image=NV_IMAGE))
+    assert [e["message"] for e in errors if e["variable"] == "kimi_k3_image"] == [
+        "%r is not a ROCm image but the nodes are AMD (mi355x)." % NV_IMAGE]
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="mi355x", kimi_k3_image=ROCM_IMAGE))
+    assert [e for e in errors if e["variable"] == "kimi_k3_image"] == []
+
+
+def test_missing_image():
+    listed = nodes(1, kimi_k3_accelerator="b200")
+    for n in listed:
+        del n["vars"]["kimi_k3_image"]
+    _ctx, errors, _w = resolve(listed)
+    p = only(errors, "kimi_k3_image")
+    assert (p["host"], p["message"]) == ("node0", "is not set.")
+
+
+def test_version_default_and_snapshot():
+    listed = nodes(1, kimi_k3_accelerator="b200")
+    for n in listed:
+        del n["vars"]["kimi_k3_vllm_version"]
+    ctx, errors, _w = resolve(listed)
+    assert errors == []
+    assert ctx["vllm_version"] == str(RECIPE["defaults"]["vllm_version"])
+    assert ctx["snapshot"] is SNAPSHOTS[ctx["vllm_version"]]
