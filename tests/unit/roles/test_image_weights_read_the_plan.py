@@ -77,3 +77,14 @@ def test_both_roles_refuse_to_run_without_the_plan(tmp_path, inventory):  # noqa
         for host, task, msg in failures:
             assert task == "Require this node's plan (plan_result from gpufleet.kimi_k3.plan)", (role, task)
             assert msg.startswith(host + ": plan_result is not set") and "gpufleet.kimi_k3.plan" in msg, msg
+
+
+def test_weights_refuse_a_plan_without_a_revision_on_every_node_before_contacting_them(inventory):  # noqa: F811
+    r = run_playbook("weights.yml", inventory,
+                     extravars={"kimi_k3_model_revision": None, "kimi_k3_allow_unpinned_remote_code": True})
+    failures = failed_tasks(r)
+    assert r.status == "failed" and failures
+    assert {t for _h, t, _m in failures} == {"Require a pinned revision (before contacting any node)"}, failures
+    for host, _t, msg in failures:
+        assert msg.startswith(host + ": weight staging downloads a pinned revision, but the model revision of "
+                              "moonshotai/Kimi-K3 is unset: set kimi_k3_model_revision"), msg

@@ -359,3 +359,191 @@ def test_version_default_and_snapshot():
     assert errors == []
     assert ctx["vllm_version"] == str(RECIPE["defaults"]["vllm_version"])
     assert ctx["snapshot"] is SNAPSHOTS[ctx["vllm_version"]]
+
+
+def test_an_invalid_rank_keeps_the_default_order_with_the_head_first():
+    listed = nodes(3, host_vars={0: {"kimi_k3_node_rank": 1}, 1: {"kimi_k3_node_rank": 2},
+                                 2: {"kimi_k3_node_rank": "first"}}, head=2)
+    ctx, errors, _w = resolve(listed)
+    assert [e["variable"] for e in errors] == ["kimi_k3_node_rank"], errors
+    assert errors[0]["host"] == "node2"
+    assert [n["host"] for n in ctx["nodes"]] == ["node2", "node0", "node1"]
+
+
+def test_without_ranks_the_head_is_first_then_inventory_order():
+    ctx, errors, _w = resolve(nodes(3, head=1))
+    assert errors == []
+    assert [(n["host"], n["rank"]) for n in ctx["nodes"]] == [("node1", 0), ("node0", 1), ("node2", 2)]
+
+
+# ----------------------------------------------------------------------------- sizes and load balancing
+
+
+def test_sizes_from_the_strategy():
+    ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp_pp"))
+    assert errors == [] and ctx["sizes"] == {"tp": 4, "pp": 4, "dp": 1}
+    ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep"))
+    assert errors == [] and ctx["sizes"] == {"tp": 1, "pp": 1, "dp": 16} and ctx["dp_local"] == 4
+    assert ctx["lb_mode"] == "hybrid"
+    ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp_dp"))
+    assert errors == [] and ctx["sizes"] == {"tp": 4, "pp": 1, "dp": 4} and ctx["dp_local"] == 1
+    assert ctx["lb_mode"] == "internal"
+
+
+def test_size_overrides_whose_product_is_wrong():
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_tensor_parallel_size=4, kimi_k3_pipeline_parallel_size=3))
+    p = only(errors, "kimi_k3_tensor_parallel_size/kimi_k3_pipeline_parallel_size/kimi_k3_data_parallel_size")
+    assert p["host"] == "node0"
+    assert p["message"] == "TP 4 x PP 3 x DP 1 = 12, but the cluster has 8 GPUs (2 nodes x 4)."
+
+
+def test_size_overrides_whose_product_is_right():
+    ctx, errors, _w = resolve(nodes(2, kimi_k3_tensor_parallel_size=4, kimi_k3_pipeline_parallel_size=2))
+    assert errors == [] and ctx["sizes"] == {"tp": 4, "pp": 2, "dp": 1}
+
+
+def test_dp_that_does_not_divide_over_the_nodes():
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_data_parallel_size=6,
+                                     kimi_k3_tensor_parallel_size=2, kimi_k3_pipeline_parallel_size=1,
+                                     kimi_k3_gpus_per_node=3))
+    p = only(errors, "kimi_k3_data_parallel_size")
+    assert p["message"] == "DP 6 does not divide over 4 nodes."
+
+
+def test_single_node_tp_with_pp_or_dp():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_tensor_parallel_size=4,
+                                     kimi_k3_pipeline_parallel_size=2))
+    p = only(errors, "kimi_k3_strategy")
+    assert p["message"] == "single_node_tp uses tensor parallelism only."
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
+    assert errors == [] and ctx["sizes"] == {"tp": 8, "pp": 1, "dp": 1} and ctx["dp_local"] is None
+
+
+@pytest.mark.parametrize("strategy, mode, message", [
+    ("multi_node_dep", "external", "'external' is not available for multi_node_dep."),
+    ("multi_node_tp", "internal", "is set but multi_node_tp has no data parallelism."),
+])
+def test_load_balancing_refusals(strategy, mode, message):
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy=strategy, kimi_k3_dp_lb_mode=mode))
+    p = only(errors, "kimi_k3_dp_lb_mode")
+    assert (p["host"], p["message"]) == ("node0", message)
+
+
+def test_hybrid_load_balancing_with_one_rank_per_node():
+    recipe = copy.deepcopy(RECIPE)
+    recipe["strategies"]["multi_node_tp_dp"]["lb_modes"].append("hybrid")
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp_dp", kimi_k3_dp_lb_mode="hybrid"), recipe)
+    p = only(errors, "kimi_k3_dp_lb_mode")
+    assert p["message"] == "hybrid load balancing with one DP rank per node turns into external LB in vLLM."
+
+
+def test_external_load_balancing_with_several_ranks_per_node():
+    recipe = copy.deepcopy(RECIPE)
+    recipe["strategies"]["multi_node_dep"]["lb_modes"].append("external")
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_dp_lb_mode="external"), recipe)
+    p = only(errors, "kimi_k3_dp_lb_mode")
+    assert p["message"] == ("external load balancing needs one DP rank per vllm serve, this layout has 4 per node.")
+
+
+@pytest.mark.parametrize("strategy, mode", [("multi_node_dep", "internal"), ("multi_node_dep", "hybrid"),
+                                            ("multi_node_tp_dp", "external"), ("multi_node_tp_dp", "internal")])
+def test_load_balancing_accepted(strategy, mode):
+    ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy=strategy, kimi_k3_dp_lb_mode=mode))
+    assert errors == [] and ctx["lb_mode"] == mode
+
+
+def test_load_balancing_is_moot_when_the_strategy_does_not_fit():
+    ctx, errors, _w = resolve(nodes(2, kimi_k3_strategy="multi_node_dep", kimi_k3_dp_lb_mode="external"))
+    assert [e["variable"] for e in errors] == ["kimi_k3_strategy"] and ctx["lb_mode"] is None
+
+
+# ----------------------------------------------------------------------------- interconnect and features
+
+
+def test_interconnect_rules():
+    listed = nodes(2)
+    for n in listed:
+        del n["vars"]["kimi_k3_interconnect"]
+    _ctx, errors, _w = resolve(listed)
+    p = only(errors, "kimi_k3_interconnect")
+    assert p["message"] == "is not set for a 2-node cluster."
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_accelerator="b200"))
+    p = only(errors, "kimi_k3_interconnect")
+    assert (p["message"], p["fix"]) == ("multi-node NVLink needs GB200/GB300 NVL trays, not b200.",
+                                        "use rdma between b200 nodes.")
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
+    assert errors == [] and ctx["interconnect"] is None
+
+
+def test_all2all_kernel_is_the_recipes_for_expert_parallel_over_several_nodes():
+    ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_interconnect="rdma"))
+    assert errors == []
+    assert ctx["all2all_backend"] == pv.all2all_kernel(RECIPE, "nvidia", "rdma") is not None
+    ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="rdma"))
+    assert errors == [] and ctx["all2all_backend"] is None
+
+
+def test_socket_interface_warning_on_several_nodes_only():
+    listed = nodes(2)
+    for n in listed:
+        del n["vars"]["kimi_k3_socket_ifname"]
+    _ctx, errors, warnings = resolve(listed)
+    assert errors == [] and [(w["host"], w["variable"]) for w in warnings] == [("node0", "kimi_k3_socket_ifname")]
+    listed = nodes(1, kimi_k3_accelerator="b200")
+    for n in listed:
+        del n["vars"]["kimi_k3_socket_ifname"]
+    assert resolve(listed)[2] == []
+
+
+def test_features():
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
+    assert ctx["features"] == dict((k, v.get("default", False)) for k, v in RECIPE["features"].items())
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_features={"text_only": "yes",
+                                                                                   "reasoning": "off"}))
+    assert errors == [] and ctx["features"]["text_only"] is True and ctx["features"]["reasoning"] is False
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_features={"telepathy": True}))
+    p = only(errors, "kimi_k3_features")
+    assert (p["message"], p["fix"]) == ("unknown feature 'telepathy'.",
+                                        "use one of %s." % ", ".join(sorted(RECIPE["features"])))
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_features={"text_only": "maybe"}))
+    assert only(errors, "kimi_k3_features")["fix"] == "use true or false."
+
+
+def test_feature_rules_of_the_strategy():
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp_pp", kimi_k3_features={"spec_decoding": True}))
+    assert only(errors, "kimi_k3_features")["message"] == "spec_decoding is not allowed with multi_node_tp_pp."
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_features={"dcp": True}))
+    assert only(errors, "kimi_k3_features")["message"] == "dcp is only available with single_node_tp."
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_gpus_per_node=4,
+                                     kimi_k3_features={"dcp": True}))
+    assert [e["message"] for e in errors if e["variable"] == "kimi_k3_features"] == [
+        "DCP size 8 does not divide TP 4."]
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_features={"dcp": True}))
+    assert [e for e in errors if e["variable"] == "kimi_k3_features"] == [] and ctx["features"]["dcp"] is True
+
+
+# ----------------------------------------------------------------------------- ports and addresses
+
+
+def test_ports_default_to_the_recipes():
+    ctx, errors, _w = resolve(nodes(2))
+    assert ctx["ports"] == dict((k, RECIPE["defaults"][k]) for k in ("api_port", "master_port", "dp_rpc_port"))
+
+
+def test_port_clashes_that_matter_for_the_launch():
+    master = RECIPE["defaults"]["master_port"]
+    rpc = RECIPE["defaults"]["dp_rpc_port"]
+    _ctx, errors, _w = resolve(nodes(2, kimi_k3_api_port=master))
+    p = only(errors, "kimi_k3_master_port")
+    assert p["message"] == "port %d is also kimi_k3_api_port." % master
+    # the RPC port is not used by an mp launch, the rendezvous port not by a dp launch
+    assert resolve(nodes(2, kimi_k3_api_port=rpc))[1] == []
+    assert resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_api_port=master))[1] == []
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_api_port=rpc))
+    assert only(errors, "kimi_k3_dp_rpc_port")["message"] == "port %d is also kimi_k3_api_port." % rpc
+
+
+def test_two_nodes_with_one_address():
+    _ctx, errors, _w = resolve(nodes(3, host_vars={2: {"ansible_host": "10.9.0.1"}}))
+    p = only(errors, "kimi_k3_internal_address")
+    assert (p["host"], p["message"]) == ("node2", "10.9.0.1 is also the address of node0.")
