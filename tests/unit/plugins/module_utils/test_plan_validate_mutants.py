@@ -547,3 +547,139 @@ def test_two_nodes_with_one_address():
     _ctx, errors, _w = resolve(nodes(3, host_vars={2: {"ansible_host": "10.9.0.1"}}))
     p = only(errors, "kimi_k3_internal_address")
     assert (p["host"], p["message"]) == ("node2", "10.9.0.1 is also the address of node0.")
+
+
+# ----------------------------------------------------------------------------- user arguments and environment
+
+
+def test_extra_args_that_the_plan_derives_are_refused_with_the_recipes_fix():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_args=["--tensor-parallel-size",
+                                                                                      "4"]))
+    p = only(errors, "kimi_k3_extra_args")
+    assert (p["host"], p["message"], p["fix"]) == (
+        "node0", "--tensor-parallel-size must not be passed by hand: the plan derives it.",
+        RECIPE["reserved_args"]["--tensor-parallel-size"] + ".")
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200",
+                                     kimi_k3_extra_args=["--data-parallel-address=10.0.0.1"]))
+    p = only(errors, "kimi_k3_extra_args")
+    assert p["message"] == "--data-parallel-address must not be passed by hand: the plan derives it."
+    assert p["fix"] == RECIPE["reserved_arg_prefixes"]["--data-parallel"] + "."
+
+
+def test_extra_args_with_a_control_character():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_args=["--max-num-seqs\n", "8"]))
+    p = only(errors, "kimi_k3_extra_args")
+    assert p["message"] == "item '--max-num-seqs\\n' contains a control character."
+    assert p["fix"] == "remove the newline/tab from the item."
+
+
+def test_free_extra_args_pass_and_are_kept():
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_args=["--max-num-seqs", "8"]))
+    assert errors == [] and ctx["extra_args"] == ["--max-num-seqs", "8"]
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
+    assert ctx["extra_args"] == []
+
+
+def test_extra_env_is_cleaned_to_strings():
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200",
+                                    kimi_k3_extra_env={"NCCL_DEBUG": "INFO", "MY_FLAG": True, "N": 3}))
+    assert errors == [] and ctx["extra_env"] == {"NCCL_DEBUG": "INFO", "MY_FLAG": "1", "N": "3"}
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
+    assert ctx["extra_env"] == {}
+
+
+def test_extra_env_refusals():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_env={"VLLM_MOE_DP_CHUNK_SIZE": 1}))
+    p = only(errors, "kimi_k3_extra_env")
+    assert (p["message"], p["fix"]) == ("VLLM_MOE_DP_CHUNK_SIZE no longer exists in vLLM.",
+                                        RECIPE["removed_env"]["VLLM_MOE_DP_CHUNK_SIZE"] + ".")
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_env={"HF_TOKEN": "x"}))
+    p = only(errors, "kimi_k3_extra_env")
+    assert p["message"] == "HF_TOKEN is a secret and would land in the plan."
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_env={"A": "x\ny"}))
+    p = only(errors, "kimi_k3_extra_env")
+    assert (p["host"], p["message"]) == ("node0", "A contains a control character (it would break the env file).")
+
+
+# ----------------------------------------------------------------------------- API exposure, model, host names
+
+
+def test_api_access_modes():
+    ctx, errors, _w = resolve(nodes(2))
+    assert ctx["api_access"] == "api_key" and errors == []
+    listed = nodes(2, kimi_k3_api_host="127.0.0.1")
+    for n in listed:
+        del n["vars"]["kimi_k3_api_key"]
+    ctx, errors, _w = resolve(listed)
+    assert ctx["api_access"] == "loopback" and errors == []
+
+
+def test_an_exposed_api_without_a_key_names_the_nodes():
+    listed = nodes(4, kimi_k3_strategy="multi_node_dep")
+    for n in listed:
+        del n["vars"]["kimi_k3_api_key"]
+    ctx, errors, _w = resolve(listed)
+    p = only(errors, "kimi_k3_api_key")
+    assert ctx["api_access"] == "unauthenticated" and p["host"] == "node0"
+    assert p["message"] == ("is not set (or empty), but these nodes would serve the API without authentication on "
+                            "node0 (0.0.0.0), node1 (0.0.0.0), node2 (0.0.0.0), node3 (0.0.0.0).")
+    listed = nodes(2)
+    for n in listed:
+        del n["vars"]["kimi_k3_api_key"]
+    ctx, errors, _w = resolve(listed)
+    assert only(errors, "kimi_k3_api_key")["message"] == (
+        "is not set (or empty), but this node would serve the API without authentication on node0 (0.0.0.0).")
+    listed = nodes(2, kimi_k3_allow_unauthenticated_api=True)
+    for n in listed:
+        del n["vars"]["kimi_k3_api_key"]
+    ctx, errors, _w = resolve(listed)
+    assert errors == [] and ctx["api_access"] == "unauthenticated"
+
+
+def test_serves_http_by_role_and_load_balancing():
+    ctx, _e, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep"))
+    assert [pv.serves_http(ctx, n) for n in ctx["nodes"]] == [True, True, True, True]
+    ctx, _e, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_dp_lb_mode="internal"))
+    assert [pv.serves_http(ctx, n) for n in ctx["nodes"]] == [True, False, False, False]
+    ctx, _e, _w = resolve(nodes(2))
+    assert [pv.serves_http(ctx, n) for n in ctx["nodes"]] == [True, False]
+
+
+def test_remote_code_needs_a_revision():
+    listed = nodes(1, kimi_k3_accelerator="b200")
+    for n in listed:
+        del n["vars"]["kimi_k3_model_revision"]
+    _ctx, errors, _w = resolve(listed)
+    p = only(errors, "kimi_k3_model_revision")
+    assert p["message"] == ("is not set, so --trust-remote-code would run whatever code moonshotai/Kimi-K3 holds "
+                            "at start-up.")
+    assert "huggingface.co/moonshotai/Kimi-K3/commits" in p["fix"]
+    listed = nodes(1, kimi_k3_accelerator="b200", kimi_k3_variant="nvfp4")
+    for n in listed:
+        del n["vars"]["kimi_k3_model_revision"]
+    assert "RedHatAI/Kimi-K3-NVFP4" in only(resolve(listed)[1], "kimi_k3_model_revision")["message"]
+    listed = nodes(1, kimi_k3_accelerator="b200", kimi_k3_allow_unpinned_remote_code=True)
+    for n in listed:
+        del n["vars"]["kimi_k3_model_revision"]
+    assert resolve(listed)[1] == []
+
+
+def test_a_bad_ansible_host_is_refused_as_the_internal_address():
+    ctx, errors, _w = resolve(nodes(2, host_vars={1: {"ansible_host": "10.0.0.1/24"}}))
+    p = only(errors, "ansible_host")
+    assert p["host"] == "node1"
+    assert p["message"].endswith(" (it is the node's internal address while kimi_k3_internal_address is unset)")
+    assert p["fix"] == "set kimi_k3_internal_address on node1 to its cluster-internal IP or host name."
+    ctx, errors, _w = resolve(nodes(2, host_vars={1: {"ansible_host": "10.0.0.1/24",
+                                                      "kimi_k3_internal_address": "10.0.0.2"}}))
+    assert errors == []
+
+
+@pytest.mark.parametrize("host, ok", [("tray-01.example", True), ("a_b@c", True), ("9x", True), ("a/b", False),
+                                      (".hidden", False), ("-x", False), ("..", False), ("a b", False)])
+def test_host_names(host, ok):
+    listed = nodes(2)
+    listed[1]["host"] = host
+    _ctx, errors, _w = resolve(listed)
+    found = [e for e in errors if e["variable"] == "inventory_hostname"]
+    assert (found == []) is ok, errors
