@@ -683,3 +683,45 @@ def test_host_names(host, ok):
     _ctx, errors, _w = resolve(listed)
     found = [e for e in errors if e["variable"] == "inventory_hostname"]
     assert (found == []) is ok, errors
+
+
+# ----------------------------------------------------------------------------- version and flag values
+
+
+def test_a_release_below_the_recipes_floor():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_vllm_version="0.26.0"))
+    p = only(errors, "kimi_k3_vllm_version")
+    floor = RECIPE["min_vllm_version"]
+    assert (p["host"], p["message"], p["fix"]) == (
+        "node0", "vLLM 0.26.0 cannot run Kimi-K3 (needs >= %s)." % floor, "use an image with vLLM >= %s." % floor)
+
+
+def test_a_release_without_a_flag_snapshot_names_the_known_ones():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_vllm_version="0.31.0"))
+    p = only(errors, "kimi_k3_vllm_version")
+    assert p["message"] == "no flag snapshot for vLLM 0.31.0, so its arguments cannot be checked."
+    known = sorted(SNAPSHOTS, key=lambda v: tuple(int(x) for x in v.split(".")))
+    assert p["fix"] == ("use one of %s, or add data/vllm_flags/vllm-0.31.0.json with scripts/dump_vllm_flags.py."
+                        % ", ".join(known))
+
+
+def test_the_floor_release_itself_is_accepted():
+    floor = RECIPE["min_vllm_version"]
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_vllm_version=floor))
+    assert [e for e in errors if e["variable"] == "kimi_k3_vllm_version"] == []
+    assert ctx["vllm_version"] == floor and ctx["snapshot"] is SNAPSHOTS[floor]
+
+
+def test_a_flag_value_the_release_does_not_accept():
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_kv_cache_dtype="fp8e4m3"))
+    p = only(errors, "kimi_k3_kv_cache_dtype")
+    choices = SNAPSHOTS["0.28.0"]["flags"]["--kv-cache-dtype"]["choices"]
+    assert (p["host"], p["message"], p["fix"]) == (
+        "node0", "fp8e4m3 is not a --kv-cache-dtype value vLLM 0.28.0 accepts.",
+        "use one of %s (vLLM 0.28.0)." % ", ".join(str(c) for c in choices))
+    assert "kv_cache_dtype" in ctx["invalid"]
+
+
+def test_a_flag_value_the_release_accepts():
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_kv_cache_dtype="fp8"))
+    assert errors == [] and "kv_cache_dtype" not in ctx["invalid"]
