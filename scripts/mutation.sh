@@ -17,7 +17,8 @@
 # build/mutation/report.txt. Exit status: 0 when the run completed (survivors are findings to read, not a failure),
 # 1 when mutmut could not run (e.g. the clean tests failed).
 # Environment: KIMI_K3_MUTATION_JOBS (parallel mutants, default: number of CPUs), KIMI_K3_MUTATION_KEEP=1 (reuse
-# the previous build/mutation/mutants results; only changed code is re-tested).
+# the previous build/mutation/mutants results; only changed code is re-tested), KIMI_K3_MUTATION_NAMES (mutant
+# names/globs to run instead of the whole scope).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here" || exit 2
@@ -78,6 +79,9 @@ for g in "${globs[@]}"; do
   if compgen -G "${f}*.py" >/dev/null; then run_globs+=("$g"); else echo "[mutation] no file matches $g: skipped"; fi
 done
 if [ "$scope" != all ] && [ ${#run_globs[@]} -eq 0 ]; then echo "[mutation] nothing to mutate" >&2; exit 1; fi
+# KIMI_K3_MUTATION_NAMES: mutant names or globs (space-separated) to run instead of the whole scope, with the
+# scope's files and tests (e.g. the functions of an earlier run, to compare before and after new tests)
+if [ -n "${KIMI_K3_MUTATION_NAMES:-}" ]; then read -ra run_globs <<< "$KIMI_K3_MUTATION_NAMES"; fi
 export PYTHONDONTWRITEBYTECODE=1
 # the copy's tests look for the shared parser fixtures where the working tree's would (tests/conftest.py)
 export KIMI_K3_SHARED_FIXTURES="${KIMI_K3_SHARED_FIXTURES:-$(dirname "$here")/shared/fixtures}"
