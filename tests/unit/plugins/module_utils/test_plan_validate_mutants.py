@@ -18,13 +18,15 @@ ROCM_IMAGE = "vllm/vllm-openai-rocm@sha256:" + "b" * 64
 REV = "0123456789abcdef0123456789abcdef01234567"
 
 
-def nodes(n, host_vars=None, head=0, **cluster):
+def nodes(n, host_vars=None, head=0, without=(), **cluster):
     base = {"kimi_k3_image": NV_IMAGE, "kimi_k3_vllm_version": "0.28.0", "kimi_k3_accelerator": "gb300",
             "kimi_k3_strategy": "multi_node_tp" if n > 1 else "single_node_tp", "kimi_k3_model_revision": REV,
             "kimi_k3_api_key": "k", "kimi_k3_socket_ifname": "eth9"}
     if n > 1:
         base["kimi_k3_interconnect"] = "nvlink"
     base.update(cluster)
+    for name in without:
+        del base[name]
     out = []
     for i in range(n):
         v = dict(base, ansible_host="10.9.0.%d" % (i + 1))
@@ -163,38 +165,24 @@ def _ranked(ranks, head=0):
     return nodes(len(ranks), host_vars=dict((i, {"kimi_k3_node_rank": r}) for i, r in enumerate(ranks)), head=head)
 
 
-def test_duplicate_rank_names_both_hosts_and_the_rank_range():
-    ctx, errors, _w = resolve(_ranked([0, 1, 1, 2]))
-    p = only(errors, "kimi_k3_node_rank")
-    assert p["host"] == "node2"
-    assert p["message"] == "rank 1 is also given to node1."
-    assert p["fix"] == "give every node a distinct rank 0..3."
-
-
-def test_after_a_rank_mistake_the_head_stays_first():
-    # the head is listed last: the default order after the refusal still puts it at rank 0
-    listed = _ranked([2, 1, 1, 0], head=3)
-    ctx, errors, _w = resolve(listed)
+@pytest.mark.parametrize("ranks, head, host, message, fix, order", [
+    # a duplicate rank names both hosts and the rank range; the head (listed last) stays first afterwards
+    ([2, 1, 1, 0], 3, "node2", "rank 1 is also given to node1.", "give every node a distinct rank 0..3.",
+     ["node3", "node0", "node1", "node2"]),
+    ([0, 1, 1, 2], 0, "node2", "rank 1 is also given to node1.", "give every node a distinct rank 0..3.",
+     ["node0", "node1", "node2", "node3"]),
+    ([1, 0, 3], 1, "node1, node0, node2", "ranks [0, 1, 3] are not 0..2.", "number the nodes 0..N-1 without gaps.",
+     ["node1", "node0", "node2"]),
+    ([1, 0, 2], 0, "node0", "the head (vllm_head) must be rank 0, but rank 0 is node1.",
+     "give the vllm_head host kimi_k3_node_rank: 0.", ["node0", "node1", "node2"]),
+])
+def test_rank_mistakes_are_reported_once_and_the_head_stays_first(ranks, head, host, message, fix, order):
+    ctx, errors, _w = resolve(_ranked(ranks, head=head))
     assert [e["variable"] for e in errors] == ["kimi_k3_node_rank"], errors
-    assert [n["host"] for n in ctx["nodes"]] == ["node3", "node0", "node1", "node2"]
-    assert [n["rank"] for n in ctx["nodes"]] == [0, 1, 2, 3]
-    assert ctx["head"]["host"] == "node3" and ctx["where"] == "node3"
-
-
-def test_rank_gap_is_refused_and_the_head_stays_first():
-    ctx, errors, _w = resolve(_ranked([1, 0, 3], head=1))
-    p = only(errors, "kimi_k3_node_rank")
-    assert p["host"] == "node1, node0, node2"
-    assert p["message"] == "ranks [0, 1, 3] are not 0..2."
-    assert [n["host"] for n in ctx["nodes"]] == ["node1", "node0", "node2"]
-
-
-def test_head_not_rank_zero_is_refused_and_the_head_stays_first():
-    ctx, errors, _w = resolve(_ranked([1, 0, 2], head=0))
-    p = only(errors, "kimi_k3_node_rank")
-    assert p["host"] == "node0"
-    assert p["message"] == "the head (vllm_head) must be rank 0, but rank 0 is node1."
-    assert [n["host"] for n in ctx["nodes"]] == ["node0", "node1", "node2"]
+    assert (errors[0]["host"], errors[0]["message"], errors[0]["fix"]) == (host, message, fix)
+    assert [n["host"] for n in ctx["nodes"]] == order
+    assert [n["rank"] for n in ctx["nodes"]] == list(range(len(ranks)))
+    assert ctx["head"]["host"] == order[0] == ctx["where"]
 
 
 def test_explicit_ranks_order_the_nodes():
@@ -307,9 +295,7 @@ def test_accelerator_derivations():
 
 
 def test_missing_accelerator_names_the_choices():
-    listed = nodes(1)
-    for n in listed:
-        del n["vars"]["kimi_k3_accelerator"]
+    listed = nodes(1, without=("kimi_k3_accelerator",))
     ctx, errors, _w = resolve(listed)
     p = only(errors, "kimi_k3_accelerator")
     assert (p["message"], p["fix"]) == ("is not set.", "set it to one of %s." % ", ".join(sorted(RECIPE["hardware"])))
@@ -343,18 +329,14 @@ def test_cuda_image_on_amd_is_refused_and_rocm_accepted():
 
 
 def test_missing_image():
-    listed = nodes(1, kimi_k3_accelerator="b200")
-    for n in listed:
-        del n["vars"]["kimi_k3_image"]
+    listed = nodes(1, kimi_k3_accelerator="b200", without=("kimi_k3_image",))
     _ctx, errors, _w = resolve(listed)
     p = only(errors, "kimi_k3_image")
     assert (p["host"], p["message"]) == ("node0", "is not set.")
 
 
 def test_version_default_and_snapshot():
-    listed = nodes(1, kimi_k3_accelerator="b200")
-    for n in listed:
-        del n["vars"]["kimi_k3_vllm_version"]
+    listed = nodes(1, kimi_k3_accelerator="b200", without=("kimi_k3_vllm_version",))
     ctx, errors, _w = resolve(listed)
     assert errors == []
     assert ctx["vllm_version"] == str(RECIPE["defaults"]["vllm_version"])
@@ -461,9 +443,7 @@ def test_load_balancing_is_moot_when_the_strategy_does_not_fit():
 
 
 def test_interconnect_rules():
-    listed = nodes(2)
-    for n in listed:
-        del n["vars"]["kimi_k3_interconnect"]
+    listed = nodes(2, without=("kimi_k3_interconnect",))
     _ctx, errors, _w = resolve(listed)
     p = only(errors, "kimi_k3_interconnect")
     assert p["message"] == "is not set for a 2-node cluster."
@@ -484,14 +464,10 @@ def test_all2all_kernel_is_the_recipes_for_expert_parallel_over_several_nodes():
 
 
 def test_socket_interface_warning_on_several_nodes_only():
-    listed = nodes(2)
-    for n in listed:
-        del n["vars"]["kimi_k3_socket_ifname"]
+    listed = nodes(2, without=("kimi_k3_socket_ifname",))
     _ctx, errors, warnings = resolve(listed)
     assert errors == [] and [(w["host"], w["variable"]) for w in warnings] == [("node0", "kimi_k3_socket_ifname")]
-    listed = nodes(1, kimi_k3_accelerator="b200")
-    for n in listed:
-        del n["vars"]["kimi_k3_socket_ifname"]
+    listed = nodes(1, kimi_k3_accelerator="b200", without=("kimi_k3_socket_ifname",))
     assert resolve(listed)[2] == []
 
 
@@ -607,31 +583,23 @@ def test_extra_env_refusals():
 def test_api_access_modes():
     ctx, errors, _w = resolve(nodes(2))
     assert ctx["api_access"] == "api_key" and errors == []
-    listed = nodes(2, kimi_k3_api_host="127.0.0.1")
-    for n in listed:
-        del n["vars"]["kimi_k3_api_key"]
+    listed = nodes(2, kimi_k3_api_host="127.0.0.1", without=("kimi_k3_api_key",))
     ctx, errors, _w = resolve(listed)
     assert ctx["api_access"] == "loopback" and errors == []
 
 
 def test_an_exposed_api_without_a_key_names_the_nodes():
-    listed = nodes(4, kimi_k3_strategy="multi_node_dep")
-    for n in listed:
-        del n["vars"]["kimi_k3_api_key"]
+    listed = nodes(4, kimi_k3_strategy="multi_node_dep", without=("kimi_k3_api_key",))
     ctx, errors, _w = resolve(listed)
     p = only(errors, "kimi_k3_api_key")
     assert ctx["api_access"] == "unauthenticated" and p["host"] == "node0"
     assert p["message"] == ("is not set (or empty), but these nodes would serve the API without authentication on "
                             "node0 (0.0.0.0), node1 (0.0.0.0), node2 (0.0.0.0), node3 (0.0.0.0).")
-    listed = nodes(2)
-    for n in listed:
-        del n["vars"]["kimi_k3_api_key"]
+    listed = nodes(2, without=("kimi_k3_api_key",))
     ctx, errors, _w = resolve(listed)
     assert only(errors, "kimi_k3_api_key")["message"] == (
         "is not set (or empty), but this node would serve the API without authentication on node0 (0.0.0.0).")
-    listed = nodes(2, kimi_k3_allow_unauthenticated_api=True)
-    for n in listed:
-        del n["vars"]["kimi_k3_api_key"]
+    listed = nodes(2, kimi_k3_allow_unauthenticated_api=True, without=("kimi_k3_api_key",))
     ctx, errors, _w = resolve(listed)
     assert errors == [] and ctx["api_access"] == "unauthenticated"
 
@@ -646,21 +614,15 @@ def test_serves_http_by_role_and_load_balancing():
 
 
 def test_remote_code_needs_a_revision():
-    listed = nodes(1, kimi_k3_accelerator="b200")
-    for n in listed:
-        del n["vars"]["kimi_k3_model_revision"]
+    listed = nodes(1, kimi_k3_accelerator="b200", without=("kimi_k3_model_revision",))
     _ctx, errors, _w = resolve(listed)
     p = only(errors, "kimi_k3_model_revision")
     assert p["message"] == ("is not set, so --trust-remote-code would run whatever code moonshotai/Kimi-K3 holds "
                             "at start-up.")
     assert "huggingface.co/moonshotai/Kimi-K3/commits" in p["fix"]
-    listed = nodes(1, kimi_k3_accelerator="b200", kimi_k3_variant="nvfp4")
-    for n in listed:
-        del n["vars"]["kimi_k3_model_revision"]
+    listed = nodes(1, kimi_k3_accelerator="b200", kimi_k3_variant="nvfp4", without=("kimi_k3_model_revision",))
     assert "RedHatAI/Kimi-K3-NVFP4" in only(resolve(listed)[1], "kimi_k3_model_revision")["message"]
-    listed = nodes(1, kimi_k3_accelerator="b200", kimi_k3_allow_unpinned_remote_code=True)
-    for n in listed:
-        del n["vars"]["kimi_k3_model_revision"]
+    listed = nodes(1, kimi_k3_accelerator="b200", kimi_k3_allow_unpinned_remote_code=True, without=("kimi_k3_model_revision",))
     assert resolve(listed)[1] == []
 
 
