@@ -8,7 +8,9 @@ import os
 import yaml
 
 from tests.helpers.runner import REPO, failed_tasks, run_playbook, task_results
-from tests.unit.roles.test_image_roles import inventory  # noqa: F401 (fixture)
+from tests.unit.roles import test_image_roles
+
+inventory = test_image_roles.inventory  # the example inventory on closed ports (a fixture)
 
 TAG = "vllm/vllm-openai:v0.28.0"
 REV = "0123456789abcdef0123456789abcdef01234567"
@@ -33,13 +35,13 @@ def _playbook(tmp_path, with_plan=True):
     return str(path)
 
 
-def _derived(tmp_path, inventory, extravars):  # noqa: F811
+def _derived(tmp_path, inventory, extravars):
     r = run_playbook(_playbook(tmp_path), inventory, extravars=extravars)
     assert r.status == "successful", failed_tasks(r)
     return dict((host, json.loads(res["msg"])) for host, res in task_results(r, SHOW).items())
 
 
-def test_derived_values_are_the_plans(tmp_path, inventory):  # noqa: F811
+def test_derived_values_are_the_plans(tmp_path, inventory):
     extra = {"kimi_k3_docker_host": "tcp://127.0.0.1:2375", "kimi_k3_model_revision": REV,
              "kimi_k3_model_cache_dir": "/srv/hf-cache", "kimi_k3_variant": "nvfp4"}
     got = _derived(tmp_path, inventory, extra)
@@ -53,12 +55,12 @@ def test_derived_values_are_the_plans(tmp_path, inventory):  # noqa: F811
         assert (values["revision"], values["cache_dir"]) == (REV, "/srv/hf-cache"), host
 
 
-def test_a_tag_only_image_is_accepted_only_when_the_plan_accepted_it(tmp_path, inventory):  # noqa: F811
+def test_a_tag_only_image_is_accepted_only_when_the_plan_accepted_it(tmp_path, inventory):
     got = _derived(tmp_path, inventory, {"kimi_k3_image": TAG, "kimi_k3_allow_unpinned_image": True})
     assert got and all(v["allow_unpinned"] is True and v["image"] == TAG for v in got.values()), got
 
 
-def test_defaults_without_overrides_are_the_inventory_defaults_resolved_by_the_plan(tmp_path, inventory):  # noqa: F811
+def test_defaults_without_overrides_are_the_inventory_defaults_resolved_by_the_plan(tmp_path, inventory):
     got = _derived(tmp_path, inventory, {})
     for host, values in got.items():
         assert values["docker_host"] == "unix:///var/run/docker.sock", host
@@ -66,7 +68,7 @@ def test_defaults_without_overrides_are_the_inventory_defaults_resolved_by_the_p
         assert values["revision"] == "4c1d7e2a9b3f5d6e8a0c2b4d6f8e1a3c5b7d9f0e", host
 
 
-def test_both_roles_refuse_to_run_without_the_plan(tmp_path, inventory):  # noqa: F811
+def test_both_roles_refuse_to_run_without_the_plan(tmp_path, inventory):
     for role in ("image", "weights"):
         pb = tmp_path / ("%s-no-plan.yml" % role)
         pb.write_text(yaml.safe_dump([{"hosts": "vllm_cluster", "gather_facts": False,
@@ -79,7 +81,7 @@ def test_both_roles_refuse_to_run_without_the_plan(tmp_path, inventory):  # noqa
             assert msg.startswith(host + ": plan_result is not set") and "gpufleet.kimi_k3.plan" in msg, msg
 
 
-def test_weights_refuse_a_plan_without_a_revision_on_every_node_before_contacting_them(inventory):  # noqa: F811
+def test_weights_refuse_a_plan_without_a_revision_on_every_node_before_contacting_them(inventory):
     r = run_playbook("weights.yml", inventory,
                      extravars={"kimi_k3_model_revision": None, "kimi_k3_allow_unpinned_remote_code": True})
     failures = failed_tasks(r)

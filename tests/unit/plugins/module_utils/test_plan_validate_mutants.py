@@ -60,7 +60,7 @@ def test_env_str():
     (" G * N ", 4, 4, 16), ("3*N*G", 2, 5, 30), (4, 8, 2, 4)])
 def test_eval_size(expr, gpn, nnodes, value):
     got = pv.eval_size(expr, gpn, nnodes)
-    assert got == value and type(got) is int
+    assert got == value and isinstance(got, int) and not isinstance(got, bool)
 
 
 def test_api_host_defaults_to_every_address_also_without_settings():
@@ -458,7 +458,8 @@ def test_interconnect_rules():
 def test_all2all_kernel_is_the_recipes_for_expert_parallel_over_several_nodes():
     ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_interconnect="rdma"))
     assert errors == []
-    assert ctx["all2all_backend"] == pv.all2all_kernel(RECIPE, "nvidia", "rdma") is not None
+    assert ctx["all2all_backend"] is not None
+    assert ctx["all2all_backend"] == pv.all2all_kernel(RECIPE, "nvidia", "rdma")
     ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="rdma"))
     assert errors == [] and ctx["all2all_backend"] is None
 
@@ -474,8 +475,8 @@ def test_socket_interface_warning_on_several_nodes_only():
 def test_features():
     ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
     assert ctx["features"] == dict((k, v.get("default", False)) for k, v in RECIPE["features"].items())
-    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_features={"text_only": "yes",
-                                                                                   "reasoning": "off"}))
+    features = {"text_only": "yes", "reasoning": "off"}
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_features=features))
     assert errors == [] and ctx["features"]["text_only"] is True and ctx["features"]["reasoning"] is False
     _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_features={"telepathy": True}))
     p = only(errors, "kimi_k3_features")
@@ -529,8 +530,8 @@ def test_two_nodes_with_one_address():
 
 
 def test_extra_args_that_the_plan_derives_are_refused_with_the_recipes_fix():
-    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_args=["--tensor-parallel-size",
-                                                                                      "4"]))
+    extra_args = ["--tensor-parallel-size", "4"]
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_args=extra_args))
     p = only(errors, "kimi_k3_extra_args")
     assert (p["host"], p["message"], p["fix"]) == (
         "node0", "--tensor-parallel-size must not be passed by hand: the plan derives it.",
