@@ -688,3 +688,113 @@ def test_a_flag_value_the_release_does_not_accept():
 def test_a_flag_value_the_release_accepts():
     ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_kv_cache_dtype="fp8"))
     assert errors == [] and "kv_cache_dtype" not in ctx["invalid"]
+
+
+# ----------------------------------------------------------------------------- second round (survivors of the rerun)
+
+
+def test_snapshots_are_listed_in_release_order_not_text_order():
+    snapshots = dict(SNAPSHOTS, **{"0.100.0": SNAPSHOTS["0.28.0"]})
+    errors, warnings = [], []
+    pv.resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_vllm_version="0.31.0"), RECIPE, snapshots, errors,
+               warnings)
+    fix = only(errors, "kimi_k3_vllm_version")["fix"]
+    assert fix.startswith("use one of %s, 0.100.0, or add" % ", ".join(
+        sorted(SNAPSHOTS, key=lambda v: tuple(int(x) for x in v.split(".")))))
+
+
+def test_head_listed_second_with_rank_one_is_refused_and_put_first():
+    ctx, errors, _w = resolve(_ranked([0, 1, 2], head=1))
+    assert (only(errors, "kimi_k3_node_rank")["host"]) == "node1"
+    assert [n["host"] for n in ctx["nodes"]] == ["node1", "node0", "node2"]
+
+
+def test_a_bad_env_name_is_shown_in_the_message():
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_variables
+    message, _fix = pv._env_entry_problem("1ABC", "1")
+    assert message == "key %s is not an environment variable name." % plan_variables.show("1ABC")
+
+
+def test_feature_defaults_and_the_checks_after_an_unknown_feature():
+    recipe = copy.deepcopy(RECIPE)
+    del recipe["features"]["text_only"]["default"]
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"), recipe)
+    assert ctx["features"]["text_only"] is False and errors == []
+    # an unknown feature does not stop the check of the next one
+    features = {"telepathy": True, "text_only": "maybe"}
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_features=features))
+    found = [(e["host"], e["fix"]) for e in errors if e["variable"] == "kimi_k3_features"]
+    assert found == [("node0", "use one of %s." % ", ".join(sorted(RECIPE["features"]))),
+                     ("node0", "use true or false.")]
+
+
+def test_feature_refusals_name_the_head_and_the_fix():
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp_pp", kimi_k3_features={"spec_decoding": True}))
+    p = only(errors, "kimi_k3_features")
+    assert (p["host"], p["fix"]) == ("node0", "turn spec_decoding off or pick another strategy.")
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_gpus_per_node=4,
+                                     kimi_k3_features={"dcp": True}))
+    p = only(errors, "kimi_k3_features")
+    assert (p["host"], p["fix"]) == ("node0", "use TP 8 on one 8-GPU node or turn dcp off.")
+
+
+def test_image_refusals_name_the_head_and_a_recipe_without_vendor_markers():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_image="vllm/vllm-openai@sha256:abc"))
+    assert only(errors, "kimi_k3_image")["host"] == "node0"
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="mi355x", kimi_k3_image=NV_IMAGE))
+    assert only(errors, "kimi_k3_image")["host"] == "node0"
+    recipe = copy.deepcopy(RECIPE)
+    del recipe["image_vendor_markers"]
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="mi355x", kimi_k3_image=ROCM_IMAGE), recipe)
+    assert [e["message"] for e in errors if e["variable"] == "kimi_k3_image"] == [
+        "%r is not a ROCm image but the nodes are AMD (mi355x)." % ROCM_IMAGE]
+    recipe["image_vendor_markers"] = {}
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_image=ROCM_IMAGE), recipe)
+    assert [e for e in errors if e["variable"] == "kimi_k3_image"] == []
+
+
+def test_an_invalid_image_value_is_one_problem():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_image=["vllm/vllm-openai"]))
+    assert [e["variable"] for e in errors] == ["kimi_k3_image"], errors
+
+
+def test_the_socket_interface_warning_says_what_to_set():
+    _ctx, _e, warnings = resolve(nodes(2, without=("kimi_k3_socket_ifname",)))
+    assert [w["fix"] for w in warnings] == ["set the cluster-internal interface name, e.g. bond0."]
+
+
+def test_load_balancing_refusals_name_the_head_and_the_fix():
+    recipe = copy.deepcopy(RECIPE)
+    recipe["strategies"]["multi_node_dep"]["lb_modes"].append("external")
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_dp_lb_mode="external"), recipe)
+    p = only(errors, "kimi_k3_dp_lb_mode")
+    assert (p["host"], p["fix"]) == ("node0", "use hybrid or internal load balancing.")
+    recipe["strategies"]["multi_node_tp_dp"]["lb_modes"].append("hybrid")
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp_dp", kimi_k3_dp_lb_mode="hybrid"), recipe)
+    p = only(errors, "kimi_k3_dp_lb_mode")
+    assert (p["host"], p["fix"]) == ("node0", "set kimi_k3_dp_lb_mode: external (one endpoint per node) or internal.")
+
+
+def test_a_dp_strategy_without_load_balancing_modes_refuses_every_mode():
+    recipe = copy.deepcopy(RECIPE)
+    del recipe["strategies"]["multi_node_dep"]["lb_modes"]
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_dp_lb_mode="internal"), recipe)
+    p = only(errors, "kimi_k3_dp_lb_mode")
+    assert (p["message"], p["fix"]) == ("'internal' is not available for multi_node_dep.", "use one of .")
+
+
+def test_single_node_tp_with_pp_and_dp_that_cancel_out_is_still_refused():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_tensor_parallel_size=2,
+                                     kimi_k3_pipeline_parallel_size=2, kimi_k3_data_parallel_size=2))
+    p = only(errors, "kimi_k3_strategy")
+    assert (p["host"], p["message"], p["fix"]) == (
+        "node0", "single_node_tp uses tensor parallelism only.",
+        "drop kimi_k3_pipeline_parallel_size / kimi_k3_data_parallel_size.")
+
+
+def test_dp_that_does_not_divide_names_the_head_and_the_fix():
+    _ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_data_parallel_size=6,
+                                     kimi_k3_tensor_parallel_size=2, kimi_k3_pipeline_parallel_size=1,
+                                     kimi_k3_gpus_per_node=3))
+    p = only(errors, "kimi_k3_data_parallel_size")
+    assert (p["host"], p["fix"]) == ("node0", "use a multiple of the node count.")
