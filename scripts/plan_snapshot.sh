@@ -19,7 +19,7 @@ for inv in inventories/*/; do
   if [[ $name == sim-* && ! -f $inv/group_vars/all/sim_image.yml ]]; then
     image=$SIM_IMAGE
     [[ $name == sim-mi355x ]] && image=${image/vllm-openai@/vllm-openai-rocm@}
-    extra=(-e "kimi_k3_image=$image")
+    extra=(-e "kimi_k3_image=$image" -e "kimi_k3_router_image=${image%%/*}/vllm-router@${image#*@}")
   fi
   rm -rf "${out:?}/$name"
   if ! ansible-playbook playbooks/plan.yml -i "$inv" -e "plan_dir=$out/$name" "${extra[@]}" >"$out.$name.log" 2>&1; then

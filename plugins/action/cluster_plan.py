@@ -23,7 +23,14 @@ NODE_VARS = ("ansible_host",)
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("group", "head_group", "overrides", "recipe", "dest"))
+    _VALID_ARGS = frozenset(("group", "head_group", "router_group", "overrides", "recipe", "dest"))
+
+    @staticmethod
+    def _node(host, hv, head, overrides):
+        """A host as topology.build_cluster_plan takes it: its kimi_k3_* variables and ansible_host."""
+        node_vars = dict((key, to_plain(hv[key])) for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
+        node_vars.update(overrides)
+        return {"host": host, "head": head, "vars": node_vars}
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -38,23 +45,17 @@ class ActionModule(ActionBase):
         hosts = list(groups.get(group, []))
         heads = set(groups.get(head_group, []))
         hostvars = task_vars.get("hostvars", {})
-        nodes = []
-        for host in hosts:
-            hv = hostvars[host]
-            node_vars = {}
-            for key in hv:
-                if key.startswith(topology.PREFIX) or key in NODE_VARS:
-                    node_vars[key] = to_plain(hv[key])
-            node_vars.update(overrides)
-            nodes.append({"host": host, "head": host in heads, "vars": node_vars})
+        nodes = [self._node(host, hostvars[host], host in heads, overrides) for host in hosts]
+        routers = [self._node(host, hostvars[host], False, {})
+                   for host in groups.get(args.get("router_group", "vllm_router"), [])]
         recipe = recipe_data.load_recipe(args.get("recipe", "kimi_k3"))
         snapshots = recipe_data.load_snapshots()
-        plan = topology.build_cluster_plan(nodes, recipe, snapshots)
+        plan = topology.build_cluster_plan(nodes, recipe, snapshots, routers)
         result["changed"] = False
         result["ok"] = plan["ok"]
         result["cluster"] = plan["cluster"]
         result["plans"] = plan["plans"]
-        result["scripts"] = dict((h, plan_render.docker_run_command(p)) for h, p in plan["plans"].items())
+        result["scripts"] = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
         result["errors"] = [plan_render.format_problem(p) for p in plan["errors"]]
         result["problems"] = plan["errors"]
         result["warnings_list"] = [plan_render.format_problem(p) for p in plan["warnings"]]

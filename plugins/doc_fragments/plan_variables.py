@@ -18,30 +18,37 @@ notes:
     gb200, b300, b200, h200, mi355x, mi350x.'
   - 'C(kimi_k3_gpus_per_node) (int, cluster scope, default the accelerator''s): GPUs per node (a GB200/GB300 tray
     has 4). Allowed: >= 1.'
-  - 'C(kimi_k3_strategy) (str, cluster scope, default required): The recipe''s parallel strategy. Allowed:
+  - 'C(kimi_k3_strategy) (str, deployment scope, default required): The recipe''s parallel strategy. Allowed:
     single_node_tp, multi_node_tp, multi_node_tep, multi_node_tp_pp, multi_node_dep, multi_node_tp_dp.'
-  - 'C(kimi_k3_tensor_parallel_size) (int, cluster scope, default strategy): Override the strategy''s tensor-
+  - 'C(kimi_k3_tensor_parallel_size) (int, deployment scope, default strategy): Override the strategy''s tensor-
     parallel size (TP x PP x DP = nodes x GPUs per node). Allowed: >= 1.'
-  - 'C(kimi_k3_pipeline_parallel_size) (int, cluster scope, default strategy): Override the strategy''s pipeline-
+  - 'C(kimi_k3_pipeline_parallel_size) (int, deployment scope, default strategy): Override the strategy''s
+    pipeline-parallel size. Allowed: >= 1.'
+  - 'C(kimi_k3_data_parallel_size) (int, deployment scope, default strategy): Override the strategy''s data-
     parallel size. Allowed: >= 1.'
-  - 'C(kimi_k3_data_parallel_size) (int, cluster scope, default strategy): Override the strategy''s data-parallel
-    size. Allowed: >= 1.'
-  - 'C(kimi_k3_dp_lb_mode) (str, cluster scope, default DEP: hybrid; TP x DP: internal): Data-parallel load
+  - 'C(kimi_k3_dp_lb_mode) (str, deployment scope, default DEP: hybrid; TP x DP: internal): Data-parallel load
     balancing: internal (followers --headless), hybrid (every node serves its local ranks) or external (one
     endpoint per rank). Allowed: internal, hybrid, external.'
   - 'C(kimi_k3_interconnect) (str, cluster scope, default required for several nodes): Fabric between the nodes;
     picks the vendor''s --all2all-backend for expert parallelism. Allowed: nvlink, rdma.'
-  - 'C(kimi_k3_all2all_backend) (str, cluster scope, default recipe (vendor x interconnect)): Override --all2all-
-    backend (must be a kernel of the nodes'' vendor). Allowed: a --all2all-backend choice of the target release
-    (allgather_reducescatter, deepep_high_throughput, deepep_low_latency, deepep_v2, flashinfer_all2allv,
+  - 'C(kimi_k3_all2all_backend) (str, deployment scope, default recipe (vendor x interconnect)): Override
+    --all2all-backend (must be a kernel of the nodes'' vendor). Allowed: a --all2all-backend choice of the target
+    release (allgather_reducescatter, deepep_high_throughput, deepep_low_latency, deepep_v2, flashinfer_all2allv,
     flashinfer_nvlink_one_sided, flashinfer_nvlink_two_sided, moonep, mori_high_throughput, mori_low_latency,
     naive, nixl_ep, pplx).'
-  - 'C(kimi_k3_moe_backend) (str, cluster scope, default recipe): Override --moe-backend (MegaMoE is refused over
-    RDMA or without EP; vendor-exclusive backends are refused on the other vendor). Allowed: a --moe-backend
+  - 'C(kimi_k3_moe_backend) (str, deployment scope, default recipe): Override --moe-backend (MegaMoE is refused
+    over RDMA or without EP; vendor-exclusive backends are refused on the other vendor). Allowed: a --moe-backend
     choice of the target release (aiter, aiter_mega_moe, aiter_triton_mxfp4_bf16, aiter_triton_mxfp4_mxfp4, auto,
     b12x, batched_triton, cutlass, deep_gemm, deep_gemm_mega_moe, emulation, flashinfer_b12x, flashinfer_cutedsl,
     flashinfer_cutlass, flashinfer_moe_ep_cutedsl, flashinfer_moe_ep_mega_deep_gemm, flashinfer_trtllm, flydsl,
     hpc, humming, marlin, rdna3, triton, triton_unfused).'
+  - 'C(kimi_k3_deployment) (str, host scope, default main (one deployment)): Name of the independent vLLM
+    deployment the node belongs to (set it in the group_vars of a child group of vllm_cluster, one group per
+    deployment); its head is its host in vllm_head. Allowed: a deployment name: lowercase letters, digits and
+    inner dashes, at most 40 (e.g. replica-1, prefill-1).'
+  - 'C(kimi_k3_deployment_kind) (str, deployment scope, default single for one deployment, replica for several):
+    What the deployment is: single (the only one), replica (one of N identical copies behind vllm-router), prefill
+    or decode (the recipe''s pd_cluster behind vllm-router). Allowed: single, replica, prefill, decode.'
   - 'C(kimi_k3_node_rank) (int, host scope, default head 0, workers in inventory order): Explicit node order (0 =
     head); on every node or on none. Allowed: >= 0.'
   - 'C(kimi_k3_variant) (str, cluster scope, default default): Recipe model variant. Allowed: default, nvfp4.'
@@ -91,20 +98,33 @@ notes:
     no, on-failure, always, unless-stopped.'
   - 'C(kimi_k3_docker_host) (str, host scope, default unix:///var/run/docker.sock): Container engine URL on the
     node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host.'
-  - 'C(kimi_k3_extra_args) (list, cluster scope, default []): Extra vllm serve arguments, each flag and value its
-    own item (checked against the flag snapshot; flags the plan derives are refused). Allowed: -.'
-  - 'C(kimi_k3_extra_env) (dict, cluster scope, default {}): Extra container environment NAME: value (no secrets,
-    no removed variables). Allowed: -.'
+  - 'C(kimi_k3_extra_args) (list, deployment scope, default []): Extra vllm serve arguments, each flag and value
+    its own item (checked against the flag snapshot; flags the plan derives are refused). Allowed: -.'
+  - 'C(kimi_k3_extra_env) (dict, deployment scope, default {}): Extra container environment NAME: value (no
+    secrets, no removed variables). Allowed: -.'
   - 'C(kimi_k3_internal_address) (str, host scope, default ansible_host): Cluster-internal address of the node
     (--master-addr / --data-parallel-address). Allowed: an IPv4/IPv6 address or a host name, without prefix length
     (/24), port (:8000) or brackets.'
   - 'C(kimi_k3_api_host) (str, host scope, default 0.0.0.0 (all)): Address the API binds to on the node. Allowed:
     an IPv4/IPv6 address or a host name, without prefix length (/24), port (:8000) or brackets.'
-  - 'C(kimi_k3_api_port) (port, cluster scope, default 8000): API port. Allowed: 1-65535, distinct per node.'
-  - 'C(kimi_k3_master_port) (port, cluster scope, default 29501): TP/PP rendezvous port (--master-port). Allowed:
+  - 'C(kimi_k3_api_port) (port, deployment scope, default 8000 (prefill 8001, decode 8002)): API port. Allowed:
     1-65535, distinct per node.'
-  - 'C(kimi_k3_dp_rpc_port) (port, cluster scope, default 29550): Data-parallel RPC port (--data-parallel-rpc-
+  - 'C(kimi_k3_master_port) (port, deployment scope, default 29501): TP/PP rendezvous port (--master-port).
+    Allowed: 1-65535, distinct per node.'
+  - 'C(kimi_k3_dp_rpc_port) (port, deployment scope, default 29550): Data-parallel RPC port (--data-parallel-rpc-
     port). Allowed: 1-65535, distinct per node.'
+  - 'C(kimi_k3_router_image) (str, router scope, default required with a vllm_router host): The vllm-router image,
+    repo@sha256:<digest> (a tag is refused unless kimi_k3_allow_unpinned_image). Allowed: non-empty text without
+    control characters.'
+  - 'C(kimi_k3_router_port) (port, router scope, default 8000): Port of the router''s API (the endpoint users
+    call). Allowed: 1-65535, distinct per node.'
+  - 'C(kimi_k3_router_prometheus_port) (port, router scope, default 29000): Port of the router''s Prometheus
+    metrics. Allowed: 1-65535, distinct per node.'
+  - 'C(kimi_k3_router_policy) (str, router scope, default round_robin): vllm-router load-balancing policy
+    (--policy). Allowed: random, round_robin, cache_aware, kv_aware, power_of_two, consistent_hash,
+    sticky_least_loaded.'
+  - 'C(kimi_k3_router_container_name) (str, router scope, default vllm-router): Name of the router container.
+    Allowed: a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+).'
   - 'C(kimi_k3_api_key) (str, cluster scope, default unset): API key (vault); reaches the container through a
     mode-0600 env file. Allowed: -.'
   - 'C(kimi_k3_hf_token) (str, cluster scope, default unset): Hugging Face token (vault), for gated or private

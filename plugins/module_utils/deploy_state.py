@@ -48,7 +48,13 @@ def plan_id(plans):
 
 
 def mark_ready(record, plan, image, at):
+    """Record ``plan`` on ``image`` as deployed at ``at``; a record that already says so is kept as it is (a second
+    run that finds the same plan ready changes nothing, its time included)."""
     out = normalise(record)
+    deployed, last = out.get("deployed") or {}, out.get("last_run") or {}
+    if (deployed.get("plan_id"), deployed.get("image")) == (plan, image) \
+            and (last.get("plan_id"), last.get("outcome")) == (plan, "ready"):
+        return out
     out["deployed"] = {"plan_id": plan, "image": image, "at": at}
     out["last_run"] = {"plan_id": plan, "outcome": "ready", "at": at, "reason": ""}
     return out

@@ -6,11 +6,11 @@
 ``CONTRACT_KEYS`` are the keys a role may rely on in ``plan_result.plans[host]``. ``missing_keys`` names what a
 plan lacks; ``complete`` fills the keys the cluster_plan action does not publish yet.
 
-``complete`` fills only keys a plan lacks. The cluster_plan action publishes docker_host, model, model_revision,
-model_cache_dir, served_model_name, api_host and api_port itself; it does not publish master_port and dp_rpc_port,
-which ``complete`` derives from the rendered argv (``--master-port``, ``--data-parallel-rpc-port``), else the host's
-inventory variable, else the recipe default. (Written before the plan carried the other keys: for an older plan it
-derives them the same way.) It is the only place outside the plan that reads those ``kimi_k3_*`` variables.
+``complete`` fills only keys a plan lacks. The cluster_plan action publishes every NEW_KEYS key itself (also
+master_port and dp_rpc_port, and deployment / deployment_kind: docs/deployments.md), so for a current plan it
+changes nothing; for a plan written by an older collection it derives them from the rendered argv
+(``--master-port``, ``--data-parallel-rpc-port``, ...), else the host's inventory variable, else the recipe default.
+It is the only place outside the plan that reads those ``kimi_k3_*`` variables.
 """
 from __future__ import absolute_import, division, print_function
 

@@ -74,6 +74,51 @@ def docker_run_command(plan):
     return "\n".join(lines) + "\n"
 
 
+def router_run_command(plan):
+    """The ``docker run`` equivalent of the router host's plan; the API key is named, never valued."""
+    q = shlex.quote
+    c = plan["container"]
+    chunks = ["docker run --detach", "--name %s" % q(c["name"]), "--network %s" % q(c["network_mode"])]
+    chunks += ["--label %s" % q("%s=%s" % (k, c["labels"][k])) for k in sorted(c.get("labels", {}))]
+    chunks.append("--restart %s" % q(c["restart_policy"]))
+    chunks += ["--env %s" % q("%s=%s" % (k, plan["env"][k])) for k in sorted(plan["env"])]
+    chunks += ["--env %s" % q(k) for k in plan.get("secret_env", [])]
+    chunks.append(q(plan["image"]))
+    _positional, units = vllm_flags.split_units(plan["router"]["argv"][1:])
+    chunks.append(q(plan["router"]["argv"][0]))
+    chunks += [" ".join([q(name)] + [q(v) for v in values]) for name, values in units]
+    lines = ["#!/bin/sh", "# %s (vllm-router, %s mode): equivalent of the planned container." %
+             (plan["host"], plan["router"]["mode"])]
+    if plan.get("secret_env"):
+        lines.append("# Secrets are not written here: export %s before running." % " ".join(plan["secret_env"]))
+    lines.append(" \\\n  ".join(chunks))
+    return "\n".join(lines) + "\n"
+
+
+def run_script(plan):
+    """The ``<host>.sh`` of any host's plan (vLLM node or router)."""
+    return router_run_command(plan) if plan.get("role") == "router" else docker_run_command(plan)
+
+
+def _deployment_lines(c):
+    if len(c.get("deployments", [])) < 2:
+        return []
+    lines = ["%s: %d deployments%s" % (c["mode"], len(c["deployments"]),
+                                       (", router %s" % c["router"]["api_url"]) if c.get("router") else "")]
+    for d in c["deployments"]:
+        lines.append("  %s (%s): %s on %d nodes, TP %d x PP %d x DP %d, head %s"
+                     % (d["name"], d["kind"], d["strategy"], d["nnodes"], d["tensor_parallel_size"],
+                        d["pipeline_parallel_size"], d["data_parallel_size"], d["head"]))
+    return lines
+
+
+def _host_row(p):
+    if p["role"] == "router":
+        return (p["host"], "-", "router", p["internal_address"], p["api_url"], str(len(p["router"]["argv"]) - 1))
+    return (p["host"], str(p["node_rank"]), p["role"], p["internal_address"], p["api_url"] or "headless",
+            str(len(p["vllm_args"]) - 1))
+
+
 def summary_table(result):
     """A short human table of the plan (or of the problems)."""
     if not result["ok"]:
@@ -86,12 +131,9 @@ def summary_table(result):
                 c["pipeline_parallel_size"], c["data_parallel_size"],
                 (", LB %s" % c["dp_lb_mode"]) if c["dp_lb_mode"] else "", c["vllm_version"]),
              "image %s" % c["image"], "API access: %s" % API_ACCESS_TEXT.get(c.get("api_access"), "?")]
+    lines += _deployment_lines(c)
     header = ("host", "rank", "role", "address", "http", "args")
-    rows = [header]
-    for host in c["order"]:
-        p = result["plans"][host]
-        rows.append((host, str(p["node_rank"]), p["role"], p["internal_address"],
-                     p["api_url"] or "headless", str(len(p["vllm_args"]) - 1)))
+    rows = [header] + [_host_row(result["plans"][host]) for host in c["order"]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:
         lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip())

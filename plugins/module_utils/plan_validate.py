@@ -101,10 +101,17 @@ def _explicit_order(nodes, heads, errors):
     return ordered
 
 
-def order_nodes(nodes, errors, invalid=()):
-    """Return nodes sorted by rank with ``rank`` set; exactly one head, head is rank 0, ranks unique."""
+def order_nodes(nodes, errors, invalid=(), deployment=None):
+    """Return nodes sorted by rank with ``rank`` set; exactly one head, head is rank 0, ranks unique.
+    ``deployment``: the deployment's name when the inventory holds several (each has its own head)."""
     heads = [n for n in nodes if n.get("head")]
-    if len(heads) != 1:
+    if len(heads) != 1 and deployment:
+        errors.append(problem(nodes[0]["host"] if nodes else "vllm_head", "vllm_head",
+                              "deployment %s has %d hosts in vllm_head (%s); each deployment needs exactly one."
+                              % (deployment, len(heads), ", ".join(n["host"] for n in heads) or "none"),
+                              "put the rank-0 node of deployment %s (alone among its hosts) in vllm_head."
+                              % deployment))
+    elif len(heads) != 1:
         errors.append(problem("vllm_head", "vllm_head",
                               "the head group must hold exactly one host, it holds %d (%s)."
                               % (len(heads), ", ".join(n["host"] for n in heads) or "none"),
@@ -240,9 +247,10 @@ def _strategy_fits(ctx, name, strategy):
                               "add nodes to vllm_workers or use single_node_tp."))
     if errors:
         return errors  # the node count is the mistake; a GPU count problem would only repeat it
-    if gpn and total < strategy.get("min_gpus", 0):
+    min_gpus = ctx["role_spec"].get("min_gpus", strategy.get("min_gpus", 0))
+    if gpn and total < min_gpus:
         errors.append(problem(where, PREFIX + "strategy", "%s needs at least %d GPUs, the cluster has %d (%d nodes "
-                              "x %d)." % (name, strategy["min_gpus"], total, nnodes, gpn),
+                              "x %d)." % (name, min_gpus, total, nnodes, gpn),
                               "add nodes (a %s node has %d GPUs) or choose a smaller strategy."
                               % (ctx["accelerator"], ctx["hw"].get("gpus_per_node", 0))))
     if ctx["accelerator"] in strategy.get("unsupported_hardware", []):
@@ -269,7 +277,7 @@ def validate_strategy(ctx):
     ctx["strategy_name"] = name
     ctx["strategy"] = strategy
     ctx["launch"] = strategy.get("launch")
-    ctx["expert_parallel"] = bool(strategy.get("expert_parallel"))
+    ctx["expert_parallel"] = bool(strategy.get("expert_parallel") or ctx["role_spec"].get("expert_parallel"))
     if strategy and ctx["nnodes"]:
         errors += _strategy_fits(ctx, name, strategy)
     ctx["strategy_fits"] = not errors
@@ -440,14 +448,16 @@ def validate_ports_addresses(ctx):
     s, where, defaults, launch, errors = ctx["settings"], ctx["where"], ctx["recipe"]["defaults"], ctx["launch"], []
     ports = {}
     for key in ("api_port", "master_port", "dp_rpc_port"):
-        ports[key] = s[key] if s[key] is not None else defaults[key]
+        ports[key] = s[key] if s[key] is not None else ctx["role_spec"].get(key, defaults[key])
     ctx["ports"] = ports
-    used = {}
+    side_channel = ctx["role_spec"].get("kv_side_channel_port")
+    used = {side_channel: "VLLM_NIXL_SIDE_CHANNEL_PORT (the NIXL side channel)"} if side_channel else {}
     for key, value in ports.items():
         relevant = key == "api_port" or (key == "master_port" and launch == "mp") or \
             (key == "dp_rpc_port" and launch == "dp")
         if relevant and value in used:
-            errors.append(problem(where, PREFIX + key, "port %d is also %s." % (value, PREFIX + used[value]),
+            other = used[value] if used[value].isupper() or " " in used[value] else PREFIX + used[value]
+            errors.append(problem(where, PREFIX + key, "port %d is also %s." % (value, other),
                                   "give the API, rendezvous and RPC ports distinct numbers."))
         if relevant:
             used[value] = key
@@ -616,24 +626,80 @@ def validate_host_names(ctx):
     return errors
 
 
+# ----------------------------------------------------------------------------- deployment kind (PD roles)
+
+
+def _pd_vendor_problem(ctx):
+    pd = ctx["recipe"].get("pd_cluster", {})
+    if not ctx["role_spec"].get("pd") or not ctx["vendor"] or ctx["vendor"] in pd.get("vendors", []):
+        return None
+    return problem(ctx["where"], PREFIX + "deployment_kind", "prefill/decode deployments are not offered on %s "
+                   "nodes (%s): %s." % (ctx["vendor"], ctx["accelerator"], pd.get("refused_vendor_reason", "")),
+                   "run %s as replicas (kimi_k3_deployment_kind: replica) or as one single deployment."
+                   % ctx["accelerator"])
+
+
+def _pd_flags_problem(ctx):
+    snapshot, pd = ctx["snapshot"], ctx["recipe"].get("pd_cluster", {})
+    if not ctx["role_spec"].get("pd") or snapshot is None:
+        return None
+    missing = [f for f in pd.get("required_flags", []) if f not in snapshot["flags"]]
+    if not missing:
+        return None
+    return problem(ctx["where"], PREFIX + "vllm_version", "vLLM %s has no %s, which prefill/decode deployments "
+                   "need." % (ctx["vllm_version"], ", ".join(missing)),
+                   "set kimi_k3_vllm_version to a release whose flag snapshot has %s." % ", ".join(missing))
+
+
+def validate_deployment_kind(ctx):
+    """The kind's strategies (decode runs DEP: expert parallel), vendor and vLLM flags (recipe deployment_kinds)."""
+    role, name, errors = ctx["role_spec"], ctx["strategy_name"], []
+    allowed = role.get("strategies")
+    if allowed and name and ctx["strategy"] and name not in allowed:
+        wanted = ctx["recipe"]["strategies"].get(allowed[0], {})
+        what = "expert parallel" if wanted.get("expert_parallel") or role.get("expert_parallel") else allowed[0]
+        errors.append(problem(ctx["where"], PREFIX + "strategy", "a %s deployment runs %s (%s), not %s."
+                              % (ctx["kind"], " or ".join(allowed), what, name),
+                              "set kimi_k3_strategy: %s for deployment %s (or drop it: that is the default)."
+                              % (allowed[0], ctx["deployment"])))
+    for issue in (_pd_vendor_problem(ctx), _pd_flags_problem(ctx)):
+        if issue:
+            errors.append(issue)
+    return errors
+
+
 # ----------------------------------------------------------------------------- driver
 
 VALIDATORS = (validate_host_names, validate_hardware, validate_version, validate_flag_values, validate_strategy,
-              validate_sizes, validate_load_balancing, validate_interconnect, validate_features,
+              validate_deployment_kind, validate_sizes, validate_load_balancing, validate_interconnect, validate_features,
               validate_ports_addresses, validate_api_exposure, validate_image, validate_model, validate_extra_args,
               validate_extra_env)
 
 
-def resolve(nodes, recipe, snapshots, errors, warnings):
-    """Validate the cluster and compute every derived setting; returns the context."""
+def _deployment_kind(settings, recipe, deployment):
+    """(kind, its recipe layer): kimi_k3_deployment_kind, else single (one deployment) or replica (several)."""
+    kind = settings["deployment_kind"] or ("replica" if deployment.get("several") else "single")
+    role = recipe.get("deployment_kinds", {}).get(kind, {})
+    if settings["strategy"] is None and role.get("strategies"):
+        settings["strategy"] = role["strategies"][0]
+    return kind, role
+
+
+def resolve(nodes, recipe, snapshots, errors, warnings, deployment=None):
+    """Validate one deployment and compute every derived setting; returns the context.
+
+    ``deployment``: ``{"name", "several"}`` (default: the inventory's only deployment, "main")."""
+    deployment = deployment or {"name": recipe["defaults"].get("deployment", "main"), "several": False}
     nodes = [dict(node) for node in nodes]  # read_settings adds "settings"; the caller's nodes stay as given
-    settings, invalid, problems = plan_variables.read_settings(nodes, recipe, snapshots)
+    settings, invalid, problems = plan_variables.read_settings(nodes, recipe, snapshots,
+                                                               deployment["name"] if deployment["several"] else None)
     errors.extend(problems)
-    ordered = order_nodes(nodes, errors, invalid)
+    kind, role = _deployment_kind(settings, recipe, deployment)
+    ordered = order_nodes(nodes, errors, invalid, deployment["name"] if deployment["several"] else None)
     head = ordered[0] if ordered else None
     ctx = {"settings": settings, "invalid": invalid, "nodes": ordered, "nnodes": len(ordered), "head": head,
            "recipe": recipe, "snapshots": snapshots, "where": head["host"] if head else "vllm_cluster",
-           "warnings": warnings}
+           "warnings": warnings, "deployment": deployment["name"], "kind": kind, "role_spec": role}
     for validator in VALIDATORS:
         errors.extend(validator(ctx))
     return ctx

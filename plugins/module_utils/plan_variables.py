@@ -53,33 +53,44 @@ FORMATS = {
                     "an engine URL: unix:///path, tcp://host:port or ssh://user@host"),
     "env_name": (r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
     "text": (r"[^\x00-\x1f\x7f]+", "non-empty text without control characters"),
+    "deployment": (r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?",
+                   "a deployment name: lowercase letters, digits and inner dashes, at most 40 (e.g. replica-1, prefill-1)"),
     "path": (r"[^\x00-\x1f\x7f]+", "a path without control characters"),
 }
 
-CLUSTER, HOST = "cluster", "host"
+# cluster: identical on every node of the inventory; deployment: identical on every node of one deployment
+# (kimi_k3_deployment), may differ between deployments; host: per node; router: read on the vllm_router host.
+CLUSTER, DEPLOYMENT, HOST, ROUTER = "cluster", "deployment", "host", "router"
+SCOPES = (CLUSTER, DEPLOYMENT, HOST, ROUTER)
 
 VARIABLES = (
     # Hardware and topology.
     _v("accelerator", "str", CLUSTER, "GPU model of every node.", required=True, choices="recipe:hardware"),
     _v("gpus_per_node", "int", CLUSTER, "GPUs per node (a GB200/GB300 tray has 4).", minimum=1,
        default_doc="the accelerator's"),
-    _v("strategy", "str", CLUSTER, "The recipe's parallel strategy.", required=True, choices="recipe:strategies"),
-    _v("tensor_parallel_size", "int", CLUSTER, "Override the strategy's tensor-parallel size (TP x PP x DP = "
+    _v("strategy", "str", DEPLOYMENT, "The recipe's parallel strategy.", required=True, choices="recipe:strategies"),
+    _v("tensor_parallel_size", "int", DEPLOYMENT, "Override the strategy's tensor-parallel size (TP x PP x DP = "
        "nodes x GPUs per node).", minimum=1, default_doc="strategy"),
-    _v("pipeline_parallel_size", "int", CLUSTER, "Override the strategy's pipeline-parallel size.", minimum=1,
+    _v("pipeline_parallel_size", "int", DEPLOYMENT, "Override the strategy's pipeline-parallel size.", minimum=1,
        default_doc="strategy"),
-    _v("data_parallel_size", "int", CLUSTER, "Override the strategy's data-parallel size.", minimum=1,
+    _v("data_parallel_size", "int", DEPLOYMENT, "Override the strategy's data-parallel size.", minimum=1,
        default_doc="strategy"),
-    _v("dp_lb_mode", "str", CLUSTER, "Data-parallel load balancing: internal (followers --headless), hybrid "
+    _v("dp_lb_mode", "str", DEPLOYMENT, "Data-parallel load balancing: internal (followers --headless), hybrid "
        "(every node serves its local ranks) or external (one endpoint per rank).",
        choices=["internal", "hybrid", "external"], default_doc="DEP: hybrid; TP x DP: internal"),
     _v("interconnect", "str", CLUSTER, "Fabric between the nodes; picks the vendor's --all2all-backend for "
        "expert parallelism.", choices="recipe:interconnects", default_doc="required for several nodes"),
-    _v("all2all_backend", "str", CLUSTER, "Override --all2all-backend (must be a kernel of the nodes' vendor).",
+    _v("all2all_backend", "str", DEPLOYMENT, "Override --all2all-backend (must be a kernel of the nodes' vendor).",
        choices="snapshot", flag="--all2all-backend", default_doc="recipe (vendor x interconnect)"),
-    _v("moe_backend", "str", CLUSTER, "Override --moe-backend (MegaMoE is refused over RDMA or without EP; "
+    _v("moe_backend", "str", DEPLOYMENT, "Override --moe-backend (MegaMoE is refused over RDMA or without EP; "
        "vendor-exclusive backends are refused on the other vendor).", choices="snapshot", flag="--moe-backend",
        default_doc="recipe"),
+    _v("deployment", "str", HOST, "Name of the independent vLLM deployment the node belongs to (set it in the "
+       "group_vars of a child group of vllm_cluster, one group per deployment); its head is its host in vllm_head.",
+       fmt="deployment", default_doc="main (one deployment)"),
+    _v("deployment_kind", "str", DEPLOYMENT, "What the deployment is: single (the only one), replica (one of N "
+       "identical copies behind vllm-router), prefill or decode (the recipe's pd_cluster behind vllm-router).",
+       choices="recipe:deployment_kinds", default_doc="single for one deployment, replica for several"),
     _v("node_rank", "int", HOST, "Explicit node order (0 = head); on every node or on none.", minimum=0,
        default_doc="head 0, workers in inventory order"),
     # Model.
@@ -125,19 +136,28 @@ VARIABLES = (
        choices=["no", "on-failure", "always", "unless-stopped"]),
     _v("docker_host", "str", HOST, "Container engine URL on the node.", fmt="docker_host",
        default="unix:///var/run/docker.sock"),
-    _v("extra_args", "list", CLUSTER, "Extra vllm serve arguments, each flag and value its own item (checked "
+    _v("extra_args", "list", DEPLOYMENT, "Extra vllm serve arguments, each flag and value its own item (checked "
        "against the flag snapshot; flags the plan derives are refused).", default_doc="[]"),
-    _v("extra_env", "dict", CLUSTER, "Extra container environment NAME: value (no secrets, no removed "
+    _v("extra_env", "dict", DEPLOYMENT, "Extra container environment NAME: value (no secrets, no removed "
        "variables).", default_doc="{}"),
     # Network.
     _v("internal_address", "str", HOST, "Cluster-internal address of the node (--master-addr / "
        "--data-parallel-address).", fmt="address", default_doc="ansible_host"),
     _v("api_host", "str", HOST, "Address the API binds to on the node.", fmt="address",
        default_doc="0.0.0.0 (all)"),
-    _v("api_port", "port", CLUSTER, "API port.", default_doc="8000"),
-    _v("master_port", "port", CLUSTER, "TP/PP rendezvous port (--master-port).", default_doc="29501"),
-    _v("dp_rpc_port", "port", CLUSTER, "Data-parallel RPC port (--data-parallel-rpc-port).",
+    _v("api_port", "port", DEPLOYMENT, "API port.", default_doc="8000 (prefill 8001, decode 8002)"),
+    _v("master_port", "port", DEPLOYMENT, "TP/PP rendezvous port (--master-port).", default_doc="29501"),
+    _v("dp_rpc_port", "port", DEPLOYMENT, "Data-parallel RPC port (--data-parallel-rpc-port).",
        default_doc="29550"),
+    # Router (hosts of group vllm_router).
+    _v("router_image", "str", ROUTER, "The vllm-router image, repo@sha256:<digest> (a tag is refused unless "
+       "kimi_k3_allow_unpinned_image).", fmt="text", default_doc="required with a vllm_router host"),
+    _v("router_port", "port", ROUTER, "Port of the router's API (the endpoint users call).", default_doc="8000"),
+    _v("router_prometheus_port", "port", ROUTER, "Port of the router's Prometheus metrics.", default_doc="29000"),
+    _v("router_policy", "str", ROUTER, "vllm-router load-balancing policy (--policy).", choices="recipe:router.policies",
+       default_doc="round_robin"),
+    _v("router_container_name", "str", ROUTER, "Name of the router container.", fmt="container_name",
+       default_doc="vllm-router"),
     # Secrets and safety switches.
     _v("api_key", "str", CLUSTER, "API key (vault); reaches the container through a mode-0600 env file.",
        secret=True, default_doc="unset"),
@@ -253,7 +273,10 @@ def allowed_values(decl, recipe, snapshots, version=None):
     if choices == "snapshots":
         return sorted(snapshots)
     if isinstance(choices, str) and choices.startswith("recipe:"):
-        return list(recipe.get(choices.split(":", 1)[1], {}))
+        section = recipe
+        for part in choices.split(":", 1)[1].split("."):
+            section = section.get(part, {}) if isinstance(section, dict) else {}
+        return list(section)
     return None
 
 
@@ -329,7 +352,15 @@ def unknown_variables(nodes):
     return problems
 
 
-def _cluster_value(decl, nodes, errors):
+def _where_fix(decl, deployment):
+    """Where a variable that must agree between nodes is set once."""
+    if decl["scope"] == DEPLOYMENT and deployment:
+        return "it is the same on every node of deployment %s" % deployment, (
+            "set %s once for the deployment (group_vars of its group)." % decl["name"])
+    return "it is cluster-wide", "set %s once in group_vars/vllm_cluster." % decl["name"]
+
+
+def _cluster_value(decl, nodes, errors, deployment=None):
     """(host, value) of a cluster variable, (None, None) when unset; a second, different value is a problem."""
     name = decl["name"]
     seen = [(n["host"], n["vars"][name]) for n in nodes if n["vars"].get(name) is not None]
@@ -340,38 +371,48 @@ def _cluster_value(decl, nodes, errors):
         if value != first:
             shown = ("(%s) and %s (%s)" % ("hidden", host, "hidden") if decl["secret"]
                      else "(%s) and %s (%s)" % (show(first), host, show(value)))
-            errors.append(_problem(host, name, "differs between %s %s; it is cluster-wide." % (first_host, shown),
-                                   "set %s once in group_vars/vllm_cluster." % name))
+            scope, fix = _where_fix(decl, deployment)
+            errors.append(_problem(host, name, "differs between %s %s; %s." % (first_host, shown, scope), fix))
             break
     return first_host, first
 
 
-def read_settings(nodes, recipe, snapshots):
+def read_settings(nodes, recipe, snapshots, deployment=None):
     """Validate every declared variable; returns ``(settings, invalid, errors)``.
 
     ``settings`` maps each cluster variable's key (name without prefix) to its checked value or its default;
     host variables land in ``node["settings"]``. ``invalid`` holds the keys whose value was refused (later
     validators skip what depends on them: one mistake, one problem). Secrets are reduced to presence.
+    ``nodes`` are one deployment's (``deployment`` names it when the inventory holds several); router variables
+    are read by ``read_router_settings``.
     """
     errors = unknown_variables(nodes)
     settings, invalid = {}, set()
     for decl in VARIABLES:
+        if decl["scope"] == ROUTER:
+            continue
         if decl["scope"] == HOST:
             _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid)
             continue
-        host, value = _cluster_value(decl, nodes, errors)
-        settings[decl["key"]] = copy.deepcopy(decl["default"])
-        if value is None:
-            continue
-        checked, refusal = check_value(decl, value, recipe, snapshots)
-        if refusal:
-            errors.append(_problem(host, decl["name"], refusal[0], refusal[1]))
-            invalid.add(decl["key"])
-        else:
-            settings[decl["key"]] = True if decl["secret"] else copy.deepcopy(checked)
+        _read_shared_variable(decl, nodes, (recipe, snapshots, deployment), settings, errors, invalid)
     settings["secrets"] = dict((k, bool(settings.pop(k) and any(n["vars"].get(PREFIX + k) for n in nodes)))
                                for k in SECRET_KEYS)
     return settings, invalid, errors
+
+
+def _read_shared_variable(decl, nodes, inputs, settings, errors, invalid):
+    """A variable that must agree between ``nodes``: its checked value (a secret: True) or default in ``settings``."""
+    recipe, snapshots, deployment = inputs
+    host, value = _cluster_value(decl, nodes, errors, deployment)
+    settings[decl["key"]] = copy.deepcopy(decl["default"])
+    if value is None:
+        return
+    checked, refusal = check_value(decl, value, recipe, snapshots)
+    if refusal:
+        errors.append(_problem(host, decl["name"], refusal[0], refusal[1]))
+        invalid.add(decl["key"])
+    else:
+        settings[decl["key"]] = True if decl["secret"] else copy.deepcopy(checked)
 
 
 def _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid):
@@ -387,3 +428,14 @@ def _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid):
             invalid.add(decl["key"])
         else:
             node["settings"][decl["key"]] = checked
+
+
+def read_router_settings(routers, recipe, snapshots):
+    """The router variables (and the host variables) of the vllm_router hosts: ``(settings, errors)``."""
+    errors, settings = unknown_variables(routers), {}
+    for decl in VARIABLES:
+        if decl["scope"] == HOST:
+            _read_host_variable(decl, routers, recipe, snapshots, errors, set())
+        elif decl["scope"] == ROUTER or decl["key"] == "allow_unpinned_image":
+            _read_shared_variable(decl, routers, (recipe, snapshots, None), settings, errors, set())
+    return settings, errors

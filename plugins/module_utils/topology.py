@@ -21,7 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_validate, vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_fleet, plan_validate, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pick_versioned, to_bool
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)
@@ -91,13 +91,43 @@ def _recipe_layers(ctx, recipe):
     layers = [(PREFIX + "strategy", list(strategy.get("args", []))),
               (PREFIX + "accelerator", list(override.get("args", []))),
               (PREFIX + "strategy",
-               list(strategy.get("hardware_overrides", {}).get(ctx["accelerator"], {}).get("args", [])))]
+               list(strategy.get("hardware_overrides", {}).get(ctx["accelerator"], {}).get("args", []))),
+              (PREFIX + "deployment_kind", _kind_args(ctx, recipe))]
     for name, enabled in ctx["features"].items():
         if enabled:
             spec = recipe["features"][name]
             layers.append((PREFIX + "features", list(spec.get("args", []))
                            + list(spec.get("vendor_args", {}).get(ctx["vendor"], []))))
     return layers
+
+
+def _kind_args(ctx, recipe):
+    """The deployment kind's layer (recipe deployment_kinds; PD kinds add the shared pd_cluster flags)."""
+    role = ctx["role_spec"]
+    args = list(recipe.get("pd_cluster", {}).get("args", [])) if role.get("pd") else []
+    args += list(role.get("args", []))
+    return args + list(role.get("hardware_overrides", {}).get(ctx["accelerator"], {}).get("args", []))
+
+
+def _kind_env(ctx, recipe):
+    """The deployment kind's environment; NVL-only variables stay on GB200/GB300 trays (recipe pd_cluster)."""
+    role, pd = ctx["role_spec"], recipe.get("pd_cluster", {})
+    env = dict(pd.get("env", {})) if role.get("pd") else {}
+    env.update(role.get("env", {}))
+    if role.get("pd"):
+        env.update(pd.get("hardware_env", {}).get(ctx["hw"].get("override"), {}))
+    if role.get("kv_side_channel_port"):
+        env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(role["kv_side_channel_port"])
+    if not ctx["hw"].get("gb_tray"):
+        env = dict((k, v) for k, v in env.items() if k not in pd.get("nvl_only_env", []))
+    return env
+
+
+def node_env(env, node):
+    """A node's environment: ``{internal_address}`` in a value is the node's own address (NIXL side channel)."""
+    if not any("{internal_address}" in v for v in env.values()):
+        return env
+    return dict((k, v.replace("{internal_address}", node_address(node))) for k, v in env.items())
 
 
 def _user_layer(ctx, node, recipe):
@@ -179,8 +209,10 @@ def _node_env(ctx, recipe):
         if name is not None:
             env[name] = value
     env.update(ctx["strategy"].get("env", {}))
+    env.update(_kind_env(ctx, recipe))
     if ctx["hw"].get("gb_tray") and ctx["nnodes"] > 1 and ctx["interconnect"] == "nvlink":
         env.update(recipe.get("mnnvl_env", {}))
+    if "NCCL_NVLS_ENABLE" in env:
         env["NCCL_NVLS_ENABLE"] = "1" if to_bool(s["nccl_nvls_enable"]) else "0"
     if s["v2_model_runner"] is not None:
         env["VLLM_USE_V2_MODEL_RUNNER"] = "1" if to_bool(s["v2_model_runner"]) else "0"
@@ -214,6 +246,8 @@ def _container(ctx, recipe, node):
             "io.gpufleet.kimi_k3.strategy": str(ctx["strategy_name"]),
         },
     }
+    if ctx["kind"] != "single":
+        c["labels"]["io.gpufleet.kimi_k3.deployment"] = str(ctx["deployment"])
     if ctx["vendor"] == "nvidia":
         c["device_requests"] = [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
         if ctx["hw"].get("gb_tray") and ctx["nnodes"] > 1 and ctx["interconnect"] == "nvlink":
@@ -310,6 +344,10 @@ def _serving_keys(ctx, recipe, node):
         "served_model_name": served_name(ctx, recipe),
         "api_host": api_host(node),
         "api_port": ctx["ports"]["api_port"],
+        "master_port": ctx["ports"]["master_port"],
+        "dp_rpc_port": ctx["ports"]["dp_rpc_port"],
+        "deployment": ctx["deployment"],
+        "deployment_kind": ctx["kind"],
     }
 
 
@@ -354,15 +392,10 @@ def _once(problems):
     return out
 
 
-def build_cluster_plan(nodes, recipe, snapshots):
-    """Validate the inventory and render every node's plan. See the module docstring."""
-    errors = []
-    warnings = []
-    if not nodes:
-        errors.append(problem("vllm_cluster", "vllm_cluster", "the group has no hosts.",
-                              "list the nodes under vllm_head and vllm_workers."))
-        return {"ok": False, "errors": errors, "warnings": warnings, "plans": {}, "cluster": {}}
-    ctx = plan_validate.resolve(nodes, recipe, snapshots, errors, warnings)
+def _build_deployment(nodes, recipe, snapshots, deployment=None):
+    """Validate and render one deployment: ``(ctx, plans, errors, warnings)``."""
+    errors, warnings = [], []
+    ctx = plan_validate.resolve(nodes, recipe, snapshots, errors, warnings, deployment)
     plans = {}
     if not errors:
         env = _node_env(ctx, recipe)
@@ -373,11 +406,43 @@ def build_cluster_plan(nodes, recipe, snapshots):
             args, sources = _node_args(ctx, node, recipe)
             args = vllm_flags.dedupe_args(args, ctx["snapshot"])
             _check_node_args(node, args, sources, ctx, recipe, node_errors)
-            plans[node["host"]] = _node_plan(ctx, recipe, node, env, secret_env, args)
+            plans[node["host"]] = _node_plan(ctx, recipe, node, node_env(env, node), secret_env, args)
         errors.extend(_once(node_errors))
-    cluster = _cluster_summary(ctx, plans) if not errors else {}
-    return {"ok": not errors, "errors": errors, "warnings": warnings,
-            "plans": plans if not errors else {}, "cluster": cluster}
+    return ctx, plans, errors, warnings
+
+
+def _refused(errors, warnings):
+    return {"ok": False, "errors": errors, "warnings": warnings, "plans": {}, "cluster": {}}
+
+
+def build_cluster_plan(nodes, recipe, snapshots, routers=None):
+    """Validate the inventory and render every node's plan (and the router's). See the module docstring.
+
+    ``routers``: the hosts of group vllm_router, in the shape of ``nodes`` (module_utils.plan_fleet)."""
+    routers = routers or []
+    if not nodes:
+        what = " while vllm_router has %s: the router needs backends" % ", ".join(r["host"] for r in routers) \
+            if routers else ""
+        return _refused([problem("vllm_cluster", "vllm_cluster", "the group has no hosts%s." % what,
+                                 "list the nodes under vllm_head and vllm_workers.")], [])
+    parts, errors = plan_fleet.partition(nodes, recipe, snapshots)
+    if errors:
+        return _refused(errors, [])
+    built = [_build_deployment(part, recipe, snapshots, deployment) for deployment, part in parts]
+    errors = _once([e for b in built for e in b[2]])
+    warnings = _once([w for b in built for w in b[3]])
+    if not errors:
+        errors = plan_fleet.validate_fleet(built, routers, recipe, snapshots)
+    if errors:
+        return _refused(errors, warnings)
+    plans = dict((host, p) for b in built for host, p in b[1].items())
+    cluster = _cluster_summary(built[0][0], built[0][1])
+    cluster.update(plan_fleet.fleet_summary(built))
+    if routers:
+        router = plan_fleet.router_plan(routers[0], built, recipe)
+        plans[router["host"]] = router
+        cluster.update(plan_fleet.router_summary(router, cluster["endpoints"], built))
+    return {"ok": True, "errors": [], "warnings": warnings, "plans": plans, "cluster": cluster}
 
 
 def _check_engine_rules(node, args, ctx, recipe, snapshot, errors):

@@ -37,6 +37,12 @@ options:
     description: Inventory group holding the head (rank 0) node.
     type: str
     default: vllm_head
+  router_group:
+    description:
+      - Inventory group holding the vllm-router host (at most one), required when O(group) holds several
+        deployments (C(kimi_k3_deployment)); its plan has C(role=router). See C(docs/deployments.md).
+    type: str
+    default: vllm_router
   overrides:
     description:
       - Variables named C(kimi_k3_*) applied to every node on top of the inventory, for example a different
@@ -132,6 +138,7 @@ def main():
         argument_spec=dict(
             group=dict(type="str", default="vllm_cluster"),
             head_group=dict(type="str", default="vllm_head"),
+            router_group=dict(type="str", default="vllm_router"),
             overrides=dict(type="dict", default={}),
             recipe=dict(type="str", default="kimi_k3"),
             dest=dict(type="path"),

@@ -3,7 +3,7 @@
 The node image has `kimi-ops` (passwordless sudo) and `kimi-docker` (docker group only, no sudo), both logging in
 with the sim's key. The test copies the sim inventory and adds host_vars that connect as kimi-ops with
 ansible_become: true (the usual site setup), then runs playbooks/deploy.yml end to end with an API key, so the
-secrets env file under /etc/kimi-k3 is written (root, 0600) and removed by teardown. The docker-group user is
+secret files (0400, in a root-only 0700 directory under launch_env_dir) are written and removed by teardown. The docker-group user is
 refused by the access check (plugins/module_utils/preflight_access.py), run with its real observations.
 """
 import json
@@ -26,6 +26,10 @@ API_KEY = "sim-nonroot-key"
 @pytest.fixture
 def gb300(sim_cluster):
     return sim_cluster("gb300")
+
+
+# launch_env_dir of the sim inventories (inventories/sim-gb300/group_vars/vllm_cluster.yml): node-local in effect
+SECRETS_DIR = "/var/lib/kimi-sim/models/.secrets/%s"
 
 
 def _inventory_as(sim, tmp_path, user, become):
@@ -96,9 +100,12 @@ def test_deploy_smoke_and_teardown_as_a_sudo_user_with_become(gb300, tmp_path):
         deploy = run_playbook("deploy.yml", inv, extravars=extra)
         assert deploy.status == "successful", failed_tasks(deploy)
         for n in gb300.nodes:
-            env = "/etc/kimi-k3/%s.env" % container[n["name"]]
-            st = gb300.ssh(n["name"], "stat -c '%U %a' " + env)
-            assert st.stdout.split() == ["root", "600"], (n["name"], st.stdout, st.stderr)
+            # secrets are files (0400) in a root-only directory (0700) that the container mounts read-only
+            secrets = "%s/%s.secrets" % (SECRETS_DIR % n["name"], container[n["name"]])
+            st = gb300.ssh(n["name"], "stat -c '%U %a' " + secrets + " " + secrets + "/*")
+            modes = st.stdout.split()
+            assert modes[:2] == ["root", "700"] and len(modes) >= 4, (n["name"], st.stdout, st.stderr)
+            assert all(m == ("root", "400") for m in zip(modes[2::2], modes[3::2])), (n["name"], st.stdout)
             running = gb300.docker(n["name"], "inspect", "--format", "{{.State.Running}}", container[n["name"]])
             assert running.stdout.strip() == "true"
         with open(os.path.join(artifacts, "smoke-%s.json" % gb300.nodes[0]["name"])) as f:
@@ -112,4 +119,5 @@ def test_deploy_smoke_and_teardown_as_a_sudo_user_with_become(gb300, tmp_path):
     assert down.status == "successful", failed_tasks(down)
     for n in gb300.nodes:
         assert gb300.docker(n["name"], "inspect", container[n["name"]], check=False).returncode != 0
-        assert gb300.ssh(n["name"], "test -e /etc/kimi-k3/%s.env" % container[n["name"]]).returncode != 0
+        gone = gb300.ssh(n["name"], "test -e %s/%s.secrets" % (SECRETS_DIR % n["name"], container[n["name"]]))
+        assert gone.returncode != 0

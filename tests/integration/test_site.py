@@ -94,7 +94,9 @@ def test_install_site_init_deploy_from_an_empty_directory(tmp_path, sim_cluster)
 
     art = site / "artifacts"
     plans = sorted(os.path.basename(p) for p in glob.glob(str(art / "plan" / "*.json")))
-    assert plans == ["gb300-tray01.json", "gb300-tray02.json"], plans
+    # one plan per node, and the deployment state record the launch role keeps next to them
+    assert plans == ["gb300-tray01.json", "gb300-tray02.json", "state.json"], plans
+    assert json.load(open(str(art / "plan" / "state.json")))["deployed"]["plan_id"]
     assert (art / "preflight-report.json").is_file()
     assert glob.glob(str(art / "smoke" / "smoke-gb300-tray01.json"))
     # deploy.yml ends with the monitoring role: the scrape configuration of the deployed endpoint is there too

@@ -141,12 +141,13 @@ def test_no_room_is_refused_before_any_transfer(gb300, hf):
 
 
 def test_an_unpinned_revision_is_refused_on_the_controller(gb300, hf):
-    # a branch name: the plan (first play, contacts no host) refuses it
     r = run_playbook("weights.yml", gb300.inventory, extravars=_extra(hf, kimi_k3_model_revision="main"))
     assert r.status == "failed"
     failures = failed_tasks(r)
+    # the plan refuses it (first play of weights.yml, on the controller): no node is contacted
     assert {t for _h, t, _m in failures} == {"Validate the inventory and render every node's launch plan"}
-    assert all("kimi_k3_model_revision" in m and "40-character" in m for _h, _t, m in failures)
+    assert all("kimi_k3_model_revision" in m and "40-character lowercase hex commit hash" in m
+               for _h, _t, m in failures), failures
     # no revision at all (the plan accepts that with the remote-code opt-in): the weights role refuses, every node
     r = run_playbook("weights.yml", gb300.inventory,
                      extravars=_extra(hf, kimi_k3_model_revision=None, kimi_k3_allow_unpinned_remote_code=True))

@@ -34,6 +34,7 @@ INVENTORY_FILES = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts", "inventory.y
 BASE_NAME = re.compile(r"(?<!in)valid|base", re.IGNORECASE)
 ENV_LOOKUP = re.compile(r"""lookup\(\s*['"](?:ansible\.builtin\.)?env['"]\s*,\s*['"]([A-Za-z_][A-Za-z0-9_]*)['"]""")
 STAND_IN_SECRET = "realparser-stand-in-secret"
+STAND_IN_ROUTER_IMAGE = "127.0.0.1:5000/vllm-router@sha256:" + "0" * 64
 STAND_IN_IMAGE = {"nvidia": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "0" * 64,
                   "amd": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "0" * 64}
 
@@ -121,7 +122,8 @@ def stand_in_image(inventory, repo=REPO):
         return None
     with open(os.path.join(repo, "data", "recipes", "kimi_k3.yml")) as handle:
         hardware = yaml.safe_load(handle).get("hardware", {})
-    vendors = set(hardware.get(hv.get("kimi_k3_accelerator"), {}).get("vendor") for hv in hostvars.values())
+    vendors = set(hardware.get(hv.get("kimi_k3_accelerator"), {}).get("vendor") for hv in hostvars.values()
+                  if hv.get("kimi_k3_accelerator"))  # the vllm_router host has none
     return STAND_IN_IMAGE.get(vendors.pop()) if len(vendors) == 1 else None
 
 
@@ -142,7 +144,7 @@ def _render_into(inventory, plan_dir, repo, version):
         cmd += ["-e", "kimi_k3_vllm_version=%s" % version]
         source += " @%s" % version
     if image:
-        cmd += ["-e", "kimi_k3_image=%s" % image]
+        cmd += ["-e", "kimi_k3_image=%s" % image, "-e", "kimi_k3_router_image=%s" % STAND_IN_ROUTER_IMAGE]
         source += " (stand-in kimi_k3_image)"
     proc = subprocess.run(cmd, cwd=repo, env=_ansible_env(repo, inventory), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, check=False)
@@ -150,6 +152,8 @@ def _render_into(inventory, plan_dir, repo, version):
     for path in sorted(glob.glob(os.path.join(plan_dir, "*.json"))):
         with open(path) as handle:
             plan = json.load(handle)
+        if plan.get("role") == "router":  # vllm-router's argv, not vllm serve's (data/router_flags/)
+            continue
         records.append({"source": source, "host": plan["host"], "vllm_version": plan["vllm_version"],
                         "vllm_args": plan["vllm_args"], "env": plan.get("env") or {}, "renders": 1})
     if proc.returncode != 0 or not records:

@@ -31,6 +31,8 @@ def record(result, recipe, snapshots, shipped, test):
         _STATE["fabricated"] += 1
         return
     for host, plan in sorted(result.get("plans", {}).items()):
+        if plan.get("role") == "router":  # vllm-router's argv, not vllm serve's (data/router_flags/)
+            continue
         entry = {"source": test or "(collection)", "host": host, "vllm_version": plan.get("vllm_version"),
                  "vllm_args": list(plan.get("vllm_args") or []), "env": dict(plan.get("env") or {}), "renders": 1}
         key = json.dumps([entry["vllm_version"], entry["vllm_args"], sorted(entry["env"].items())])
@@ -48,8 +50,8 @@ def pytest_configure(config):
     original = topology.build_cluster_plan
     shipped = _shipped_inputs()
 
-    def recording_build_cluster_plan(nodes, recipe, snapshots):
-        result = original(nodes, recipe, snapshots)
+    def recording_build_cluster_plan(nodes, recipe, snapshots, routers=None):
+        result = original(nodes, recipe, snapshots, routers)
         record(result, recipe, snapshots, shipped, _STATE["test"])
         return result
 

@@ -2,8 +2,11 @@
 
 Every ``<case>.yml`` names a base inventory under inventories/ (its hosts.yml and group_vars/vllm_cluster.yml),
 one mistake (``cluster``: merged into group_vars; ``hosts``: merged into a host's vars; ``remove``: variables
-deleted from group_vars; ``rename``: host renamed; ``head``: new vllm_head members) and what the refusal must
-name (``variable``, optionally ``host`` and a fragment of ``fix``). One mistake gives one problem.
+deleted from group_vars; ``rename``: host renamed; ``head``: new vllm_head members; ``router``: merged into the
+vllm_router host's vars; ``no_router``: the vllm_router group removed) and what the refusal must name
+(``variable``, optionally ``host`` and a fragment of ``fix``). One mistake gives one problem. Bases with several
+deployments (inventories/gb300-pd, gb300-fleet) keep each deployment's group_vars (group_vars/<group>.yml or the
+group's ``vars:``) under its hosts, as Ansible resolves them (a group's variables override vllm_cluster's).
 Templated values (``{{ lookup('env', ...) }}``) stand for a vault value; the sim's image comes from simctl, so
 a fixed digest stands in for it.
 """
@@ -35,26 +38,44 @@ def _untemplated(value):
     return "value-from-vault" if isinstance(value, str) and "{{" in value else value
 
 
+def _group_vars(inv, group, doc):
+    path = os.path.join(inv, "group_vars", group + ".yml")
+    found = _load(path) if os.path.exists(path) else {}
+    found.update((doc or {}).get("vars") or {})
+    return dict((k, _untemplated(v)) for k, v in found.items())
+
+
 def base_inventory(name):
-    """(cluster vars, [(host, head?, host vars)]) of inventories/<name>."""
+    """(cluster vars, [(host, head?, host vars)], routers) of inventories/<name>; routers: [(host, vars)]."""
     inv = os.path.join(REPO, "inventories", name)
     cluster = dict((k, _untemplated(v)) for k, v in _load(os.path.join(inv, "group_vars", "vllm_cluster.yml")).items())
     if name in SIM_IMAGE:
         cluster["kimi_k3_image"] = SIM_IMAGE[name]
-    children = _load(os.path.join(inv, "hosts.yml"))["vllm_cluster"]["children"]
-    hosts = []
-    for group in ("vllm_head", "vllm_workers"):
-        for host, hv in ((children.get(group) or {}).get("hosts") or {}).items():
-            hosts.append([host, group == "vllm_head", dict(hv or {})])
-    return cluster, hosts
+    doc = _load(os.path.join(inv, "hosts.yml"))
+    children = doc["vllm_cluster"]["children"]
+    heads = set(((children.get("vllm_head") or {}).get("hosts") or {}))
+    hosts, index = [], {}
+    for group, child in children.items():
+        extra = _group_vars(inv, group, child) if group not in ("vllm_head", "vllm_workers") else {}
+        for host, hv in ((child or {}).get("hosts") or {}).items():
+            if host not in index:
+                index[host] = [host, host in heads, {}]
+                hosts.append(index[host])
+            index[host][2].update(extra)
+            index[host][2].update(hv or {})
+    routers = [(host, dict(_group_vars(inv, "vllm_router", doc.get("vllm_router")), **(hv or {})))
+               for host, hv in (((doc.get("vllm_router") or {}).get("hosts")) or {}).items()]
+    return cluster, hosts, routers
 
 
-def nodes_of(cluster, hosts):
-    return [{"host": h, "head": head, "vars": dict(cluster, **hv)} for h, head, hv in hosts]
+def nodes_of(cluster, hosts, routers=()):
+    nodes = [{"host": h, "head": head, "vars": dict(cluster, **hv)} for h, head, hv in hosts]
+    return nodes, [{"host": h, "head": False, "vars": dict(v)} for h, v in routers]
 
 
-def apply(mistake, cluster, hosts):
-    cluster, hosts = copy.deepcopy(cluster), copy.deepcopy(hosts)
+def apply(mistake, cluster, hosts, routers):
+    cluster, hosts, routers = copy.deepcopy(cluster), copy.deepcopy(hosts), copy.deepcopy(routers)
+    routers = [] if mistake.get("no_router") else [(h, dict(v, **mistake.get("router", {}))) for h, v in routers]
     for name in mistake.get("remove", []):
         cluster.pop(name)
     cluster.update(mistake.get("cluster", {}))
@@ -63,11 +84,11 @@ def apply(mistake, cluster, hosts):
         entry[0] = mistake.get("rename", {}).get(entry[0], entry[0])
         if "head" in mistake:
             entry[1] = entry[0] in mistake["head"]
-    return cluster, hosts
+    return cluster, hosts, routers
 
 
-def plan(nodes):
-    return topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS)
+def plan(nodes, routers=()):
+    return topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, list(routers))
 
 
 def test_the_corpus_is_large_enough_and_mistakes_are_distinct():
@@ -78,17 +99,18 @@ def test_the_corpus_is_large_enough_and_mistakes_are_distinct():
 
 @pytest.mark.parametrize("base", sorted({_load(p)["base"] for p in CASES}))
 def test_every_base_renders_and_its_flag_snapshot_accepts_it(base):
-    r = plan(nodes_of(*base_inventory(base)))
+    r = plan(*nodes_of(*base_inventory(base)))
     assert r["ok"], [plan_render.format_problem(e) for e in r["errors"]]
     for p in r["plans"].values():
+        if p["role"] == "router":
+            continue
         assert vllm_flags.check_argv(p["vllm_args"], SNAPSHOTS[p["vllm_version"]]) == []
 
 
 @pytest.mark.parametrize("path", CASES, ids=[os.path.basename(p)[:-4] for p in CASES])
 def test_mistake_is_refused_naming_the_variable(path):
     doc = _load(path)
-    cluster, hosts = apply(doc["mistake"], *base_inventory(doc["base"]))
-    r = plan(nodes_of(cluster, hosts))
+    r = plan(*nodes_of(*apply(doc["mistake"], *base_inventory(doc["base"]))))
     lines = [plan_render.format_problem(e) for e in r["errors"]]
     assert not r["ok"], "%s: accepted" % doc["description"]
     assert len(r["errors"]) == 1, lines

@@ -13,7 +13,7 @@ SNAP = recipe_data.load_snapshots()
 # The examples read the API key from the controller's environment; without one the plan refuses them (test below).
 API_KEY_ENV = {"KIMI_K3_API_KEY": "unit-test-placeholder"}
 EXAMPLES = ["inventories/gb300-cluster", "inventories/gb300-dep16", "inventories/mi355x-cluster",
-            "inventories/mi355x-rdma-2node"]
+            "inventories/mi355x-rdma-2node", "inventories/gb300-pd", "inventories/gb300-fleet"]
 
 
 @pytest.mark.parametrize("inventory", EXAMPLES)
@@ -23,17 +23,21 @@ def test_example_inventory_plans_are_accepted_by_their_vllm_version(inventory, t
     plans = sorted(glob.glob(str(tmp_path / "*.json")))
     scripts = sorted(glob.glob(str(tmp_path / "*.sh")))
     assert plans and len(plans) == len(scripts)
-    heads = 0
+    heads, deployments = 0, set()
     for path in plans:
         with open(path) as handle:
             p = json.load(handle)
+        if p["role"] == "router":  # the vllm-router host of a fleet or PD cluster (no vllm serve argv)
+            assert "@sha256:" in p["image"] and p["router"]["argv"][0] == "vllm-router"
+            continue
+        deployments.add(p["deployment"])
         for key in ("role", "node_rank", "image", "env", "container", "vllm_args"):
             assert key in p
         assert "@sha256:" in p["image"]
         assert all(isinstance(v, str) for v in p["env"].values())
         assert vllm_flags.check_argv(p["vllm_args"], SNAP[p["vllm_version"]]) == []
         heads += p["role"] == "head"
-    assert heads == 1
+    assert heads == len(deployments)  # one head per deployment
     # Nothing on the runner's side touched a node: every event is for a task delegated to localhost or skipped.
     for ev in r.events:
         data = ev.get("event_data", {})

@@ -158,3 +158,16 @@ def test_cluster_report_flags_drift_and_mixed_images():
     assert rep["nodes"][0]["digest"] == "sha256:bb"
     clean = ds.cluster_report({"head": plans["head"]}, {"head": statuses["head"]}, {}, None)
     assert not clean["drift"] and clean["healthy"] and clean["lines"][0] == "deployed (state record): none recorded"
+
+
+def test_ready_again_on_the_same_plan_keeps_the_record_and_its_time():
+    first = ds.mark_ready(None, "p1", "img@a", "T0")
+    assert ds.mark_ready(first, "p1", "img@a", "T9") == first
+    # after a failed run of the same plan, ready is news again
+    failed = ds.mark_failed(first, "p1", "T1", "stalled")
+    again = ds.mark_ready(failed, "p1", "img@a", "T2")
+    assert again["last_run"] == {"plan_id": "p1", "outcome": "ready", "at": "T2", "reason": ""}
+    assert again["deployed"] == {"plan_id": "p1", "image": "img@a", "at": "T2"}
+    # another image or plan is recorded
+    assert ds.mark_ready(first, "p1", "img@b", "T3")["deployed"] == {"plan_id": "p1", "image": "img@b", "at": "T3"}
+    assert ds.mark_ready(first, "p2", "img@a", "T4")["last_run"]["plan_id"] == "p2"

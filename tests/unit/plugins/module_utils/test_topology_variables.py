@@ -39,7 +39,7 @@ def test_the_table_names_each_variable_once_with_every_field():
     names = [d["name"] for d in plan_variables.VARIABLES]
     assert len(names) == len(set(names))
     for decl in plan_variables.VARIABLES:
-        assert decl["scope"] in ("cluster", "host") and decl["meaning"].endswith(".")
+        assert decl["scope"] in plan_variables.SCOPES and decl["meaning"].endswith(".")
         assert decl["type"] in ("str", "int", "bool", "port", "int_or_auto", "size", "list", "dict", "str_or_list")
         assert decl["format"] is None or decl["format"] in plan_variables.FORMATS
         assert variable_docs.allowed_text(decl, RECIPE, SNAPSHOTS) and variable_docs.default_text(decl)

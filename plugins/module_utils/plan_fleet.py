@@ -1,0 +1,346 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Several deployments in one inventory and the router in front of them (pure functions, no I/O).
+
+An inventory holds one deployment (today's), N replicas of one strategy, or a prefill/decode (PD) cluster.
+``partition`` splits the vllm_cluster hosts by ``kimi_k3_deployment``; module_utils.topology plans each
+deployment on its own (each has its own head in vllm_head), ``validate_fleet`` checks what spans deployments
+(kinds that belong together, identical replicas, cluster-wide variables, addresses, the router host and its
+ports), ``router_plan`` renders the vllm-router host's plan and ``fleet_summary`` / ``router_summary`` the
+cluster summary keys (docs/deployments.md). Recipe knowledge (kinds, router flags) is in the recipe document.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, plan_variables
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_validate import (
+    DIGEST_RE, is_loopback, node_address, problem)
+
+PREFIX = plan_variables.PREFIX
+ROUTER_GROUP = "vllm_router"
+WILDCARD = ("0.0.0.0", "::", "")
+
+
+# ----------------------------------------------------------------------------- deployments
+
+
+def partition(nodes, recipe, snapshots):
+    """``([(deployment, nodes)], errors)``: the hosts of each deployment, deployments in inventory order.
+    ``deployment`` is ``{"name", "several"}`` (several: the inventory holds more than one)."""
+    decl = plan_variables.declared(PREFIX + "deployment")
+    default = recipe["defaults"].get("deployment", "main")
+    order, groups, errors = [], {}, []
+    for node in nodes:
+        raw = node["vars"].get(decl["name"])
+        name, refusal = plan_variables.check_value(decl, raw, recipe, snapshots) if raw is not None \
+            else (default, None)
+        if refusal:
+            if not any(e["message"] == refusal[0] for e in errors):  # one bad name, one problem
+                errors.append(problem(node["host"], decl["name"], refusal[0], refusal[1]))
+            continue
+        if name not in groups:
+            order.append(name)
+            groups[name] = []
+        groups[name].append(node)
+    several = len(order) > 1
+    return [({"name": name, "several": several}, groups[name]) for name in order], errors
+
+
+def _mode(ctxs):
+    return "pd" if any(c["role_spec"].get("pd") for c in ctxs) else ("replicas" if len(ctxs) > 1 else "single")
+
+
+def _kind_problems(ctxs):
+    """Kinds that belong together: several deployments are replicas or a PD cluster, never a mix."""
+    names = ", ".join(c["deployment"] for c in ctxs)
+    kinds = [c["kind"] for c in ctxs]
+    first = ctxs[0]["where"]
+    if len(ctxs) > 1 and "single" in kinds:
+        single = ctxs[kinds.index("single")]
+        return [problem(single["where"], PREFIX + "deployment_kind", "deployment %s is single, but the inventory "
+                        "holds %d deployments (%s)." % (single["deployment"], len(ctxs), names),
+                        "set kimi_k3_deployment_kind: replica (identical copies) or prefill/decode on each.")]
+    pd = [c for c in ctxs if c["role_spec"].get("pd")]
+    if pd and len(pd) != len(ctxs):
+        return [problem(first, PREFIX + "deployment_kind", "the deployments mix prefill/decode with %s (%s)."
+                        % (", ".join(sorted(set(k for k in kinds if k not in ("prefill", "decode")))), names),
+                        "one inventory is either a PD cluster or a replica fleet: move the others to their own "
+                        "inventory.")]
+    missing = [k for k in ("prefill", "decode") if pd and k not in kinds]
+    if missing:
+        return [problem(first, PREFIX + "deployment_kind", "a PD cluster needs prefill and decode deployments, "
+                        "this one has no %s (%s)." % (missing[0], names),
+                        "add a deployment with kimi_k3_deployment_kind: %s." % missing[0])]
+    return []
+
+
+def _shape(ctx):
+    sizes = ctx["sizes"]
+    return (ctx["strategy_name"], ctx["nnodes"], ctx["gpus_per_node"], sizes["tp"], sizes["pp"], sizes["dp"])
+
+
+def _replica_problems(ctxs):
+    """Replicas are interchangeable: same strategy, node count and parallel sizes (recipe ``identical``)."""
+    replicas = [c for c in ctxs if c["role_spec"].get("identical")]
+    errors = []
+    for ctx in replicas[1:]:
+        if _shape(ctx) != _shape(replicas[0]):
+            want, got = replicas[0], ctx
+            errors.append(problem(got["where"], PREFIX + "strategy", "replica %s runs %s on %d nodes (TP %d x PP %d x "
+                                  "DP %d), replica %s runs %s on %d nodes (TP %d x PP %d x DP %d)."
+                                  % ((got["deployment"], got["strategy_name"], got["nnodes"]) + _shape(got)[3:]
+                                     + (want["deployment"], want["strategy_name"], want["nnodes"]) + _shape(want)[3:]),
+                                  "replicas are identical copies behind one router: give %s the strategy, sizes and "
+                                  "node count of %s." % (got["deployment"], want["deployment"])))
+    return errors
+
+
+def _shown(decl, value):
+    return "hidden" if decl["secret"] else plan_variables.show(value)
+
+
+def _cluster_value_problems(ctxs):
+    """Cluster-wide variables agree between deployments (within one, the variable table checked them)."""
+    errors = []
+    for decl in plan_variables.VARIABLES:
+        if decl["scope"] != plan_variables.CLUSTER or not decl["plan"]:
+            continue
+        read = (lambda c: c["settings"]["secrets"][decl["key"]]) if decl["secret"] \
+            else (lambda c: c["settings"][decl["key"]])
+        for ctx in ctxs[1:]:
+            if read(ctx) != read(ctxs[0]):
+                errors.append(problem(ctx["where"], decl["name"], "differs between deployment %s (%s) and "
+                                      "deployment %s (%s); it is cluster-wide."
+                                      % (ctxs[0]["deployment"], _shown(decl, read(ctxs[0])), ctx["deployment"],
+                                         _shown(decl, read(ctx))),
+                                      "set %s once in group_vars/vllm_cluster." % decl["name"]))
+                break
+    return errors
+
+
+def _address_problems(ctxs):
+    seen, errors = {}, []
+    for ctx in ctxs:
+        for node in ctx["nodes"]:
+            addr = node_address(node)
+            other = seen.get(addr)
+            if other and other[1] != ctx["deployment"]:
+                errors.append(problem(node["host"], PREFIX + "internal_address", "%s is also the address of %s "
+                                      "(deployment %s); a node runs one deployment." % (addr, other[0], other[1]),
+                                      "give each deployment its own nodes."))
+            seen.setdefault(addr, (node["host"], ctx["deployment"]))
+    return errors
+
+
+def validate_fleet(built, routers, recipe, snapshots):
+    """Problems spanning deployments and the router host; ``built`` = [(ctx, plans, errors, warnings)]."""
+    ctxs = [b[0] for b in built]
+    errors = _kind_problems(ctxs) + _replica_problems(ctxs) + _cluster_value_problems(ctxs) + _address_problems(ctxs)
+    if errors:
+        return errors
+    return _router_problems(ctxs, routers, recipe, snapshots)
+
+
+# ----------------------------------------------------------------------------- router host
+
+
+def _router_presence(ctxs, routers, backend_hosts):
+    if not routers:
+        if len(ctxs) > 1 or _mode(ctxs) == "pd":
+            names = ", ".join(c["deployment"] for c in ctxs)
+            return [problem(ctxs[0]["where"], ROUTER_GROUP, "the inventory holds %d deployments (%s) but no router "
+                            "host, so no single endpoint serves them." % (len(ctxs), names),
+                            "add one host to group vllm_router (it runs vllm-router in front of the deployments).")]
+        return []
+    if len(routers) > 1:
+        return [problem(", ".join(r["host"] for r in routers), ROUTER_GROUP, "holds %d hosts; the plan runs one "
+                        "router." % len(routers), "keep one host in vllm_router.")]
+    if routers[0]["host"] in backend_hosts:
+        return [problem(routers[0]["host"], ROUTER_GROUP, "the host is also a vLLM node in vllm_cluster; each "
+                        "inventory host has one plan.",
+                        "add the router as its own inventory host (it may have the same ansible_host).")]
+    return []
+
+
+def _router_image_problems(router, settings):
+    image = settings["router_image"]
+    if not image:
+        return [problem(router["host"], PREFIX + "router_image", "is not set.",
+                        "set the vllm-router image by digest, e.g. registry/vllm-router@sha256:<64 hex>.")]
+    if DIGEST_RE.match(str(image)) or (settings["allow_unpinned_image"] and "@sha256:" not in str(image)):
+        return []
+    if "@sha256:" in str(image):
+        return [problem(router["host"], PREFIX + "router_image", "%r has a malformed digest." % (image,),
+                        "use repo@sha256:<64 lowercase hex> as printed by `docker buildx imagetools inspect`.")]
+    return [problem(router["host"], PREFIX + "router_image", "%r is not pinned by digest." % (image,),
+                    "use repo@sha256:<digest> (a tag can move under a running cluster), or set "
+                    "kimi_k3_allow_unpinned_image: true on the router host to accept the risk.")]
+
+
+def _node_ports(ctx):
+    """{port: what uses it} on a backend node of ``ctx``."""
+    ports, launch = ctx["ports"], ctx["launch"]
+    used = {ports["api_port"]: PREFIX + "api_port"}
+    if launch == "mp":
+        used[ports["master_port"]] = PREFIX + "master_port"
+    if launch == "dp":
+        used[ports["dp_rpc_port"]] = PREFIX + "dp_rpc_port"
+    side = ctx["role_spec"].get("kv_side_channel_port")
+    if side:
+        used[side] = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+    return used
+
+
+def _router_port_problems(router, settings, ctxs, recipe):
+    defaults, host, errors = recipe["defaults"], router["host"], []
+    port = settings["router_port"] or defaults["router_port"]
+    prom = settings["router_prometheus_port"] or defaults["router_prometheus_port"]
+    if port == prom:
+        errors.append(problem(host, PREFIX + "router_prometheus_port", "port %d is also kimi_k3_router_port." % port,
+                              "give the router's API and metrics distinct ports."))
+    addr, name = node_address(router), settings["router_container_name"] or defaults["router_container_name"]
+    for ctx in ctxs:
+        for node in (n for n in ctx["nodes"] if node_address(n) == addr):
+            used = _node_ports(ctx)
+            for key, value in (("router_port", port), ("router_prometheus_port", prom)):
+                if value in used:
+                    errors.append(problem(host, PREFIX + key, "port %d on %s is also %s of %s (deployment %s, same "
+                                          "node)." % (value, addr, used[value], node["host"], ctx["deployment"]),
+                                          "pick a %s that no vLLM process on %s uses." % (PREFIX + key, addr)))
+            if name == (ctx["settings"]["container_name"] or defaults["container_name"]):
+                errors.append(problem(host, PREFIX + "router_container_name", "%s is also the vLLM container on %s "
+                                      "(same node)." % (name, node["host"]), "give the router container its own name."))
+    return errors
+
+
+def _router_access_problems(router, ctxs):
+    """vllm-router 0.1.17 checks no client key; in PD mode it calls the backends with its own key, so a
+    non-loopback PD router serves without authentication."""
+    s = ctxs[0]["settings"]
+    bind = router["settings"].get("api_host") or "0.0.0.0"
+    if _mode(ctxs) != "pd" or is_loopback(bind) or not s["secrets"]["api_key"] or s["allow_unauthenticated_api"]:
+        return []
+    return [problem(router["host"], PREFIX + "api_host", "the PD router would serve on %s without authentication: "
+                    "vllm-router 0.1.17 checks no client key and calls the backends with kimi_k3_api_key itself."
+                    % bind, "bind kimi_k3_api_host of the router to a loopback address behind an authenticating "
+                    "proxy, or set kimi_k3_allow_unauthenticated_api: true if a proxy already guards the port.")]
+
+
+def _router_problems(ctxs, routers, recipe, snapshots):
+    backend_hosts = set(n["host"] for c in ctxs for n in c["nodes"])
+    errors = _router_presence(ctxs, routers, backend_hosts)
+    if errors or not routers:
+        return errors
+    router = routers[0]
+    settings, errors = plan_variables.read_router_settings(routers, recipe, snapshots)
+    router["router_settings"] = settings
+    if errors:
+        return errors
+    return (_router_image_problems(router, settings) + _router_port_problems(router, settings, ctxs, recipe)
+            + _router_access_problems(router, ctxs))
+
+
+def _backends(built):
+    """[{deployment, kind, url, host}] of every HTTP endpoint, deployments in order, nodes by rank."""
+    out = []
+    for ctx, plans, _errors, _warnings in built:
+        for plan in sorted(plans.values(), key=lambda p: p["node_rank"]):
+            if plan["serves_http"]:
+                out.append({"deployment": ctx["deployment"], "kind": ctx["role_spec"].get("router", "worker"),
+                            "url": plan["api_url"], "host": plan["host"]})
+    return out
+
+
+def _router_argv(recipe, settings, bind, backends, mode):
+    spec, defaults = recipe["router"], recipe["defaults"]
+    port = settings["router_port"] or defaults["router_port"]
+    argv = [spec["executable"], "--host", bind, "--port", str(port),
+            "--policy", settings["router_policy"] or defaults["router_policy"]]
+    if mode == "pd":
+        argv.append("--vllm-pd-disaggregation")
+        for kind in ("prefill", "decode"):
+            for b in (b for b in backends if b["kind"] == kind):
+                argv += ["--" + kind, b["url"]]
+        argv += list(spec.get("pd_args", []))
+    else:
+        argv += ["--worker-urls"] + [b["url"] for b in backends]
+    prom = settings["router_prometheus_port"] or defaults["router_prometheus_port"]
+    return argv + ["--prometheus-host", bind, "--prometheus-port", str(prom)]
+
+
+def _url(bind, router, port):
+    host = node_address(router) if bind in WILDCARD else bind
+    return "http://%s:%d" % (host, port)
+
+
+def _router_section(router, built, recipe):
+    settings, defaults, ctxs = router["router_settings"], recipe["defaults"], [b[0] for b in built]
+    bind = router["settings"].get("api_host") or "0.0.0.0"
+    mode = "pd" if _mode(ctxs) == "pd" else "replicas"
+    backends = _backends(built)
+    port = settings["router_port"] or defaults["router_port"]
+    prom = settings["router_prometheus_port"] or defaults["router_prometheus_port"]
+    key = ctxs[0]["settings"]["secrets"]["api_key"] and mode == "pd"
+    return {"argv": _router_argv(recipe, settings, bind, backends, mode), "env": {},
+            "secret_env": [recipe["router"]["key_env"]] if key else [],
+            "secret_sources": {recipe["router"]["key_env"]: PREFIX + "api_key"} if key else {},
+            "port": port, "prometheus_port": prom, "metrics_url": _url(bind, router, prom) + "/metrics",
+            "mode": mode, "policy": settings["router_policy"] or defaults["router_policy"], "backends": backends}
+
+
+def router_plan(router, built, recipe):
+    """The vllm_router host's plan (the GUIDE's router contract)."""
+    section = _router_section(router, built, recipe)
+    first = next(iter(built[0][1].values()))
+    settings, defaults = router["router_settings"], recipe["defaults"]
+    container = {"name": settings["router_container_name"] or defaults["router_container_name"],
+                 "network_mode": "host", "restart_policy": built[0][0]["settings"]["restart_policy"] or "no",
+                 "labels": {"io.gpufleet.kimi_k3.role": "router", "io.gpufleet.kimi_k3.deployment": "router"}}
+    phase = 1 + max(p["start_phase"] for b in built for p in b[1].values())
+    plan = {"host": router["host"], "role": "router", "deployment": "router", "deployment_kind": "router",
+            "node_rank": 0, "nnodes": 1, "strategy": None, "accelerator": None, "vendor": None, "interconnect": None,
+            "vllm_version": None, "image": str(settings["router_image"]), "internal_address": node_address(router),
+            "serves_http": True, "start_phase": phase, "api_url": _url(section["argv"][2], router, section["port"]),
+            "env": dict(section["env"]), "secret_env": list(section["secret_env"]), "container": container,
+            "vllm_args": [], "docker_host": router["settings"]["docker_host"], "model": first["model"],
+            "model_revision": first["model_revision"], "model_cache_dir": None,
+            "served_model_name": first["served_model_name"], "api_host": section["argv"][2],
+            "api_port": section["port"], "master_port": None, "dp_rpc_port": None, "router": section}
+    hashed = dict(plan, vllm_args=section["argv"])
+    container["labels"]["io.gpufleet.kimi_k3.plan_hash"] = plan_render.plan_hash(hashed)
+    return plan
+
+
+# ----------------------------------------------------------------------------- cluster summary
+
+
+def fleet_summary(built):
+    """``mode``, ``deployments``, ``router`` (None) and, for several deployments, every endpoint and host."""
+    ctxs = [b[0] for b in built]
+    deployments = []
+    for ctx, plans, _errors, _warnings in built:
+        ranked = sorted(plans.values(), key=lambda p: p["node_rank"])
+        deployments.append({"name": ctx["deployment"], "kind": ctx["kind"], "head": ranked[0]["host"],
+                            "hosts": [p["host"] for p in ranked], "api_url": ranked[0]["api_url"],
+                            "start_phase": min(p["start_phase"] for p in ranked), "strategy": ctx["strategy_name"],
+                            "nnodes": ctx["nnodes"], "tensor_parallel_size": ctx["sizes"]["tp"],
+                            "pipeline_parallel_size": ctx["sizes"]["pp"], "data_parallel_size": ctx["sizes"]["dp"],
+                            "dp_lb_mode": ctx["lb_mode"],
+                            "endpoints": [p["api_url"] for p in ranked if p["serves_http"]]})
+    out = {"mode": _mode(ctxs), "deployments": deployments, "router": None}
+    if len(built) > 1:
+        out["endpoints"] = [u for d in deployments for u in d["endpoints"]]
+        out["order"] = [h for d in deployments for h in d["hosts"]]
+    return out
+
+
+def router_summary(router, endpoints, built):
+    """``router`` ({host, api_url, metrics_url}); the router's URL first in ``endpoints``; the host last in
+    ``order`` (it starts after every backend)."""
+    order = [h for b in built for h in sorted(b[1], key=lambda h: b[1][h]["node_rank"])]
+    return {"router": {"host": router["host"], "api_url": router["api_url"],
+                       "metrics_url": router["router"]["metrics_url"]},
+            "endpoints": [router["api_url"]] + list(endpoints), "order": order + [router["host"]]}

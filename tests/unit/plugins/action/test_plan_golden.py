@@ -1,0 +1,117 @@
+"""Golden plan files: every inventory that existed before deployments/PD/router keeps producing the same
+``<host>.sh`` byte for byte and the same ``<host>.json`` apart from the keys added since (deployment,
+deployment_kind, master_port, dp_rpc_port), whose values are the single-deployment ones. The files under
+golden_plans/ were written by scripts/plan_snapshot.sh before the change."""
+# Inventories are planned as the cluster_plan action does, without ansible-playbook (ansible-test units has no
+# command-line tools): Ansible's inventory and variable managers resolve the variables; templated values (the
+# examples' lookup('env', ...) API key) get a stand-in, as an operator exports them first.
+import os
+import shlex
+
+import pytest
+
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.vars.manager import VariableManager
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology, vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+RECIPE = recipe_data.load_recipe()
+SNAPSHOTS = recipe_data.load_snapshots()
+STAND_IN = "value-from-vault"
+# The sim inventories get their images from `sim/simctl up` (group_vars/all/sim_image.yml): fixed stand-ins.
+SIM_IMAGES = {"sim-mi355x": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "e" * 64},
+              "sim-": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64,
+                       "kimi_k3_router_image": "127.0.0.1:5000/vllm-router@sha256:" + "e" * 64}}
+
+
+def _plain(value):
+    return STAND_IN if isinstance(value, str) and "{{" in value else value
+
+
+def _sim_vars(name):
+    if not name.startswith("sim-"):
+        return {}
+    return dict(SIM_IMAGES.get(name, SIM_IMAGES["sim-"]))
+
+
+def _node(inventory, variables, host, head, extra):
+    hv = variables.get_vars(host=inventory.get_host(host))
+    node_vars = dict((k, _plain(v)) for k, v in hv.items() if k.startswith(topology.PREFIX) or k == "ansible_host")
+    # fixed stand-ins win over group_vars/all/sim_image.yml, which a running (or earlier) rehearsal cluster wrote
+    node_vars.update(extra)
+    return {"host": host, "head": head, "vars": node_vars}
+
+
+def nodes_of(name):
+    """(nodes, routers) of inventories/<name> as the cluster_plan action builds them."""
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[os.path.join(REPO, "inventories", name)])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    groups = inventory.get_groups_dict()
+    heads = set(groups.get("vllm_head", []))
+    extra = _sim_vars(name)
+    nodes = [_node(inventory, variables, h, h in heads, extra) for h in groups.get("vllm_cluster", [])]
+    routers = [_node(inventory, variables, h, False, extra) for h in groups.get("vllm_router", [])]
+    return nodes, routers
+
+
+def plan_inventory(name):
+    nodes, routers = nodes_of(name)
+    return topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, routers)
+
+
+GOLDEN = os.path.join(HERE, "golden_plans")
+ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501, "dp_rpc_port": 29550}
+
+
+def _read(*parts):
+    with open(os.path.join(GOLDEN, *parts)) as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(GOLDEN)))
+def test_existing_inventory_plans_are_unchanged(name):
+    r = plan_inventory(name)
+    assert r["ok"], [plan_render.format_problem(e) for e in r["errors"]]
+    files = sorted(os.listdir(os.path.join(GOLDEN, name)))
+    assert sorted("%s.%s" % (h, ext) for h in r["plans"] for ext in ("json", "sh")) == files
+    for host, plan in r["plans"].items():
+        assert plan_render.run_script(plan) == _read(name, host + ".sh")
+        plan = dict(plan)
+        assert dict((k, plan.pop(k)) for k in ADDED) == ADDED
+        assert plan_render.plan_json(plan) == _read(name, host + ".json")
+    assert r["cluster"]["mode"] == "single" and r["cluster"]["router"] is None
+    (deployment,) = r["cluster"]["deployments"]
+    assert deployment["name"] == "main" and deployment["hosts"] == r["cluster"]["order"]
+
+
+@pytest.mark.parametrize("name,mode,deployments", [
+    ("gb300-pd", "pd", [("prefill-1", "prefill", 2), ("decode-1", "decode", 4)]),
+    ("gb300-fleet", "replicas", [("replica-1", "replica", 2), ("replica-2", "replica", 2)]),
+    ("sim-gb300-pd", "pd", [("prefill-1", "prefill", 2), ("decode-1", "decode", 2)]),
+    ("sim-gb300-fleet", "replicas", [("replica-1", "replica", 2), ("replica-2", "replica", 2)])])
+def test_deployment_examples_plan_and_their_flag_snapshot_accepts_them(name, mode, deployments):
+    r = plan_inventory(name)
+    assert r["ok"], [plan_render.format_problem(e) for e in r["errors"]]
+    c = r["cluster"]
+    assert c["mode"] == mode and [(d["name"], d["kind"], len(d["hosts"])) for d in c["deployments"]] == deployments
+    router = r["plans"][c["router"]["host"]]
+    assert router["role"] == "router" and "@sha256:" in router["image"] and c["endpoints"][0] == router["api_url"]
+    assert ("--vllm-pd-disaggregation" in router["router"]["argv"]) == (mode == "pd")
+    words = shlex.split(plan_render.run_script(router).replace("\\\n", " "), comments=True)
+    assert words[words.index(router["image"]) + 1:] == router["router"]["argv"]  # the container runs exactly argv
+    for plan in r["plans"].values():
+        if plan["role"] != "router":
+            assert vllm_flags.check_argv(plan["vllm_args"], SNAPSHOTS[plan["vllm_version"]]) == []
+            assert plan_render.run_script(plan).startswith("#!/bin/sh")
+
+
+def test_sim_addresses_are_the_ones_the_sim_serves():
+    pd = plan_inventory("sim-gb300-pd")["plans"]
+    assert sorted(p["internal_address"] for p in pd.values()) == ["127.0.0.%d" % i for i in range(31, 36)]
+    fleet = plan_inventory("sim-gb300-fleet")["plans"]
+    assert sorted(p["internal_address"] for p in fleet.values()) == ["127.0.0.%d" % i for i in range(51, 56)]
