@@ -20,7 +20,7 @@
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
 # Optional stages (only with --stage NAME, never in the default run):
 #   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
-#             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|all (default all)
+#             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|validators|all (default all)
 #   ee        build the execution environment (execution-environment.yml) with ansible-builder on the sim's control
 #             engine and run the plan and smoke playbooks inside it with ansible-runner against the rehearsal
 #             cluster (docs/awx.md; ~3 min build when the engine's cache is cold)
