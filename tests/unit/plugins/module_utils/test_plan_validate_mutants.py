@@ -798,3 +798,12 @@ def test_dp_that_does_not_divide_names_the_head_and_the_fix():
                                      kimi_k3_gpus_per_node=3))
     p = only(errors, "kimi_k3_data_parallel_size")
     assert (p["host"], p["fix"]) == ("node0", "use a multiple of the node count.")
+
+
+def test_unknown_accelerator_with_explicit_gpu_count_never_names_a_none_node():
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
+    r = topology.build_cluster_plan(nodes(2, kimi_k3_accelerator="gb999", kimi_k3_gpus_per_node=1), RECIPE, SNAPSHOTS)
+    assert not r["ok"]
+    assert any(e["variable"] == "kimi_k3_accelerator" for e in r["errors"]), r["errors"]
+    texts = [topology.format_problem(e) for e in r["errors"]]
+    assert not any("None" in t for t in texts), texts
