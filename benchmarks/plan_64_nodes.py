@@ -25,7 +25,9 @@ IMAGE = "vllm/vllm-openai@sha256:" + "c" * 64
 
 def cluster_vars():
     return {"kimi_k3_accelerator": "gb300", "kimi_k3_strategy": "multi_node_dep", "kimi_k3_interconnect": "nvlink",
-            "kimi_k3_socket_ifname": "bond0", "kimi_k3_image": IMAGE, "kimi_k3_vllm_version": "0.28.0"}
+            "kimi_k3_socket_ifname": "bond0", "kimi_k3_image": IMAGE, "kimi_k3_vllm_version": "0.28.0",
+            # the plan refuses an API without a key and remote code at no pinned revision
+            "kimi_k3_model_revision": "4c1d7e2a9b3f5d6e8a0c2b4d6f8e1a3c5b7d9f0e", "kimi_k3_api_key": "bench-placeholder-key"}
 
 
 def write_inventory(folder, n):

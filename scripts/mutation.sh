@@ -5,7 +5,9 @@
 #
 #   smoke  the smoke figures and fail policy (plugins/module_utils/smoke_{sse,measure,stats,policy,logs,metrics}.py)
 #   plan   the plan validators (plugins/module_utils/topology*.py, plan_*.py)
-#   all    both
+#   validators  the plan's validation rules and the value parsing they use (plan_validate.py, coerce.py) alone:
+#          a quicker run than "plan" when only those changed
+#   all    all of these
 #
 # mutmut's configuration is the [mutmut] section of setup.cfg (which files are mutated, which tests run). The run
 # happens on a copy of the tree (tracked + untracked-not-ignored files) in
@@ -15,7 +17,8 @@
 # build/mutation/report.txt. Exit status: 0 when the run completed (survivors are findings to read, not a failure),
 # 1 when mutmut could not run (e.g. the clean tests failed).
 # Environment: KIMI_K3_MUTATION_JOBS (parallel mutants, default: number of CPUs), KIMI_K3_MUTATION_KEEP=1 (reuse
-# the previous build/mutation/mutants results; only changed code is re-tested).
+# the previous build/mutation/mutants results; only changed code is re-tested), KIMI_K3_MUTATION_NAMES (mutant
+# names/globs to run instead of the whole scope).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here" || exit 2
@@ -27,6 +30,7 @@ prefix="ansible_collections.gpufleet.kimi_k3."
 case "$scope" in
   smoke) globs=("${prefix}plugins.module_utils.smoke_*") ;;
   plan) globs=("${prefix}plugins.module_utils.topology*" "${prefix}plugins.module_utils.plan_*") ;;
+  validators) globs=("${prefix}plugins.module_utils.plan_validate*" "${prefix}plugins.module_utils.coerce*") ;;
   all) globs=() ;;
   *) globs=("$@") ;;
 esac
@@ -51,9 +55,13 @@ m = cfg["mutmut"]
 scopes = cfg["kimi_k3_mutation"] if cfg.has_section("kimi_k3_mutation") else {}
 tests = scopes.get(sys.argv[3] + "_tests", m.get("pytest_add_cli_args_test_selection", ""))
 if sys.argv[3] + "_mutate" in scopes:  # generate mutants of the scope's files only (topology.py alone takes ~1 min)
-    wanted = scopes[sys.argv[3] + "_mutate"].split()
-    m["only_mutate"] = "\n".join(p for p in m["only_mutate"].split() if p in wanted or any(
-        __import__("fnmatch").fnmatch(p, w) for w in wanted))
+    from fnmatch import fnmatch
+    wanted, patterns = scopes[sys.argv[3] + "_mutate"].split(), m["only_mutate"].split()
+    # the [mutmut] entries the scope names (or that match its globs), and the scope's files that an entry's glob
+    # matches (plan_validate.py of the entry plan_*.py)
+    keep = [p for p in patterns if p in wanted or any(fnmatch(p, w) for w in wanted)]
+    keep += [w for w in wanted if w not in keep and any(fnmatch(w, p) for p in patterns)]
+    m["only_mutate"] = "\n".join(keep)
 m["pytest_add_cli_args_test_selection"] = "\n".join(t for t in tests.split() if os.path.exists(os.path.join(sys.argv[4], t)))
 pre = "ansible_collections/gpufleet/kimi_k3/"
 for key in ("source_paths", "only_mutate", "also_copy", "pytest_add_cli_args_test_selection"):
@@ -71,6 +79,9 @@ for g in "${globs[@]}"; do
   if compgen -G "${f}*.py" >/dev/null; then run_globs+=("$g"); else echo "[mutation] no file matches $g: skipped"; fi
 done
 if [ "$scope" != all ] && [ ${#run_globs[@]} -eq 0 ]; then echo "[mutation] nothing to mutate" >&2; exit 1; fi
+# KIMI_K3_MUTATION_NAMES: mutant names or globs (space-separated) to run instead of the whole scope, with the
+# scope's files and tests (e.g. the functions of an earlier run, to compare before and after new tests)
+if [ -n "${KIMI_K3_MUTATION_NAMES:-}" ]; then read -ra run_globs <<< "$KIMI_K3_MUTATION_NAMES"; fi
 export PYTHONDONTWRITEBYTECODE=1
 # the copy's tests look for the shared parser fixtures where the working tree's would (tests/conftest.py)
 export KIMI_K3_SHARED_FIXTURES="${KIMI_K3_SHARED_FIXTURES:-$(dirname "$here")/shared/fixtures}"

@@ -20,7 +20,7 @@
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
 # Optional stages (only with --stage NAME, never in the default run):
 #   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
-#             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|all (default all)
+#             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|validators|all (default all)
 #   ee        build the execution environment (execution-environment.yml) with ansible-builder on the sim's control
 #             engine and run the plan and smoke playbooks inside it with ansible-runner against the rehearsal
 #             cluster (docs/awx.md; ~3 min build when the engine's cache is cold)
@@ -232,7 +232,8 @@ matrix_plans() {
     if [ "${name#sim-}" != "$name" ] && [ ! -f "$inv/group_vars/all/sim_image.yml" ]; then
       case "$(grep -h '^kimi_k3_accelerator:' "$inv"/group_vars/*.yml 2>/dev/null)" in
         *mi3*) extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:$(printf '0%.0s' {1..64})") ;;
-        *)     extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai@sha256:$(printf '0%.0s' {1..64})") ;;
+        *)     extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai@sha256:$(printf '0%.0s' {1..64})"
+                      -e "kimi_k3_router_image=127.0.0.1:5000/vllm-router@sha256:$(printf '0%.0s' {1..64})") ;;
       esac
     fi
     out="$(mktemp -d "$here/build/tmp/matrix-plan.XXXXXX")"

@@ -4,6 +4,7 @@
 #   docker-registry  Debian's build of the CNCF distribution registry (/usr/bin/docker-registry)
 #   debootstrap      builds the node/stand-in base rootfs offline from the apt mirror
 #   openssh-client   Ansible/ssh to the node containers; iproute2 for `ip addr`; python3 for simctl
+#   openssh-server   the host sshd the lightweight bench nodes run (`simctl up --cluster light`, 127.0.3.0/24)
 #   apache2-utils    htpasswd -B for the authenticated registry (127.0.0.1:5001)
 #   olah (PyPI)      self-hosted Hugging Face mirror, in its own venv /opt/kimi-sim/olah (python3-venv, git)
 set -euo pipefail
@@ -13,7 +14,7 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 
-PKGS=(docker.io docker-registry debootstrap openssh-client iproute2 python3 python3-yaml python3-venv git
+PKGS=(docker.io docker-registry debootstrap openssh-client openssh-server iproute2 python3 python3-yaml python3-venv git
       apache2-utils ca-certificates curl xz-utils procps tar gzip)
 
 missing=()

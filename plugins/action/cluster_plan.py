@@ -14,7 +14,8 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract, plan_render, topology
+from ansible_collections.gpufleet.kimi_k3.plugins.filter.plan import _FALLBACK_VARS as FALLBACK_VARS
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
@@ -76,4 +77,11 @@ class ActionModule(ActionBase):
                 result["changed"] = bool(written)
                 result["written"] = written
                 result["dest"] = args["dest"]
+        # The files hold the rendered plans; plan_result (what the roles read: this result, registered by the plan
+        # role) the plans with every contract key (issue #17: formerly a set_fact through the plan_complete filter).
+        # hostvars are read only for a plan that lacks a key.
+        result["plans"] = plan_contract.complete(
+            {"plans": plan["plans"]},
+            lambda host: dict((k, to_plain(hostvars[host][k])) for k in FALLBACK_VARS if k in hostvars[host]),
+            recipe.get("defaults") or {})["plans"]
         return result

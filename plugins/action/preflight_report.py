@@ -26,7 +26,9 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import 
 def _probe_of(hostvars, host, var):
     """(node_probe facts or None, failure message or None) from the host's registered probe result."""
     try:
-        res = hostvars[host][var]
+        # raw_get: the registered result as stored - templating it again (hostvars[host][var]) walked every probe
+        # result once more per host (issue #17); a registered result holds no template.
+        res = hostvars.raw_get(host)[var] if hasattr(hostvars, "raw_get") else hostvars[host][var]
     except Exception:  # pylint: disable=broad-except  # not registered on this host (undefined), or no such host
         res = None
     if res is None:

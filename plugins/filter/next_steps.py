@@ -55,12 +55,12 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import next_steps as _next_steps
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import plain_view, to_plain
 
 
 def next_steps(plan_result, stage, artifacts_dir, inventory=None, run_tags=None):
     try:
-        return _next_steps.summary(stage, to_plain(plan_result), str(artifacts_dir),
+        return _next_steps.summary(stage, plain_view(plan_result), str(artifacts_dir),
                                    str(inventory) if inventory else None, run_tags=to_plain(run_tags))
     except ValueError as exc:
         raise AnsibleFilterError("next_steps: %s" % exc)

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the plan role (thin wrappers around module_utils.plan_contract).
 
-Documentation: plan_problem.yml and plan_complete.yml beside this file (one page per filter).
+Documentation: plan_problem.yml, plan_problems.yml and plan_complete.yml beside this file (one page per filter).
 """
 from __future__ import absolute_import, division, print_function
 
@@ -23,11 +23,22 @@ _FALLBACK_VARS = tuple(plan_contract.PREFIX + k for k in (
 
 def plan_problem(plan_result, host):
     """'' when ``plan_result`` holds a complete plan for ``host``, else what is wrong and what to do."""
+    host = str(host)
+    plans = plan_result.get("plans") if plan_result and hasattr(plan_result, "get") else None
+    if plans and host in plans:
+        # Only this host's plan is converted (once per host: converting the whole cluster's plan_result on every
+        # host was quadratic in the number of nodes, issue #17); require() sees the same plan.
+        plan_result = {"plans": {host: to_plain(plans[host])}}
     try:
-        plan_contract.require(to_plain(plan_result) if plan_result else None, str(host))
+        plan_contract.require(to_plain(plan_result) if plan_result else None, host)
     except ValueError as exc:
         return str(exc)
     return ""
+
+
+def plan_problems(plan_result, hosts):
+    """[plan_problem(plan_result, host) for every host with a problem]: the require check of a whole play, once."""
+    return [p for p in (plan_problem(plan_result, h) for h in hosts) if p]
 
 
 def plan_complete(plan_result, hostvars, recipe="kimi_k3"):
@@ -45,4 +56,4 @@ def plan_complete(plan_result, hostvars, recipe="kimi_k3"):
 
 class FilterModule(object):
     def filters(self):
-        return {"plan_problem": plan_problem, "plan_complete": plan_complete}
+        return {"plan_problem": plan_problem, "plan_problems": plan_problems, "plan_complete": plan_complete}

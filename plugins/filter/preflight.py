@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the preflight role (thin wrappers around module_utils.preflight_expect).
 
-Documentation: preflight_ports.yml and preflight_interfaces.yml beside this file. The cluster-wide judgement is the preflight_report action.
+Documentation: preflight_ports.yml, preflight_interfaces.yml and preflight_probe_args.yml beside this file.
+The cluster-wide judgement is the preflight_report action.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -27,6 +28,31 @@ def preflight_interfaces(plan):
     return preflight_expect.socket_ifnames(to_plain(plan or {}))
 
 
+def probe_args(plan):
+    """node_probe's plan-derived arguments for one host plan (model_revision None when unset: omitted)."""
+    return {"docker_host": plan["docker_host"], "model_cache_dir": plan["model_cache_dir"], "model": plan["model"],
+            "model_revision": plan.get("model_revision") or None, "ports": preflight_ports(plan),
+            "interfaces": preflight_interfaces(plan), "deployment_container": (plan.get("container") or {})["name"]}
+
+
+def preflight_probe_args(plan_result, hosts):
+    """{host: node_probe's plan-derived arguments} for every host, computed once on the controller: what the probe
+    task read from the plan (ports, interfaces as preflight_ports / preflight_interfaces) without templating a filter
+    per host (a filter in a per-host task loads the filter plugins again in every worker process, issue #17)."""
+    plans = (plan_result or {}).get("plans") or {}
+    out = {}
+    for host in hosts:
+        host = str(host)
+        if host not in plans:
+            raise AnsibleFilterError("preflight_probe_args: the plan has no entry for %s" % host)
+        try:
+            out[host] = probe_args(to_plain(plans[host]))
+        except (AnsibleFilterError, KeyError, TypeError) as exc:
+            raise AnsibleFilterError("preflight_probe_args: %s: %s" % (host, exc))
+    return out
+
+
 class FilterModule(object):
     def filters(self):
-        return {"preflight_ports": preflight_ports, "preflight_interfaces": preflight_interfaces}
+        return {"preflight_ports": preflight_ports, "preflight_interfaces": preflight_interfaces,
+                "preflight_probe_args": preflight_probe_args}

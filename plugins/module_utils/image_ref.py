@@ -14,6 +14,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool
+
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 ID_RE = re.compile(r"^(sha256:)?([0-9a-f]{64})$")
 PATH_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
@@ -68,7 +70,7 @@ def image_reference_parse(reference, allow_unpinned=False):
     out["valid"] = True
     out["pinned"] = bool(digest)
     out["canonical"] = ("%s@%s" % (out["name"], digest)) if digest else ("%s:%s" % (out["name"], tag or "latest"))
-    if not out["pinned"] and not _as_bool(allow_unpinned):
+    if not out["pinned"] and not to_bool(allow_unpinned):
         out["problem"] = ("%r is not pinned by digest: use repo@sha256:<64 hex> (docker buildx imagetools inspect "
                           "<repo>:<tag> prints it), or set kimi_k3_allow_unpinned_image: true to accept a tag that "
                           "can move" % ref)
@@ -165,7 +167,7 @@ def image_outcome(reference, host, images=None, action=None, source="pull", expe
     ``reference`` (the plan's) and ``pulled_reference``, and RepoDigests are checked for the pulled one.
     """
     action = action if isinstance(action, dict) else {}
-    check_mode = _as_bool(check_mode)
+    check_mode = to_bool(check_mode)
     original = str(reference or "").strip()
     reference = str(pull_reference or "").strip() or original
     ref = image_reference_parse(reference, allow_unpinned=allow_unpinned)
@@ -208,12 +210,6 @@ def image_outcome(reference, host, images=None, action=None, source="pull", expe
         msg = "%s: pulled %s but cannot verify it: %s. %s" % (
             host, ref["reference"], v["reason"], VERIFY_HINT % ref["reference"])
     return {"ok": False, "msg": msg, "fact": fact}
-
-
-def _as_bool(value):
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in ("1", "true", "yes", "on", "y")
 
 
 # ------------------------------------------------------------------------------------------ registry mirrors

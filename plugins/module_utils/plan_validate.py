@@ -235,6 +235,14 @@ def validate_flag_values(ctx):
 # ----------------------------------------------------------------------------- strategy and sizes
 
 
+def _more_gpus_fix(ctx):
+    """The fix of a GPU shortfall; a node's GPU count is named only when the accelerator is a known one."""
+    if not ctx["accelerator"]:
+        return "add nodes or choose a smaller strategy."
+    return "add nodes (a %s node has %d GPUs) or choose a smaller strategy." % (
+        ctx["accelerator"], ctx["hw"].get("gpus_per_node", 0))
+
+
 def _strategy_fits(ctx, name, strategy):
     where, nnodes, gpn, total, errors = ctx["where"], ctx["nnodes"], ctx["gpus_per_node"], ctx["total_gpus"], []
     if strategy.get("max_nodes") and nnodes > strategy["max_nodes"]:
@@ -251,8 +259,7 @@ def _strategy_fits(ctx, name, strategy):
     if gpn and total < min_gpus:
         errors.append(problem(where, PREFIX + "strategy", "%s needs at least %d GPUs, the cluster has %d (%d nodes "
                               "x %d)." % (name, min_gpus, total, nnodes, gpn),
-                              "add nodes (a %s node has %d GPUs) or choose a smaller strategy."
-                              % (ctx["accelerator"], ctx["hw"].get("gpus_per_node", 0))))
+                              _more_gpus_fix(ctx)))
     if ctx["accelerator"] in strategy.get("unsupported_hardware", []):
         errors.append(problem(where, PREFIX + "strategy", "%s is not supported on %s by the recipe."
                               % (name, ctx["accelerator"]),

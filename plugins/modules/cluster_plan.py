@@ -24,6 +24,10 @@ description:
     (C(data/vllm_flags/vllm-<version>.json)).
   - Every C(kimi_k3_*) variable is checked against its declaration (type, allowed values or format, scope) before
     anything is derived; the declarations are listed in the notes below and in C(docs/variables.md).
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes.action
+  - gpufleet.kimi_k3.plan_variables
 options:
   group:
     description: Inventory group holding every node of the deployment.
@@ -54,21 +58,11 @@ options:
     description: Recipe document under C(data/recipes/).
     type: str
     default: kimi_k3
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: Validates and renders the plans; no file is written under O(dest) in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  action:
-    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
-    support: full
-extends_documentation_fragment:
-  - gpufleet.kimi_k3.plan_variables
 author:
   - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: Validates and renders the plans; no file is written under O(dest) in check mode.
 """
 
 EXAMPLES = r"""

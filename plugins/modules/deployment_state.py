@@ -20,6 +20,9 @@ description:
     serving; C(last_run) tells whether the last launch became ready or failed, and why.
   - The plan role writes every rendered plan to C(plans/<plan_id>/); a failed or interrupted run therefore never
     rewrites the deployed plan's files.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes.action
 options:
   plan_dir:
     description: The plan role's plan directory (C(plan_result.dest)).
@@ -57,19 +60,11 @@ options:
     description: Upgrade stage for C(upgrade_stage).
     type: str
     choices: [pull, launch, smoke, rollback]
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: Reports the change it would make and writes nothing.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  action:
-    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
-    support: full
 author:
   - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: Reports the change it would make and writes nothing.
 """
 
 EXAMPLES = r"""

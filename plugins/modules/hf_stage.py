@@ -24,6 +24,9 @@ description:
   - A revision already staged transfers nothing and reports C(changed=false).
   - Standard library only on the node (no huggingface_hub). The token goes in the Authorization header only (never
     in argv, URLs or messages) and is not sent to another host after a redirect.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes.action
 options:
   repo:
     description: Model repo id (C(org/name)).
@@ -64,19 +67,11 @@ options:
     description: Internal (the action plugin passes the file list of the first round to the next ones).
     type: list
     elements: dict
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: Lists the revision's files and checks the disk; reports what would be transferred without writing.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  action:
-    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
-    support: full
 author:
   - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: Lists the revision's files and checks the disk; reports what would be transferred without writing.
 """
 
 EXAMPLES = r"""

@@ -22,6 +22,9 @@ description:
   - Panels come from C(data/monitoring/vllm-dashboard.yml); the dashboard is checked against
     C(data/monitoring/grafana-dashboard.schema.json) before it is written.
   - Files are only rewritten when their content changes. See docs/monitoring.md.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes.action
 options:
   plans:
     description: Per-host plans, C(plan_result.plans).
@@ -49,22 +52,13 @@ options:
   ca_file:
     description: CA bundle Prometheus uses to verify https endpoints (C(tls_config.ca_file)).
     type: path
-extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-    details: Reports the files that would change; writes nothing.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
-  action:
-    description: Runs as an action plugin on the controller (contacts no host).
-    support: full
 author:
   - gpufleet maintainers (@gpufleet)
+attributes:
+  action:
+    details: Runs as an action plugin on the controller (contacts no host).
+  check_mode:
+    details: Reports the files that would change; writes nothing.
 """
 
 EXAMPLES = r"""

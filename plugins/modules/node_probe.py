@@ -23,8 +23,10 @@ description:
     P(gpufleet.kimi_k3.preflight#role) role.
   - Changes nothing on the node; runs in check mode as well and always returns C(changed=false).
   - Standard library only (Python 3.9 or newer on the node).
-author:
-  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+  - gpufleet.kimi_k3.attributes
 options:
   docker_host:
     description:
@@ -96,17 +98,6 @@ options:
     type: list
     elements: path
     default: []
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: The probe only reads, so it runs unchanged in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
 notes:
   - Facts are returned under C(ansible_facts['node_probe']); read them through C(ansible_facts), not injected vars.
   - The memlock limit is the one of the probing process (the SSH session), as returned by C(getrlimit).
@@ -114,6 +105,13 @@ seealso:
   - name: GPU node probe formats
     description: Formats and parser traps the probe follows (project reference gpu-node-probes.md).
     link: https://example.invalid/gpufleet/kimi_k3/docs/preflight.md
+author:
+  - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: The probe only reads, so it runs unchanged in check mode.
+  facts:
+    support: full
 """
 
 EXAMPLES = r"""

@@ -20,6 +20,9 @@ description:
   - Every check of every host is evaluated; a check whose prerequisite failed is reported C(skip) with
     "depends on <check>" instead of failing with a misleading fix (docs/preflight.md).
   - Does not fail itself - RV(host_failures) lets a following per-host task fail exactly the hosts at fault.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes.action
 options:
   hosts:
     description: Hosts to judge. Default C(ansible_play_hosts_all).
@@ -46,25 +49,11 @@ options:
     description: Recipe document under C(data/recipes/).
     type: str
     default: kimi_k3
-extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.flow
-attributes:
-  check_mode:
-    support: full
-    details: Judges and writes the report files in check mode as well; never reports a change.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
 author:
   - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: Judges and writes the report files in check mode as well; never reports a change.
 """
 
 EXAMPLES = r"""

@@ -13,10 +13,11 @@ description:
     C(capacity.json), C(capacity.md) and C(capacity.png) (matplotlib, Agg backend) to O(dest).
   - The plot shows max_model_len (log scale) against theoretical and measured max concurrency (left axis) and peak
     throughput (right axis).
-author:
-  - gpufleet maintainers (@gpufleet)
 requirements:
   - matplotlib (for the PNG; without it only JSON and Markdown are written)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
 options:
   points:
     description: Curve points (C(sweep.point) of each step result).
@@ -38,14 +39,11 @@ options:
   meta:
     description: Extra data recorded in the JSON (inventory, image, accelerator, ...).
     type: dict
+author:
+  - gpufleet maintainers (@gpufleet)
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
     details: In check mode nothing is written; C(changed) tells whether the files would change.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
 """
 
 EXAMPLES = r"""

@@ -21,13 +21,13 @@ description:
     ceil(concurrency / 128) client processes (each with its own connection pool, started and warmed up before the
     clock starts), so the client's own CPU does not cap the load or inflate TTFT/ITL.
   - Requests are read-only; check mode sends them too (they change nothing) and the module never reports a change.
-extends_documentation_fragment:
-  - gpufleet.kimi_k3.endpoint_tls
-author:
-  - gpufleet maintainers (@gpufleet)
 requirements:
   - openai
   - prometheus_client
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
+  - gpufleet.kimi_k3.endpoint_tls
 options:
   base_url:
     description: API root, with or without C(/v1).
@@ -104,13 +104,8 @@ options:
     description: Per-request timeout in seconds.
     type: float
     default: 3600
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
+author:
+  - gpufleet maintainers (@gpufleet)
 """
 
 EXAMPLES = r"""

@@ -18,15 +18,11 @@ description:
     profiling / KV cache, capturing graphs, serving, error, exited) and probes the given health URLs from the node.
   - Optionally polls for up to O(wait_s) seconds and returns early once the node is healthy or the container
     stopped. Changes nothing.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
+  - gpufleet.kimi_k3.container_engine
 options:
-  container:
-    description: Container name.
-    type: str
-    default: vllm-kimi-k3
-  docker_host:
-    description: Engine socket (C(unix://...) or C(tcp://host:port)).
-    type: str
-    default: unix:///var/run/docker.sock
   health_urls:
     description: URLs that must answer HTTP 200 for the node to count as healthy (its own C(/health), or the
       head's for a headless follower).
@@ -52,16 +48,11 @@ options:
     description: Also return the C(RepoDigests) of the container's image.
     type: bool
     default: false
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: Read-only; runs unchanged in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
 author:
   - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: Read-only; runs unchanged in check mode.
 """
 
 EXAMPLES = r"""

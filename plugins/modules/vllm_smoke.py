@@ -23,14 +23,14 @@ description:
     preemptions).
   - Server errors, timeouts and HTTP 4xx/5xx make the group C(failed) with the error text; the module itself does
     not fail for them. Apply O(fail_policy) and check RV(ansible_facts.vllm_smoke.policy.passed) to fail a play.
-extends_documentation_fragment:
-  - gpufleet.kimi_k3.endpoint_tls
-author:
-  - gpufleet maintainers (@gpufleet)
 requirements:
   - openai >= 1.40 (tested with 3.51)
   - jsonschema >= 4.18
   - prometheus_client
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
+  - gpufleet.kimi_k3.endpoint_tls
 options:
   base_url:
     description: API root of the head, with or without the trailing C(/v1), e.g. C(http://10.0.0.11:8000/v1).
@@ -119,17 +119,14 @@ options:
         C(fail_on_log_errors) is violated here. Add the logs with M(gpufleet.kimi_k3.vllm_smoke_finalise), which
         evaluates the policy again (the smoke role does).
     type: dict
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: Requests are read-only; they are sent in check mode too. Never reports a change.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
 notes:
   - Facts are namespaced as C(ansible_facts['vllm_smoke']); read them through C(ansible_facts), not as injected
     variables.
+author:
+  - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: Requests are read-only; they are sent in check mode too. Never reports a change.
 """
 
 EXAMPLES = r"""

@@ -15,8 +15,9 @@ description:
   - Recomputes C(log_findings) (warning/error lines and known signatures per host; a log that could not be read is
     reported with C(readable=false) and the reason, never as a clean log), C(server.kv_from_log), C(gpu_memory),
     C(reproduction) and C(policy).
-author:
-  - gpufleet maintainers (@gpufleet)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
 options:
   facts:
     description: The C(vllm_smoke) facts of the run (RV(ansible_facts.vllm_smoke) of M(gpufleet.kimi_k3.vllm_smoke)).
@@ -46,16 +47,13 @@ options:
         could not be read, or no log at all, violates it), C(fail_on_preemptions) (bool). The module never fails
         because of it.
     type: dict
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: Computes only; never reports a change.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
 notes:
   - Facts are namespaced as C(ansible_facts['vllm_smoke']).
+author:
+  - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: Computes only; never reports a change.
 """
 
 EXAMPLES = r"""

@@ -26,15 +26,11 @@ description:
     three rounds in a row, or its watcher published nothing for max(60, 3 x O(interval) + 30) seconds
     (C(unreachable)); or after O(timeout) seconds (C(timeout), the budget for slow weight loads).
   - Succeeds (C(ready)) when the container runs and every O(health_urls) answers 200.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes.action
+  - gpufleet.kimi_k3.container_engine
 options:
-  container:
-    description: Container name.
-    type: str
-    default: vllm-kimi-k3
-  docker_host:
-    description: Engine socket on the node.
-    type: str
-    default: unix:///var/run/docker.sock
   health_urls:
     description: URLs that must answer 200 (checked from the node).
     type: list
@@ -77,19 +73,11 @@ options:
     description: Log lines kept.
     type: int
     default: 200
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: Only reads the container state and the health URLs, so it waits in check mode too.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  action:
-    description: Indicates this has a corresponding action plugin so some parts can be executed on the controller.
-    support: full
 author:
   - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: Only reads the container state and the health URLs, so it waits in check mode too.
 """
 
 EXAMPLES = r"""

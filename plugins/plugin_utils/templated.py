@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections.abc import Mapping
+
 
 def to_plain(value):
     """Mappings -> dict (str keys), lists/tuples -> list, str subclasses -> str; other values unchanged."""
@@ -17,3 +19,28 @@ def to_plain(value):
     if isinstance(value, str):
         return str(value)
     return value
+
+
+class PlainView(Mapping):
+    """Read-only view of a (lazy) mapping that converts only what is read: nested mappings become views, other
+    values go through to_plain. For helpers that read a few keys of plan_result, whose full conversion walks every
+    host's plan (quadratic when done per host, issue #17)."""
+
+    def __init__(self, data):
+        self._data = data
+
+    def __getitem__(self, key):
+        return plain_view(self._data[key])
+
+    def __iter__(self):
+        return (str(k) for k in self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+
+def plain_view(value):
+    """PlainView for mappings, to_plain for everything else."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return PlainView(value)
+    return to_plain(value)

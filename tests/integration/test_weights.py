@@ -148,6 +148,14 @@ def test_an_unpinned_revision_is_refused_on_the_controller(gb300, hf):
     assert {t for _h, t, _m in failures} == {"Validate the inventory and render every node's launch plan"}
     assert all("kimi_k3_model_revision" in m and "40-character lowercase hex commit hash" in m
                for _h, _t, m in failures), failures
+    # no revision at all (the plan accepts that with the remote-code opt-in): the weights role refuses, every node
+    r = run_playbook("weights.yml", gb300.inventory,
+                     extravars=_extra(hf, kimi_k3_model_revision=None, kimi_k3_allow_unpinned_remote_code=True))
+    assert r.status == "failed"
+    failures = failed_tasks(r)
+    assert {t for _h, t, _m in failures} == {"Require a pinned revision (before contacting any node)"}
+    assert {h for h, _t, _m in failures} == {n["name"] for n in gb300.nodes}
+    assert all("set kimi_k3_model_revision to the 40-hex commit hash" in m for _h, _t, m in failures)
 
 
 def test_deploy_runs_the_weights_stage_only_when_asked(gb300, hf):

@@ -15,13 +15,9 @@ from tests.helpers.runner import REPO
 
 # Not resolved into the plan: secrets (the plan records their presence only) and the controller's output directory.
 NOT_IN_PLAN = {"kimi_k3_api_key", "kimi_k3_hf_token", "kimi_k3_artifacts_dir"}
-# Files of other engineers that still read resolved variables (owners: launch - roles/launch, playbooks/upgrade.yml;
-# realcluster - roles/image, roles/weights). Remove an entry when its file is fixed: a stale entry fails the test
-# below.
-KNOWN = {
-    "roles/image/defaults/main.yml": {"kimi_k3_docker_host", "kimi_k3_allow_unpinned_image"},
-    "roles/weights/defaults/main.yml": {"kimi_k3_model", "kimi_k3_model_cache_dir", "kimi_k3_model_revision"},
-}
+# Files that still read resolved variables; remove an entry when its file is fixed: a stale entry fails the test
+# below. (Empty: every role and playbook reads the plan.)
+KNOWN = {}
 BARE = {"when", "that", "failed_when", "changed_when", "until", "loop", "with_items"}
 JINJA = re.compile(r"{{(.*?)}}|{%(.*?)%}", re.S)
 NAME = re.compile(r"\bkimi_k3_[a-z0-9_]+")

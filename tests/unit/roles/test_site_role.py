@@ -54,7 +54,8 @@ def test_site_files(site):
     req = yaml.safe_load((s / "requirements.yml").read_text())
     assert req["collections"] == [{"name": "gpufleet.kimi_k3", "version": meta["version"]},
                                   {"name": "community.docker", "version": meta["dependencies"]["community.docker"]}]
-    assert "deploy.yml -i inventories/gb300-cluster" in out
+    # the next-steps message may be wrapped where the site path is long (pytest-xdist's temporary directories)
+    assert "deploy.yml -i inventories/gb300-cluster" in " ".join(out.split())
 
 
 def test_second_run_changes_nothing_and_keeps_edits(site):
@@ -78,3 +79,37 @@ def test_unknown_inventory_refused(tmp_path):
     assert rc != 0
     assert "site_inventories names gb999" in out and "gb300-cluster" in out
     assert not (tmp_path / "inventories").exists()
+
+
+def _cfg(path):
+    import configparser
+    cp = configparser.ConfigParser()
+    cp.read(str(path))
+    return cp
+
+
+def test_ansible_cfg_is_read_by_ansible_with_the_fleet_settings(site, tmp_path):
+    """The controller settings large sites use (docs/install.md): one wave, no facts, pipelining, one reused SSH
+    connection per node; the key exchange stays OpenSSH's unless site_ssh_kex_algorithms says otherwise."""
+    cfg = _cfg(site[0] / "ansible.cfg")
+    assert cfg.get("defaults", "forks") == "64" and cfg.get("defaults", "gathering") == "explicit"
+    assert not cfg.has_option("defaults", "strategy")                     # linear: run_once steps need every node
+    assert cfg.getboolean("ssh_connection", "pipelining") is True
+    ssh_args = cfg.get("ssh_connection", "ssh_args").split()
+    assert "ControlMaster=auto" in ssh_args and "ControlPersist=30m" in ssh_args
+    assert not [a for a in ssh_args if a.startswith("KexAlgorithms")]
+    rc, out = _site_init(tmp_path, "-e", "site_dir=%s" % (tmp_path / "s"), "-e",
+                         '{"site_inventories": ["gb300-cluster"], "site_forks": 300, '
+                         '"site_ssh_kex_algorithms": "curve25519-sha256,sntrup761x25519-sha512@openssh.com"}')
+    assert rc == 0, out
+    fast = _cfg(tmp_path / "s" / "ansible.cfg")
+    assert fast.get("defaults", "forks") == "300"
+    assert "KexAlgorithms=curve25519-sha256,sntrup761x25519-sha512@openssh.com" in fast.get(
+        "ssh_connection", "ssh_args").split()
+    env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "s" / "ansible.cfg"))
+    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-config"), "dump", "--only-changed",
+                        "-t", "all"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=120, check=False)
+    assert p.returncode == 0, p.stdout
+    assert re.search(r"DEFAULT_FORKS.*= 300", p.stdout) and re.search(r"DEFAULT_GATHERING.*= explicit", p.stdout)
+    assert "KexAlgorithms=curve25519-sha256" in p.stdout

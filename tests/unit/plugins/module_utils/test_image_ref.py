@@ -42,6 +42,17 @@ def test_tag_only_reference_is_refused_unless_allowed(ref):
     assert allowed["problem"] is None and not allowed["pinned"]
 
 
+@pytest.mark.parametrize("flag,accepted", [("yes", True), ("true", True), (1, True), ("no", False), ("", False),
+                                           (0, False)])
+def test_allow_unpinned_is_read_by_the_collections_boolean_rule(flag, accepted):
+    assert (iv.image_reference_parse("vllm/vllm-openai:v1", allow_unpinned=flag)["problem"] is None) is accepted
+
+
+def test_allow_unpinned_that_is_no_boolean_is_refused_not_read_as_false():
+    with pytest.raises(ValueError, match="not a boolean: 'maybe'"):
+        iv.image_reference_parse("vllm/vllm-openai:v1", allow_unpinned="maybe")
+
+
 @pytest.mark.parametrize("ref,why", [
     ("vllm/vllm-openai@sha256:abc", "digest"),
     ("vllm/vllm-openai@sha256:" + "A" * 64, "digest"),

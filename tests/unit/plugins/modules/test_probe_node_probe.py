@@ -8,6 +8,7 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.gpufleet.kimi_k3.plugins.doc_fragments import attributes
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import node_probe
 
 PLUGINS = os.path.dirname(os.path.dirname(os.path.abspath(node_probe.__file__)))
@@ -64,7 +65,10 @@ def test_documentation_matches_argument_spec():
         assert opt["type"] == spec[name]["type"], name
         assert opt.get("default") == spec[name].get("default"), name
         assert opt.get("elements") == spec[name].get("elements"), name
-    assert doc["attributes"]["check_mode"]["support"] == "full"
+    # the support levels come from the collection's attributes fragment
+    assert "gpufleet.kimi_k3.attributes" in doc["extends_documentation_fragment"]
+    shared = yaml.safe_load(attributes.ModuleDocFragment.DOCUMENTATION)["attributes"]
+    assert shared["check_mode"]["support"] == "full" and doc["attributes"]["check_mode"]["details"]
     ret = yaml.safe_load(node_probe.RETURN)
     contains = ret["ansible_facts"]["contains"]["node_probe"]["contains"]
     for key in ("gpu_count", "gpu_model", "driver_version", "cuda_version", "rocm_version", "mnnvl", "tools",

@@ -42,7 +42,8 @@ def documented_options(module):
     doc = yaml.safe_load(module.DOCUMENTATION)
     fragments = {"gpufleet.kimi_k3.endpoint_tls": endpoint_tls.ModuleDocFragment.DOCUMENTATION}
     for name in doc.get("extends_documentation_fragment") or []:
-        doc["options"].update(yaml.safe_load(fragments[name])["options"])
+        if name in fragments:  # the others (attributes) carry no options
+            doc["options"].update(yaml.safe_load(fragments[name])["options"])
     return doc
 
 

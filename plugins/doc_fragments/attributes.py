@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+
+class ModuleDocFragment(object):
+    """The attributes every module of the collection shares: their support levels, once.
+
+    The descriptions of check_mode, diff_mode and platform are ansible-core's (``ansible.builtin.action_common_attributes``,
+    as in ansible-core's own modules); these fragments add the support levels, which are the same for every module,
+    and for the modules with an action plugin the action attributes of ansible-core's ``.flow`` part. A module lists
+    only what is its own - what it does in check mode (``details``), ``facts``::
+
+        extends_documentation_fragment:
+          - ansible.builtin.action_common_attributes
+          - gpufleet.kimi_k3.attributes.action  # with an action plugin; gpufleet.kimi_k3.attributes without one
+        attributes:
+          check_mode:
+            details: What the module does in check mode.
+    """
+
+    # Every module: full check mode (each says in details what it does there), no diff, POSIX nodes.
+    DOCUMENTATION = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+    # Modules with an action plugin of the same name: the above plus the attributes of ansible-core's
+    # action_common_attributes.flow (described here: a fragment cannot extend another one).
+    # (Written out in full: ansible-test's yamllint reads fragments as plain string literals, not expressions.)
+    ACTION = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action:
+    description: Has an action plugin of the same name; it runs on the controller.
+    support: full
+  async:
+    description: Supports being used with the C(async) keyword.
+    support: none
+  bypass_host_loop:
+    description: Runs once for all hosts instead of per host, bypassing the host loop.
+    support: none
+"""
