@@ -289,6 +289,13 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
   trap 'exit 143' TERM INT
   say "sim/simctl up"
   sim/simctl up || { note "sim/simctl up failed"; return 1; }
+  # the router's clusters (replica fleet, prefill/decode) for tests/integration/test_router_fleet.py and test_pd.py
+  local extra_cluster
+  for extra_cluster in fleet gb300pd; do
+    [ -f "sim/clusters/$extra_cluster.yml" ] || continue
+    say "sim/simctl up --cluster $extra_cluster"
+    sim/simctl up --cluster "$extra_cluster" || { note "sim/simctl up --cluster $extra_cluster failed"; return 1; }
+  done
   if [ -d tests/integration ]; then
     run_pytest "pytest -m sim tests/integration" -q -m sim tests/integration; r=$?
     [ $r -eq 0 ] || rc=1

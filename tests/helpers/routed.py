@@ -17,7 +17,7 @@ KEY = "sk-router-sim-test"
 # Only what the shared sim needs (preflight does not run: skip_tags); the router node's secret files must be on a
 # path the node and the host share (its engine runs on the host), like the backends' launch_env_dir.
 SIM = {"preflight_min_free_disk_gb": 1, "preflight_min_shm": "32m", "preflight_max_gpu_memory_used_pct": 100,
-       "kimi_k3_api_key": KEY, "router_env_dir": "/var/lib/kimi-sim/models/.secrets/router", "router_settle_s": 30}
+       "kimi_k3_api_key": KEY, "router_settle_s": 30}
 
 
 def run(sim, art, playbook, extra=None, **kw):
