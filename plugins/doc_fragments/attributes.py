@@ -14,7 +14,8 @@ class ModuleDocFragment(object):
 
         extends_documentation_fragment:
           - ansible.builtin.action_common_attributes
-          - gpufleet.kimi_k3.attributes.action  # with an action plugin; gpufleet.kimi_k3.attributes without one
+          - gpufleet.kimi_k3.attributes
+          - gpufleet.kimi_k3.attributes.action  # only with an action plugin of the same name
         attributes:
           check_mode:
             details: What the module does in check mode.
@@ -31,17 +32,11 @@ attributes:
     platforms: posix
 """
 
-    # Modules with an action plugin of the same name: the above plus the attributes of ansible-core's
-    # action_common_attributes.flow (described here: a fragment cannot extend another one).
-    # (Written out in full: ansible-test's yamllint reads fragments as plain string literals, not expressions.)
+    # Modules with an action plugin of the same name, listed after the fragment above (attributes of fragments
+    # merge): the attributes of ansible-core's action_common_attributes.flow (described here: a fragment cannot
+    # extend another one).
     ACTION = r"""
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
   action:
     description: Has an action plugin of the same name; it runs on the controller.
     support: full

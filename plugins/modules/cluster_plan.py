@@ -26,6 +26,7 @@ description:
     anything is derived; the declarations are listed in the notes below and in C(docs/variables.md).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
   - gpufleet.kimi_k3.plan_variables
 options:

@@ -22,6 +22,7 @@ description:
     rewrites the deployed plan's files.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
 options:
   plan_dir:

@@ -26,6 +26,7 @@ description:
     in argv, URLs or messages) and is not sent to another host after a redirect.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
 options:
   repo:

@@ -24,6 +24,7 @@ description:
   - Files are only rewritten when their content changes. See docs/monitoring.md.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
 options:
   plans:

@@ -22,6 +22,7 @@ description:
   - Does not fail itself - RV(host_failures) lets a following per-host task fail exactly the hosts at fault.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
 options:
   hosts:

@@ -28,6 +28,7 @@ description:
   - Succeeds (C(ready)) when the container runs and every O(health_urls) answers 200.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
   - gpufleet.kimi_k3.container_engine
 options:
