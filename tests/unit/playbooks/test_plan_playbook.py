@@ -73,3 +73,27 @@ def test_example_without_api_key_is_refused_naming_the_variable(tmp_path):
     assert r.status == "failed"
     msgs = " ".join(m for _h, _t, m in failed_tasks(r))
     assert "kimi_k3_api_key" in msgs and "kimi_k3_allow_unauthenticated_api" in msgs and "gb300-tray01" in msgs
+
+
+def test_a_later_plan_play_keeps_the_plan_an_earlier_play_made(tmp_path):
+    """smoke.yml (imported by deploy.yml after the plan) plans only when no plan exists: its skipped plan must not
+    replace plan_result on any host, the router host of a fleet included (a `roles:` entry with `when` did)."""
+    import yaml
+    with open(os.path.join(REPO, "playbooks", "smoke.yml")) as handle:
+        smoke_plan_play = yaml.safe_load(handle)[0]
+    plays = [
+        {"name": "plan", "hosts": "vllm_cluster:vllm_router", "gather_facts": False,
+         "roles": [{"role": "gpufleet.kimi_k3.plan", "run_once": True}]},
+        smoke_plan_play,
+        {"name": "check", "hosts": "vllm_cluster:vllm_router", "gather_facts": False, "tasks": [
+            {"name": "Every host still has its plan", "ansible.builtin.assert": {
+                "that": ["plan_result.plans is defined", "inventory_hostname in plan_result.plans"]}}]},
+    ]
+    playbook = tmp_path / "pb.yml"
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+    r = run_playbook(str(playbook), "inventories/gb300-fleet", extravars={"plan_dir": str(tmp_path / "plans")},
+                     envvars=API_KEY_ENV)
+    assert r.status == "successful", failed_tasks(r)
+    checked = [ev["event_data"]["host"] for ev in r.events if ev.get("event") == "runner_on_ok"
+               and ev.get("event_data", {}).get("task") == "Every host still has its plan"]
+    assert "kimi-router01" in checked and len(checked) == 5, checked  # 2 replicas x 2 trays + the router
