@@ -148,6 +148,10 @@ def _imex_channel_needed(n):
     return bool(n.exp.get("imex_channel"))
 
 
+def _rdma_devices_needed(n):
+    return bool(n.exp.get("rdma_devices"))
+
+
 def _socket_ifnames_planned(n):
     return bool(n.exp.get("socket_ifnames")) and "interfaces" in n.facts
 
@@ -319,6 +323,14 @@ def check_imex_channel(n):
     return [n.f("imex_channel", "pass" if chan else "fail",
                 "/dev/nvidia-caps-imex-channels/channel0 %s" % ("present" if chan else "missing"),
                 "channel0 present (the plan mounts it)", FIX["imex_channel"])]
+
+
+def check_rdma_devices(n):
+    """The verbs devices the plan mounts (/dev/infiniband) exist on the node: without them Docker cannot start the
+    container (RDMA multi-node plans, both vendors)."""
+    count = n.get("devices", {}).get("infiniband_uverbs") or 0
+    return [n.f("rdma_devices", "pass" if count else "fail", "%d /dev/infiniband/uverbs* device(s)" % count,
+                ">= 1 /dev/infiniband/uverbs* (the plan mounts /dev/infiniband)", FIX["rdma_devices"])]
 
 
 def check_rdma(n):
@@ -591,6 +603,7 @@ HOST_CHECKS = (
     Check("imex", ("gpu_tools",), _nvlink_multi, check_imex),
     Check("imex_channel", ("gpu_tools",), _imex_channel_needed, check_imex_channel),
     Check("rdma", ("probe",), _rdma_multi, check_rdma),
+    Check("rdma_devices", ("probe",), _rdma_devices_needed, check_rdma_devices),
     Check("gpudirect", ("rdma", "gpu_tools"), _rdma_nvidia, check_gpudirect),
     Check("ibgda_driver", ("gpu_tools",), _ibgda_needed, check_ibgda_driver),
     Check("mori_rdma", ("rdma", "gpu_tools"), _mori_needed, check_mori_rdma),

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 IMEX_CHANNEL = "/dev/nvidia-caps-imex-channels/channel0"
+RDMA_DEVICES = "/dev/infiniband"
 
 
 def probe_ports(plan):
@@ -101,6 +102,7 @@ def expected_from_plan(plan, cluster, recipe):
         "shm_size": container.get("shm_size"),
         "memlock": _ulimit_soft(container, "memlock"),
         "imex_channel": _needs_device(container, IMEX_CHANNEL),
+        "rdma_devices": _needs_device(container, RDMA_DEVICES),
         "socket_ifnames": socket_ifnames(plan),
     }
     exp.update(requirements(recipe, plan["vendor"], plan["accelerator"]))

@@ -61,6 +61,9 @@ FIX = {
                     "(major from /proc/devices, nvidia-caps-imex-channels); it does not survive a reboot.",
     "rdma": "Bring the RDMA ports up (cable/switch/subnet manager; `ibv_devinfo`, `rdma link`), or set "
             "preflight_rdma_allow_down_ports if a rail is intentionally unused.",
+    "rdma_devices": "Load the RDMA verbs driver so /dev/infiniband/uverbs* exist (`modprobe ib_uverbs`, persist it in "
+                    "/etc/modules-load.d/; rdma-core), then check `ls /dev/infiniband`: the plan mounts /dev/infiniband "
+                    "into the container and Docker refuses to start it without the device.",
     "rdma.none": "No RDMA device found: install rdma-core (ibverbs-utils) and the NIC driver (mlx5_ib / ionic_rdma), "
                  "then check `ibv_devinfo`.",
     "gpudirect": "Enable GPUDirect RDMA: load nvidia_peermem (`modprobe nvidia_peermem`) or use DMA-BUF "

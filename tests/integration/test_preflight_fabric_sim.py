@@ -5,7 +5,8 @@
   (worker, ibgda_driver) with the modprobe options and the reboot in the fix; fault no_nvidia_peermem with
   NCCL_DMABUF_ENABLE=0 in the plan fails exactly (worker, gpudirect).
 - mi355x pair (multi_node_dep over RDMA -> mori_high_throughput): healthy passes mori_rdma; fault
-  mori_rdma_provider_missing fails exactly (worker, mori_rdma).
+  mori_rdma_provider_missing fails exactly (worker, mori_rdma); fault no_uverbs (the /dev/infiniband the plan
+  mounts has no verbs device) fails exactly (worker, rdma_devices).
 - mi355x: a converged re-deploy's smoke report carries used and total GPU memory of every node (not None).
 
 The nodes' kernel state comes from their profile, below /etc/kimi-sim/root (preflight_probe_root of the sim
@@ -24,7 +25,7 @@ from tests.integration.test_preflight_sim import SIM_LIMITS, failing, fault, pre
 pytestmark = pytest.mark.sim
 
 DEEPEP = {"kimi_k3_interconnect": "rdma", "kimi_k3_strategy": "multi_node_tep"}
-FABRIC = ("ibgda_driver", "gpudirect", "mori_rdma", "access")
+FABRIC = ("ibgda_driver", "gpudirect", "mori_rdma", "rdma_devices", "access")
 
 
 def statuses(report, host):
@@ -41,7 +42,8 @@ def test_deepep_plan_checks_ibgda_and_gpudirect_and_a_fault_breaks_ibgda(sim_clu
     r, report, _art = preflight(sim, extra=DEEPEP)
     assert r.status == "successful", (failed_tasks(r), report and failing(report))
     for n in sim.nodes:
-        assert statuses(report, n["name"]) == {"ibgda_driver": "pass", "gpudirect": "pass", "access": "pass"}
+        assert statuses(report, n["name"]) == {"ibgda_driver": "pass", "gpudirect": "pass", "rdma_devices": "pass",
+                                               "access": "pass"}
     worker = sim.nodes[1]["name"]
     with fault(worker, "ibgda_params_missing"):
         r, report, _art = preflight(sim, extra=DEEPEP)
@@ -68,13 +70,25 @@ def test_mori_plan_checks_the_rdma_provider_and_a_fault_breaks_it(sim_cluster):
     r, report, _art = preflight(sim)
     assert r.status == "successful", (failed_tasks(r), report and failing(report))
     for n in sim.nodes:
-        assert statuses(report, n["name"]) == {"mori_rdma": "pass", "access": "pass"}
+        assert statuses(report, n["name"]) == {"mori_rdma": "pass", "rdma_devices": "pass", "access": "pass"}
     worker = sim.nodes[1]["name"]
     with fault(worker, "mori_rdma_provider_missing"):
         r, report, _art = preflight(sim)
     assert r.status == "failed"
     f = only_failure(report, worker, "mori_rdma")
     assert f["observed"] == "none of bnxt_re, ionic_rdma, mlx5_ib loaded" and "modprobe mlx5_ib" in f["fix"]
+
+
+def test_rdma_plan_needs_the_verbs_devices_it_mounts_and_a_fault_removes_them(sim_cluster):
+    """The mi355x pair's plan mounts /dev/infiniband; fault no_uverbs (the device node moved aside) fails exactly
+    (worker, rdma_devices) with the module to load."""
+    sim = sim_cluster("mi355x")
+    worker = sim.nodes[1]["name"]
+    with fault(worker, "no_uverbs"):
+        r, report, _art = preflight(sim)
+    assert r.status == "failed"
+    f = only_failure(report, worker, "rdma_devices")
+    assert f["observed"] == "0 /dev/infiniband/uverbs* device(s)" and "modprobe ib_uverbs" in f["fix"]
 
 
 def test_mi355x_smoke_report_has_used_and_total_gpu_memory(sim_cluster, tmp_path):

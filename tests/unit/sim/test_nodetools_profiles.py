@@ -147,6 +147,7 @@ EXPECTED_CHANGES = {
                              ["kernel.nvidia_params.EnableStreamMemOPs", "kernel.nvidia_params.RegistryDwords"]),
     "no_nvidia_peermem": ("gb300", [r"^kernel\.modules\.nvidia_peermem$"], ["kernel.modules.nvidia_peermem"]),
     "mori_rdma_provider_missing": ("mi355x", [r"^kernel\.modules\.mlx5_ib$"], ["kernel.modules.mlx5_ib"]),
+    "no_uverbs": ("mi355x", [r"^devices_missing\.0$"], ["devices_missing.0"]),
 }
 
 
@@ -345,3 +346,19 @@ def test_faked_ip_without_net_runs_the_real_one(tmp_path):
         assert res.returncode == 127
     else:
         assert res.returncode == 0 and '"ifname":"lo"' in res.stdout.replace(" ", "")
+
+
+def test_init_hides_a_missing_device_and_puts_it_back(tmp_path):
+    dev = tmp_path / "root" / "dev" / "infiniband" / "uverbs0"
+    dev.parent.mkdir(parents=True)
+    dev.write_text("")
+    root, _bindir = _init(tmp_path, "mi355x", ["no_uverbs"])
+    assert not dev.exists() and not list(dev.parent.glob("uverbs*"))
+    assert (root / "dev/.kimi-sim-hidden/dev__infiniband__uverbs0").exists()
+    assert json.loads((root / "etc/kimi-sim/node-init.json").read_text())["devices_hidden"] == ["/dev/infiniband/uverbs0"]
+    prof = tmp_path / "profile.json"  # the fault cleared: sim-node-init runs again in the same node
+    prof.write_text(json.dumps(P.render_node_profile("mi355x", "node-a", 0, [])))
+    env = dict(os.environ, KIMI_SIM_ROOT=str(root), KIMI_SIM_PROFILE=str(prof))
+    subprocess.run([sys.executable, os.path.join(NODETOOLS, "sim-node-init")], env=env, check=True,
+                   capture_output=True)
+    assert dev.exists() and not (root / "dev/.kimi-sim-hidden/dev__infiniband__uverbs0").exists()

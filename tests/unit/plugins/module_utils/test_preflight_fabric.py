@@ -316,3 +316,36 @@ def test_sim_driver_not_loaded_leaves_no_nvidia_kernel_state(tmp_path):
     healthy, root2 = _sim_node(tmp_path / "h", "gb300", [])
     banner = (root2 / "etc/kimi-sim/root/proc/driver/nvidia/version").read_text()
     assert P.parse_proc_driver_version(banner) == {"driver_version": "580.173.02", "open_module": True}
+
+
+# ------------------------------------------------------------------ rdma_devices (the /dev/infiniband the plan mounts)
+
+@pytest.mark.parametrize("node,acc,backend", [("mi355x-node01", "mi355x", "mori_high_throughput"),
+                                              ("gb300-tray01", "gb300", "deepep_v2")])
+def test_rdma_devices_pass_with_uverbs_and_fail_without_naming_the_module(node, acc, backend):
+    healthy = facts(node)
+    healthy["devices"] = dict(healthy["devices"], infiniband_uverbs=2)
+    ok = one(judge(healthy, exp(acc, backend, rdma_devices=True)), "rdma_devices")
+    assert (ok["status"], ok["observed"]) == ("pass", "2 /dev/infiniband/uverbs* device(s)")
+    missing = dict(healthy, devices=dict(healthy["devices"], infiniband_uverbs=0))
+    bad = one(judge(missing, exp(acc, backend, rdma_devices=True)), "rdma_devices")
+    assert (bad["status"], bad["observed"]) == ("fail", "0 /dev/infiniband/uverbs* device(s)")
+    assert "modprobe ib_uverbs" in bad["fix"] and "/dev/infiniband" in bad["fix"]
+
+
+def test_rdma_devices_only_where_the_plan_mounts_them():
+    node = dict(facts("mi355x-node01"))
+    node["devices"] = dict(node["devices"], infiniband_uverbs=0)
+    assert not [f for f in judge(node, exp("mi355x", "mori_high_throughput"))["findings"]
+                if f["check"] == "rdma_devices"]
+    assert E._needs_device({"devices": ["/dev/infiniband:/dev/infiniband:rwm"]}, E.RDMA_DEVICES)
+    assert not E._needs_device({"devices": ["/dev/kfd:/dev/kfd:rwm"]}, E.RDMA_DEVICES)
+
+
+@pytest.mark.parametrize("inventory,host,mounted", [("mi355x-rdma-2node", "mi355x-node02", True),
+                                                    ("gb300-cluster", "gb300-tray02", False)])
+def test_rdma_devices_expected_from_the_golden_plans(inventory, host, mounted):
+    path = os.path.join(REPO, "tests", "unit", "plugins", "action", "golden_plans", inventory, host + ".json")
+    with open(path) as handle:
+        plan = json.load(handle)
+    assert E.expected_from_plan(plan, {}, RECIPE)["rdma_devices"] is mounted
