@@ -24,6 +24,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_watch
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
 
 display = Display()
 
@@ -82,7 +83,7 @@ class ActionModule(ActionBase):
                 "every": float(args.get("progress_every", 30)), "stall": float(args.get("stall_timeout", 900)),
                 "peers": list(args.get("peers") or [])}
         opts["module_args"] = {"container": args.get("container", "vllm-kimi-k3"),
-                               "docker_host": args.get("docker_host", "unix:///var/run/docker.sock"),
+                               "docker_host": args.get("docker_host", DEFAULT_DOCKER_HOST),
                                "health_urls": list(args.get("health_urls") or []),
                                "tail": int(args.get("tail", 200)), "wait_s": opts["interval"],
                                "validate_certs": boolean(args.get("validate_certs", True), strict=False)}

@@ -10,6 +10,9 @@ __metaclass__ = type
 
 import socket
 
+# The engine URL every module, the plan and the checks default to (kimi_k3_docker_host, docker_host options).
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+
 try:
     import http.client as http_client
     from urllib.parse import urlparse

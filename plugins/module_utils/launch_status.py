@@ -87,7 +87,7 @@ class DockerError(Exception):
 class DockerAPI(object):
     """Minimal read-only Docker Engine API client (unix socket or tcp://)."""
 
-    def __init__(self, docker_host="unix:///var/run/docker.sock", timeout=10):
+    def __init__(self, docker_host=engine_api.DEFAULT_DOCKER_HOST, timeout=10):
         self.docker_host = docker_host
         self.timeout = timeout
 

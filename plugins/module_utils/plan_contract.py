@@ -16,9 +16,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
+
 PREFIX = "kimi_k3_"
-# The engine socket default: one declaration (the plan takes it over with kimi_k3_docker_host).
-DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 
 BASE_KEYS = ("host", "role", "node_rank", "vendor", "accelerator", "strategy", "image", "vllm_version",
              "internal_address", "api_url", "serves_http", "container", "env", "secret_env", "vllm_args")

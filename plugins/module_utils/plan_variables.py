@@ -22,6 +22,7 @@ import difflib
 import re
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import FALSE_WORDS, TRUE_WORDS
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
 
 PREFIX = "kimi_k3_"
 
@@ -135,7 +136,7 @@ VARIABLES = (
     _v("restart_policy", "str", CLUSTER, "Docker restart policy of the container.", default="no",
        choices=["no", "on-failure", "always", "unless-stopped"]),
     _v("docker_host", "str", HOST, "Container engine URL on the node.", fmt="docker_host",
-       default="unix:///var/run/docker.sock"),
+       default=DEFAULT_DOCKER_HOST),
     _v("extra_args", "list", DEPLOYMENT, "Extra vllm serve arguments, each flag and value its own item (checked "
        "against the flag snapshot; flags the plan derives are refused).", default_doc="[]"),
     _v("extra_env", "dict", DEPLOYMENT, "Extra container environment NAME: value (no secrets, no removed "

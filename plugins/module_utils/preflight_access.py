@@ -23,6 +23,8 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
+
 CHECK = "access"
 FIX_BECOME = ("Connect as a user with sudo and set ansible_become: true for the vllm_cluster group (passwordless "
               "sudo, or run with --ask-become-pass), or connect as root. A docker-group user without sudo is not "
@@ -30,7 +32,7 @@ FIX_BECOME = ("Connect as a user with sudo and set ansible_become: true for the 
 
 
 def _socket_path(docker_host):
-    text = str(docker_host or "unix:///var/run/docker.sock")
+    text = str(docker_host or DEFAULT_DOCKER_HOST)
     if text.startswith("unix://"):
         return text[len("unix://"):]
     return text if text.startswith("/") else None

@@ -125,6 +125,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status
 
 
@@ -132,7 +133,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             container=dict(type="str", default="vllm-kimi-k3"),
-            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+            docker_host=dict(type="str", default=engine_api.DEFAULT_DOCKER_HOST),
             health_urls=dict(type="list", elements="str", default=[]),
             tail=dict(type="int", default=200),
             wait_s=dict(type="float", default=0),

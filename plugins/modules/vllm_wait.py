@@ -131,12 +131,13 @@ log_tail:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
 
 
 def main():
     module = AnsibleModule(argument_spec=dict(
         container=dict(type="str", default="vllm-kimi-k3"),
-        docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+        docker_host=dict(type="str", default=DEFAULT_DOCKER_HOST),
         health_urls=dict(type="list", elements="str", default=[]),
         timeout=dict(type="float", default=3600),
         interval=dict(type="float", default=5),
