@@ -297,7 +297,7 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
     sim/simctl up --cluster "$extra_cluster" || { note "sim/simctl up --cluster $extra_cluster failed"; return 1; }
   done
   if [ -d tests/integration ]; then
-    run_pytest "pytest -m sim tests/integration" -q -m sim tests/integration; r=$?
+    run_pytest "pytest -m sim tests/integration" -q -m sim --durations=10 tests/integration; r=$?
     [ $r -eq 0 ] || rc=1
     # the integration tests skip themselves when the sim is not reachable: after `simctl up` that is a failure
     if [ $r -eq 0 ] && grep -q 'tests/integration: .*skipped' "$logdir/$STAGE.note" \

@@ -7,6 +7,8 @@
 - killing replica-2's follower: the router stops sending to replica-2 (circuit breaker / health) while requests
   through the router keep succeeding (counted), and `deploy.yml --tags router` fails naming replica-2;
   the next deploy restarts replica-2 alone (replica-1's containers are not restarted);
+- a rolling upgrade (upgrade.yml) replaces one replica at a time with a request loop against the router at zero
+  failed requests; an upgrade to a crashing image rolls back replica-1 alone and leaves replica-2 untouched;
 - teardown removes the router first.
 
 Needs `sim/simctl up --cluster fleet` (or KIMI_SIM_AUTO_UP=1).
@@ -87,6 +89,39 @@ def test_broken_replica_is_avoided_reported_and_restarted_alone(sim, art, deploy
     r = routed.must(routed.run(sim, art, "deploy.yml", skip_tags="preflight"))
     assert _started(sim, R1_HEAD, "vllm-kimi-k3") == r1_started
     assert set(routed.changed_hosts(r)) <= {"gb300-tray53", "gb300-tray54"}, routed.changed_hosts(r)
+    assert routed.chat(ROUTER) == 200
+
+
+def _image(sim, node):
+    return sim.docker(node, "inspect", "--format", "{{.Config.Image}}", "vllm-kimi-k3").stdout.strip()
+
+
+def test_rolling_upgrade_keeps_serving_and_rolls_back_a_crashing_replica_alone(sim, art, deployed):
+    nodes = (R1_HEAD, R1_FOLLOWER, R2_HEAD, R2_FOLLOWER)
+    alt, broken = sim.images["standin-b"], sim.images["standin-broken"]
+    with routed.RequestLoop(ROUTER) as loop:
+        r = routed.run(sim, art, "upgrade.yml", extra={"kimi_k3_image": alt})
+    assert r.status == "successful", failed_tasks(r)
+    TIMINGS["rolling_upgrade_s"] = round(r.elapsed_s, 1)
+    TIMINGS["rolling_upgrade_requests"] = "%d failed of %d" % (len(loop.failed), len(loop.results))
+    assert [_image(sim, n) for n in nodes] == [alt] * 4
+    assert len(loop.results) > 20
+    assert loop.failed == [], "%d of %d requests through the router failed" % (len(loop.failed), len(loop.results))
+    # one deployment at a time: replica-2 started only after replica-1 had passed its gate
+    assert _started(sim, R2_HEAD, "vllm-kimi-k3") > _started(sim, R1_HEAD, "vllm-kimi-k3")
+    r2_started = _started(sim, R2_HEAD, "vllm-kimi-k3")
+
+    with routed.RequestLoop(ROUTER) as loop:
+        r = routed.run(sim, art, "upgrade.yml", extra={"kimi_k3_image": broken})
+    TIMINGS["rolling_rollback_requests"] = "%d failed of %d" % (len(loop.failed), len(loop.results))
+    assert r.status == "failed"
+    msgs = [m for _h, t, m in failed_tasks(r) if t == "Fail the rolling upgrade after rolling back the deployment that failed"]
+    assert len(msgs) == 1, failed_tasks(r)
+    assert "stopped at deployment replica-1" in msgs[0] and "rolled back to %s and serves again" % alt in msgs[0], msgs
+    # replica-1 is back on the previous digest, replica-2 was never touched
+    assert [_image(sim, n) for n in nodes] == [alt] * 4
+    assert _started(sim, R2_HEAD, "vllm-kimi-k3") == r2_started
+    assert loop.failed == [], "%d of %d requests through the router failed" % (len(loop.failed), len(loop.results))
     assert routed.chat(ROUTER) == 200
 
 
