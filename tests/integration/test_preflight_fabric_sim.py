@@ -37,6 +37,14 @@ def only_failure(report, node, check):
     return [f for f in report["findings"] if f["host"] == node and f["check"] == check][0]
 
 
+def fails_alone(sim, node, fault_name, check, extra=None):
+    """Preflight with ``fault_name`` on ``node``: the run fails and (node, check) is the only failure -> finding."""
+    with fault(node, fault_name):
+        r, report, _art = preflight(sim, extra=extra)
+    assert r.status == "failed"
+    return only_failure(report, node, check)
+
+
 def test_deepep_plan_checks_ibgda_and_gpudirect_and_a_fault_breaks_ibgda(sim_cluster):
     sim = sim_cluster("gb300")
     r, report, _art = preflight(sim, extra=DEEPEP)
@@ -58,10 +66,7 @@ def test_peermem_required_when_the_plan_switches_dmabuf_off(sim_cluster):
     sim = sim_cluster("gb300")
     worker = sim.nodes[1]["name"]
     extra = dict(DEEPEP, kimi_k3_extra_env={"VLLM_STANDIN_LOAD_S": "3", "NCCL_DMABUF_ENABLE": "0"})
-    with fault(worker, "no_nvidia_peermem"):
-        r, report, _art = preflight(sim, extra=extra)
-    assert r.status == "failed"
-    f = only_failure(report, worker, "gpudirect")
+    f = fails_alone(sim, worker, "no_nvidia_peermem", "gpudirect", extra=extra)
     assert f["observed"] == "nvidia_peermem not loaded (dmabuf)" and "modprobe nvidia_peermem" in f["fix"]
 
 
@@ -72,10 +77,7 @@ def test_mori_plan_checks_the_rdma_provider_and_a_fault_breaks_it(sim_cluster):
     for n in sim.nodes:
         assert statuses(report, n["name"]) == {"mori_rdma": "pass", "rdma_devices": "pass", "access": "pass"}
     worker = sim.nodes[1]["name"]
-    with fault(worker, "mori_rdma_provider_missing"):
-        r, report, _art = preflight(sim)
-    assert r.status == "failed"
-    f = only_failure(report, worker, "mori_rdma")
+    f = fails_alone(sim, worker, "mori_rdma_provider_missing", "mori_rdma")
     assert f["observed"] == "none of bnxt_re, ionic_rdma, mlx5_ib loaded" and "modprobe mlx5_ib" in f["fix"]
 
 
@@ -84,10 +86,7 @@ def test_rdma_plan_needs_the_verbs_devices_it_mounts_and_a_fault_removes_them(si
     (worker, rdma_devices) with the module to load."""
     sim = sim_cluster("mi355x")
     worker = sim.nodes[1]["name"]
-    with fault(worker, "no_uverbs"):
-        r, report, _art = preflight(sim)
-    assert r.status == "failed"
-    f = only_failure(report, worker, "rdma_devices")
+    f = fails_alone(sim, worker, "no_uverbs", "rdma_devices")
     assert f["observed"] == "0 /dev/infiniband/uverbs* device(s)" and "modprobe ib_uverbs" in f["fix"]
 
 
