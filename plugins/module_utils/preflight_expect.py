@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
+
 IMEX_CHANNEL = "/dev/nvidia-caps-imex-channels/channel0"
 RDMA_DEVICES = "/dev/infiniband"
 
@@ -54,13 +56,8 @@ def requirements(recipe, vendor, accelerator):
 
 def all2all_backend(plan, cluster):
     """The --all2all-backend the host's vLLM argv carries (``--flag value`` or ``--flag=value``), else the cluster's."""
-    args = [str(a) for a in plan.get("vllm_args") or []]
-    for i, arg in enumerate(args):
-        if arg == "--all2all-backend" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--all2all-backend="):
-            return arg.split("=", 1)[1]
-    return cluster.get("all2all_backend")
+    values = vllm_flags.flag_value([str(a) for a in plan.get("vllm_args") or []], "--all2all-backend")
+    return values[-1] if values else cluster.get("all2all_backend")
 
 
 def fabric_prerequisites(recipe, backend, vendor):
