@@ -37,8 +37,8 @@ class Board(object):
 
     def __init__(self, path):
         self.path = path
-        if not os.path.isdir(path):
-            os.makedirs(path, 0o700)
+        # every host's watcher creates the board at about the same moment (one forked worker each): exist_ok
+        os.makedirs(path, 0o700, exist_ok=True)
 
     def publish(self, record):
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp.")
