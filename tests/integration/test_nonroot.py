@@ -12,14 +12,13 @@ import shutil
 
 import pytest
 
-from tests.helpers.runner import REPO, failed_tasks, run_playbook
+from tests.helpers.runner import REPO, failed_tasks, run_playbook, task_results
 
 pytestmark = pytest.mark.sim
 
 SUDO_USER = "kimi-ops"
 DOCKER_USER = "kimi-docker"
 KEY = os.path.join(REPO, "sim", ".state", "ssh", "id_ed25519")
-ACCESS = os.path.join(REPO, "plugins", "module_utils", "preflight_access.py")
 API_KEY = "sim-nonroot-key"
 
 
@@ -50,20 +49,30 @@ def _ssh_as(node, user, command):
                            command], capture_output=True, text=True, timeout=60, check=False)
 
 
-def _access(node, user, sudo=False):
-    """preflight_access.observe_access() run on the node as ``user`` (optionally under sudo) -> check_access()."""
+PROBE_PLAYBOOK = """
+- name: Probe one node the way preflight does, as the inventory's user
+  hosts: "{{ probe_node }}"
+  gather_facts: false
+  tasks:
+    - name: Probe
+      gpufleet.kimi_k3.node_probe:
+        docker_host: unix:///var/run/docker.sock
+        model_cache_dir: /var/lib/kimi-sim/models
+        access_paths: [/etc/kimi-k3]
+"""
+
+
+def _access(sim, tmp_path, node, user, sudo=False):
+    """node_probe run on the node through Ansible (module packaging, login as ``user``, become when ``sudo``), its
+    ``access`` observations -> preflight_access.check_access(), as preflight judges them."""
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_access as pa
-    code = open(ACCESS).read() + ("\nimport json\nprint(json.dumps(observe_access('unix:///var/run/docker.sock', "
-                                  "['/etc/kimi-k3', '/var/lib/kimi-sim/models'])))\n")
-    p = _ssh_as(node, user, ("sudo -n " if sudo else "") + "python3 -c %s" % _quote(code))
-    assert p.returncode == 0, p.stderr
-    obs = json.loads(p.stdout)
+    inv = _inventory_as(sim, tmp_path / ("%s-%s" % (user, sudo)), user, become=sudo)
+    playbook = tmp_path / "probe.yml"
+    playbook.write_text(PROBE_PLAYBOOK)
+    r = run_playbook(str(playbook), inv, extravars={"probe_node": node["name"]})
+    assert r.status == "successful", failed_tasks(r)
+    obs = task_results(r, "Probe")[node["name"]]["ansible_facts"]["node_probe"]["access"]
     return obs, pa.check_access(node["name"], obs)
-
-
-def _quote(text):
-    import shlex
-    return shlex.quote(text)
 
 
 def test_operator_users_exist_with_the_intended_rights(gb300):
@@ -77,17 +86,17 @@ def test_operator_users_exist_with_the_intended_rights(gb300):
                                       "s.connect('/var/run/docker.sock')\"").returncode == 0
 
 
-def test_access_check_refuses_the_docker_group_user_and_passes_under_become(gb300):
+def test_access_check_refuses_the_docker_group_user_and_passes_under_become(gb300, tmp_path):
     node = gb300.nodes[0]
-    obs, finding = _access(node, DOCKER_USER)
+    obs, finding = _access(gb300, tmp_path, node, DOCKER_USER)
     assert obs["socket_rw"] is True and "docker" in obs["groups"] and obs["euid"] != 0
     assert finding["status"] == "fail"
     assert "kimi-docker (uid 1002) without become" in finding["observed"]
     assert "engine socket usable" in finding["observed"] and "/etc/kimi-k3" in finding["observed"]
     assert "ansible_become: true" in finding["fix"] and "docker-group user without sudo is not supported" in finding["fix"]
-    _obs, plain = _access(node, SUDO_USER)
+    _obs, plain = _access(gb300, tmp_path, node, SUDO_USER)
     assert plain["status"] == "fail" and "engine socket /var/run/docker.sock not usable" in plain["observed"]
-    _obs, become = _access(node, SUDO_USER, sudo=True)
+    _obs, become = _access(gb300, tmp_path, node, SUDO_USER, sudo=True)
     assert become["status"] == "pass" and become["observed"] == "modules run as root (uid 0)"
 
 
