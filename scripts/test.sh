@@ -31,7 +31,8 @@
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
 # set KIMI_K3_ALLOW_EMPTY=1 to report it as SKIP instead.
 # Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; sim 3000, realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
-# KIMI_K3_STAGES=a,b (stages to run when no option is given; default: all).
+# KIMI_K3_STAGES=a,b (stages to run when no option is given; default: all), KIMI_K3_UNIT_WORKERS / KIMI_K3_SIM_WORKERS
+# (pytest-xdist workers of the unit and rehearsal suites; default auto / 2, 0 = one process).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self="$here/scripts/test.sh"
@@ -42,6 +43,10 @@ OPTIONAL_STAGES=(mutation ee realparser)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"
+# pytest-xdist workers: the unit suites (auto = one per core) and the rehearsal suite (2 = its two cluster groups;
+# 0 runs it in one process, the way it ran before)
+UNIT_WORKERS="${KIMI_K3_UNIT_WORKERS:-auto}"
+SIM_WORKERS="${KIMI_K3_SIM_WORKERS:-2}"
 
 export PATH="$here/.venv/bin:$PATH"
 export ANSIBLE_INJECT_FACT_VARS=false
@@ -100,7 +105,7 @@ stage_setup() {
 stage_unit() {
   need_venv
   # --durations: the stage has a time budget (docs/dev/testing.md); name the slowest tests
-  run_pytest "pytest tests/unit" -q -m "not sim and not vllm" --durations=5 tests/unit
+  run_pytest "pytest tests/unit" -q -m "not sim and not vllm" --durations=5 -n "$UNIT_WORKERS" tests/unit
 }
 
 stage_lint() {
@@ -261,7 +266,7 @@ stage_matrix() {
   mkdir -p "$here/build/tmp"
   scripts/setup.sh --oldest || { note "scripts/setup.sh --oldest failed (no Python 3.10-3.12?)"; return 1; }
   PATH="$old/bin:$PATH" run_pytest "ansible-core $("$old/bin/python" -c 'import ansible.release; print(ansible.release.__version__)') pytest tests/unit" \
-    -q -m "not sim and not vllm" -p no:cacheprovider tests/unit || rc=1
+    -q -m "not sim and not vllm" -p no:cacheprovider -n "$UNIT_WORKERS" tests/unit || rc=1
   matrix_plans "$old" || rc=1
   matrix_plans "$here/.venv" || rc=1
   return $rc
@@ -297,7 +302,9 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
     sim/simctl up --cluster "$extra_cluster" || { note "sim/simctl up --cluster $extra_cluster failed"; return 1; }
   done
   if [ -d tests/integration ]; then
-    run_pytest "pytest -m sim tests/integration" -q -m sim --durations=10 tests/integration; r=$?
+    # two workers, one per cluster group (tests/integration/conftest.py): the router clusters beside gb300/mi355x
+    run_pytest "pytest -m sim tests/integration" -q -m sim --durations=10 -n "$SIM_WORKERS" --dist loadgroup \
+      tests/integration; r=$?
     [ $r -eq 0 ] || rc=1
     # the integration tests skip themselves when the sim is not reachable: after `simctl up` that is a failure
     if [ $r -eq 0 ] && grep -q 'tests/integration: .*skipped' "$logdir/$STAGE.note" \

@@ -24,11 +24,21 @@ SIMCTL = os.path.join(REPO, "sim", "simctl")
 SSH_KEY = os.path.join(REPO, "sim", ".state", "ssh", "id_ed25519")
 
 
+# scripts/test.sh runs this suite on two pytest-xdist workers with --dist loadgroup: the router clusters' files
+# (fleet, gb300pd; `pytest.mark.xdist_group(routed.ROUTER_GROUP)` in their pytestmark) on one, every other file
+# (gb300, mi355x) on the other. Each worker runs its group one test at a time in file order, so no two tests ever
+# share a node; the groups share only the registries and the HF mirror, which the router tests only read.
+NODES_GROUP = "sim-nodes"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         if str(item.fspath).startswith(here + os.sep):
             item.add_marker(pytest.mark.sim)
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(NODES_GROUP))
 
 
 def _status():
