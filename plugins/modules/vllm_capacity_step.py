@@ -21,24 +21,11 @@ description:
     ceil(concurrency / 128) client processes (each with its own connection pool, started and warmed up before the
     clock starts), so the client's own CPU does not cap the load or inflate TTFT/ITL.
   - Requests are read-only; check mode sends them too (they change nothing) and the module never reports a change.
-requirements:
-  - openai
-  - prometheus_client
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes
-  - gpufleet.kimi_k3.endpoint_tls
+  - gpufleet.kimi_k3.endpoint_client
 options:
-  base_url:
-    description: API root, with or without C(/v1).
-    type: str
-    required: true
-  model:
-    description: Model name. Default is the first id of C(/v1/models).
-    type: str
-  api_key:
-    description: API key.
-    type: str
   max_model_len:
     description: Fallback when C(/v1/models) does not report max_model_len.
     type: int
@@ -78,21 +65,6 @@ options:
     description: Stop one level past the first saturated step.
     type: bool
     default: true
-  reasoning_effort:
-    description: C(reasoning_effort) of every request (empty = not sent).
-    type: str
-    default: low
-  extra_body:
-    description: Extra JSON merged into every request body.
-    type: dict
-  metrics_urls:
-    description: C(/metrics) of every node serving HTTP. Default is the base URL's C(/metrics).
-    type: list
-    elements: str
-  metrics_interval:
-    description: Seconds between gauge samples.
-    type: float
-    default: 0.5
   log_text:
     description: Container start-up log of the head; its KV-cache line is used when the metrics lack the labels.
     type: str
@@ -100,10 +72,6 @@ options:
     description: Whether the server was restarted for this point (recorded only).
     type: bool
     default: false
-  timeout:
-    description: Per-request timeout in seconds.
-    type: float
-    default: 3600
 author:
   - gpufleet maintainers (@gpufleet)
 """
@@ -149,24 +117,12 @@ sweep:
     errors: {description: Problems reading the server., type: list, elements: str}
 """
 
-import os
-import traceback
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import endpoint_args
 
-try:
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
-
-    IMPORT_ERROR = None
-except ImportError:  # pragma: no cover
-    IMPORT_ERROR = traceback.format_exc()
-
-ARGUMENT_SPEC = dict(
-    base_url=dict(type="str", required=True),
-    model=dict(type="str"),
-    api_key=dict(type="str", no_log=True),
+ARGUMENT_SPEC = endpoint_args.argument_spec(
     max_model_len=dict(type="int"),
     concurrency_levels=dict(type="list", elements="int"),
     max_concurrency=dict(type="int", default=64),
@@ -177,32 +133,14 @@ ARGUMENT_SPEC = dict(
     ttft_limit_s=dict(type="float", default=0),
     plateau_gain=dict(type="float", default=0.05),
     stop_on_saturation=dict(type="bool", default=True),
-    reasoning_effort=dict(type="str", default="low"),
-    extra_body=dict(type="dict"),
-    metrics_urls=dict(type="list", elements="str"),
-    metrics_interval=dict(type="float", default=0.5),
     log_text=dict(type="str"),
     restarted=dict(type="bool", default=False),
-    timeout=dict(type="float", default=3600),
-    validate_certs=dict(type="bool", default=True),
-    ca_path=dict(type="path"),
 )
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    if IMPORT_ERROR:
-        module.fail_json(msg="cannot import the collection's module_utils", exception=IMPORT_ERROR)
-    if not smoke_client.HAS_OPENAI:
-        module.fail_json(msg=missing_required_lib("openai", reason="to send capacity requests"))
-    if not smoke_metrics.HAS_PROMETHEUS:
-        module.fail_json(msg=missing_required_lib("prometheus_client", reason="to parse /metrics"))
-    p = dict(module.params)
-    if p["ca_path"] and not os.path.isfile(p["ca_path"]):
-        module.fail_json(msg="ca_path %s is not a file: give the PEM file of the CA that signs the endpoint's "
-                             "certificate" % p["ca_path"])
-    if p["reasoning_effort"] == "":
-        p["reasoning_effort"] = None
+    p = endpoint_args.endpoint_params(module, "capacity")
     sweep = capacity_runner.run_sweep(p)
     if not sweep["steps"]:
         module.fail_json(msg="capacity sweep could not run: %s" % "; ".join(sweep["errors"]), sweep=sweep)

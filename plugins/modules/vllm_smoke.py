@@ -24,24 +24,12 @@ description:
   - Server errors, timeouts and HTTP 4xx/5xx make the group C(failed) with the error text; the module itself does
     not fail for them. Apply O(fail_policy) and check RV(ansible_facts.vllm_smoke.policy.passed) to fail a play.
 requirements:
-  - openai >= 1.40 (tested with 3.51)
   - jsonschema >= 4.18
-  - prometheus_client
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes
-  - gpufleet.kimi_k3.endpoint_tls
+  - gpufleet.kimi_k3.endpoint_client
 options:
-  base_url:
-    description: API root of the head, with or without the trailing C(/v1), e.g. C(http://10.0.0.11:8000/v1).
-    type: str
-    required: true
-  model:
-    description: Model name to send. Default is the first id listed by C(/v1/models).
-    type: str
-  api_key:
-    description: API key (C(--api-key) of the server). Sent as bearer token.
-    type: str
   groups:
     description: Groups to run.
     type: list
@@ -52,18 +40,6 @@ options:
     description: C(max_tokens) of every request. K3 reasons by default, so keep it generous.
     type: int
     default: 2048
-  reasoning_effort:
-    description: C(reasoning_effort) sent with every request (C(low), C(high), C(max), C(none) turns thinking off).
-      Empty string sends nothing.
-    type: str
-    default: low
-  extra_body:
-    description: 'Extra JSON merged into every request body, e.g. C({"chat_template_kwargs": {"thinking": false}}).'
-    type: dict
-  timeout:
-    description: Per-request timeout in seconds.
-    type: float
-    default: 3600
   concurrency:
     description: Parallel requests of the C(text) group and parallel cases of the C(tool_calling) group. Above 128,
       the C(text) group's streams are spread over ceil(concurrency / 128) client processes (started and warmed up
@@ -98,14 +74,6 @@ options:
       the shop name, receipt number, subtotal, tax and total; for a custom image only a non-empty answer is checked.
     type: list
     elements: str
-  metrics_urls:
-    description: C(/metrics) URL of every node that serves HTTP. Default is C(<base_url root>/metrics).
-    type: list
-    elements: str
-  metrics_interval:
-    description: Seconds between gauge samples (KV usage, queue) during the smoke window.
-    type: float
-    default: 0.5
   reproduction:
     description: Facts needed to reproduce the run (image digest, driver, CUDA/ROCm, GPU model, interconnect,
       V2 runner, Rust frontend). Passed through; the vLLM version, model and max_model_len are added.
@@ -222,34 +190,17 @@ ansible_facts:
               sample: []
 """
 
-import os
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-try:
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import endpoint_args
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation
 
-    IMPORT_ERROR = None
-except ImportError:  # pragma: no cover
-    IMPORT_ERROR = traceback.format_exc()
-
-ARGUMENT_SPEC = dict(
-    base_url=dict(type="str", required=True),
-    model=dict(type="str"),
-    api_key=dict(type="str", no_log=True),
+ARGUMENT_SPEC = endpoint_args.argument_spec(
     groups=dict(type="list", elements="str", choices=["vision", "text", "long_context", "tool_calling"],
                 default=["vision", "text", "long_context", "tool_calling"]),
     max_tokens=dict(type="int", default=2048, no_log=False),
-    reasoning_effort=dict(type="str", default="low"),
-    extra_body=dict(type="dict"),
-    timeout=dict(type="float", default=3600),
-    validate_certs=dict(type="bool", default=True),
-    ca_path=dict(type="path"),
     concurrency=dict(type="int", default=4),
     long_context_tokens=dict(type="int", default=32000, no_log=False),
     tool_call_retries=dict(type="int", default=2),
@@ -257,8 +208,6 @@ ARGUMENT_SPEC = dict(
     tool_choice=dict(type="str", choices=["auto", "required"], default="auto"),
     image=dict(type="str"),
     image_expected_tokens=dict(type="list", elements="str", no_log=False),
-    metrics_urls=dict(type="list", elements="str"),
-    metrics_interval=dict(type="float", default=0.5),
     reproduction=dict(type="dict"),
     fail_policy=dict(type="dict"),
 )
@@ -266,23 +215,11 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    if IMPORT_ERROR:
-        module.fail_json(msg="cannot import the collection's module_utils", exception=IMPORT_ERROR)
-    if not smoke_client.HAS_OPENAI:
-        module.fail_json(msg=missing_required_lib("openai", reason="to send smoke requests"),
-                         exception=str(smoke_client.OPENAI_IMPORT_ERROR))
     if not tool_validation.HAS_JSONSCHEMA:
         module.fail_json(msg=missing_required_lib("jsonschema", reason="to validate tool calls"))
-    if not smoke_metrics.HAS_PROMETHEUS:
-        module.fail_json(msg=missing_required_lib("prometheus_client", reason="to parse /metrics"))
-    p = dict(module.params)
-    if p["ca_path"] and not os.path.isfile(p["ca_path"]):
-        module.fail_json(msg="ca_path %s is not a file: give the PEM file of the CA that signs the endpoint's "
-                             "certificate" % p["ca_path"])
+    p = endpoint_args.endpoint_params(module, "smoke")
     if p["max_tokens"] < 1 or p["concurrency"] < 1 or p["tool_call_retries"] < 0:
         module.fail_json(msg="max_tokens and concurrency must be >= 1, tool_call_retries >= 0")
-    if p["reasoning_effort"] == "":
-        p["reasoning_effort"] = None
     module.exit_json(**smoke_finalise.module_result(smoke_runner.run_smoke(p)))
 
 

@@ -37,10 +37,10 @@ def test_invalid_numbers_fail(capsys):
 
 def documented_options(module):
     """The module's options including those of its doc fragments (as ansible-doc merges them)."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.doc_fragments import endpoint_tls
+    from ansible_collections.gpufleet.kimi_k3.plugins.doc_fragments import endpoint_client
 
     doc = yaml.safe_load(module.DOCUMENTATION)
-    fragments = {"gpufleet.kimi_k3.endpoint_tls": endpoint_tls.ModuleDocFragment.DOCUMENTATION}
+    fragments = {"gpufleet.kimi_k3.endpoint_client": endpoint_client.ModuleDocFragment.DOCUMENTATION}
     for name in doc.get("extends_documentation_fragment") or []:
         if name in fragments:  # the others (attributes) carry no options
             doc["options"].update(yaml.safe_load(fragments[name])["options"])
@@ -48,7 +48,7 @@ def documented_options(module):
 
 
 @pytest.mark.parametrize("name", ["vllm_smoke", "vllm_capacity_step"])
-def test_tls_options_come_from_the_shared_fragment(name):
+def test_endpoint_options_come_from_the_shared_fragments_and_spec(name):
     import importlib
 
     module = importlib.import_module("ansible_collections.gpufleet.kimi_k3.plugins.modules." + name)
@@ -57,6 +57,11 @@ def test_tls_options_come_from_the_shared_fragment(name):
     assert module.ARGUMENT_SPEC["validate_certs"] == {"type": "bool", "default": True}
     assert module.ARGUMENT_SPEC["ca_path"] == {"type": "path"}
     assert set(doc["options"]) == set(module.ARGUMENT_SPEC)
+    # one declaration: the endpoint options are the shared spec's entries, the same objects in both modules
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import endpoint_args
+
+    for option, spec in endpoint_args.ENDPOINT_ARGUMENT_SPEC.items():
+        assert module.ARGUMENT_SPEC[option] is spec, option
 
 
 def test_a_missing_ca_file_is_refused(capsys, tmp_path):
