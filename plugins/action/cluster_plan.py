@@ -11,10 +11,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract, plan_render, topology
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_contract, plan_render, topology
 from ansible_collections.gpufleet.kimi_k3.plugins.filter.plan import _FALLBACK_VARS as FALLBACK_VARS
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
@@ -24,7 +23,6 @@ NODE_VARS = ("ansible_host",)
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("group", "head_group", "router_group", "overrides", "recipe", "dest"))
 
     @staticmethod
     def _node(host, hv, head, overrides):
@@ -36,20 +34,16 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
-        args = self._task.args
-        group = args.get("group", "vllm_cluster")
-        head_group = args.get("head_group", "vllm_head")
-        overrides = args.get("overrides") or {}
-        if not isinstance(overrides, dict):
-            raise AnsibleActionFail("overrides must be a mapping of kimi_k3_* variables")
+        _valid, args = self.validate_argument_spec(action_specs.CLUSTER_PLAN)
+        group, head_group, overrides = args["group"], args["head_group"], args["overrides"]
         groups = task_vars.get("groups", {})
         hosts = list(groups.get(group, []))
         heads = set(groups.get(head_group, []))
         hostvars = task_vars.get("hostvars", {})
         nodes = [self._node(host, hostvars[host], host in heads, overrides) for host in hosts]
         routers = [self._node(host, hostvars[host], False, {})
-                   for host in groups.get(args.get("router_group", "vllm_router"), [])]
-        recipe = recipe_data.load_recipe(args.get("recipe", "kimi_k3"))
+                   for host in groups.get(args["router_group"], [])]
+        recipe = recipe_data.load_recipe(args["recipe"])
         snapshots = recipe_data.load_snapshots()
         plan = topology.build_cluster_plan(nodes, recipe, snapshots, routers)
         result["changed"] = False
@@ -67,7 +61,7 @@ class ActionModule(ActionBase):
                              % (len(plan["errors"]), "\n".join(" - " + e for e in result["errors"])))
         else:
             result["msg"] = "planned %d node(s)" % len(plan["plans"])
-            if args.get("dest"):
+            if args["dest"]:
                 files = {}
                 for host, node_plan in plan["plans"].items():
                     files["%s.json" % host] = (plan_render.plan_json(node_plan), 0o644)

@@ -15,10 +15,8 @@ import datetime
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import deploy_state
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, deploy_state
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
-
-OPS = ("read", "ready", "failed", "upgrade_begin", "upgrade_stage", "upgrade_end")
 
 
 def _now():
@@ -40,17 +38,11 @@ def _update(record, op, args):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("plan_dir", "op", "plan_id", "image", "reason", "from_image", "to_image",
-                             "from_plan_id", "to_plan_id", "stage"))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
-        args = self._task.args
-        op = args.get("op", "read")
-        if op not in OPS:
-            raise AnsibleActionFail("deployment_state: op must be one of %s, not %r" % (", ".join(OPS), op))
-        if not args.get("plan_dir"):
-            raise AnsibleActionFail("deployment_state: plan_dir is required (the plan role's plan_dir)")
+        _valid, args = self.validate_argument_spec(action_specs.DEPLOYMENT_STATE)
+        op = args["op"]
         record = plan_files.read_state(args["plan_dir"])
         changed = False
         if op != "read":

@@ -18,7 +18,7 @@ import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import monitoring
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, monitoring
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.recipe_data import DATA_DIR
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
@@ -68,20 +68,18 @@ def write_tree(dest, files, check_mode):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("plans", "cluster_name", "routers", "dest", "scrape_interval", "ca_file"))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
-        args = to_plain(self._task.args)
-        for required in ("plans", "cluster_name", "dest"):
-            if not args.get(required):
-                raise AnsibleActionFail("%s is required (plans: plan_result.plans of gpufleet.kimi_k3.plan)"
-                                        % required)
+        _valid, args = self.validate_argument_spec(action_specs.MONITORING_CONFIG)
+        args = to_plain(args)
+        if not args["plans"]:
+            raise AnsibleActionFail("plans is empty: give plan_result.plans of gpufleet.kimi_k3.plan")
         spec = _load(SPEC_FILE)
         try:
             files, summary = monitoring.monitoring_files(
-                args["plans"], args["cluster_name"], spec, routers=args.get("routers") or [],
-                interval=args.get("scrape_interval") or "15s", ca_file=args.get("ca_file"))
+                args["plans"], args["cluster_name"], spec, routers=args["routers"],
+                interval=args["scrape_interval"], ca_file=args["ca_file"])
         except monitoring.MonitoringError as exc:
             raise AnsibleActionFail(str(exc))
         if HAS_JSONSCHEMA:

@@ -16,7 +16,7 @@ import json
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_contract
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_expect as E
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_report as R
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
@@ -53,24 +53,23 @@ def _expected(plan_result, hosts, recipe):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("hosts", "thresholds", "show_pass", "dest", "probe_var", "recipe"))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
-        args = self._task.args
-        hosts = [str(h) for h in (args.get("hosts") or task_vars.get("ansible_play_hosts_all") or [])]
+        _valid, args = self.validate_argument_spec(action_specs.PREFLIGHT_REPORT)
+        hosts = [str(h) for h in (args["hosts"] or task_vars.get("ansible_play_hosts_all") or [])]
         plan_result = to_plain(task_vars.get("plan_result") or {})
-        expected = _expected(plan_result, hosts, recipe_data.load_recipe(args.get("recipe", "kimi_k3")))
+        expected = _expected(plan_result, hosts, recipe_data.load_recipe(args["recipe"]))
         probes, failures = {}, {}
-        probe_var = args.get("probe_var", "preflight_probe_result")
+        probe_var = args["probe_var"]
         for host in hosts:
             probes[host], failure = _probe_of(task_vars["hostvars"], host, probe_var)
             if failure:
                 failures[host] = failure
-        report = R.build_report(hosts, probes, expected, to_plain(args.get("thresholds") or {}), failures)
-        result.update(self._outputs(report, bool(args.get("show_pass", True))))
-        if args.get("dest"):
+        report = R.build_report(hosts, probes, expected, to_plain(args["thresholds"]), failures)
+        result.update(self._outputs(report, args["show_pass"]))
+        if args["dest"]:
             # Controller-side output, written in check mode too; a fresh observation, never "changed".
             result["written"] = plan_files.write_files(args["dest"], {
                 "preflight-report.json": (result["json"], 0o644),

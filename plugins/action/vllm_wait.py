@@ -19,12 +19,10 @@ import tempfile
 import time
 
 from ansible.errors import AnsibleConnectionFailure
-from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_watch
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, launch_watch
 
 display = Display()
 
@@ -74,20 +72,15 @@ def board_dir(name):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("container", "docker_host", "health_urls", "timeout", "interval", "tail",
-                             "progress_every", "stall_timeout", "peers", "board", "validate_certs", "ca_path"))
 
     def _options(self):
-        args = self._task.args
-        opts = {"timeout": float(args.get("timeout", 3600)), "interval": float(args.get("interval", 5)),
-                "every": float(args.get("progress_every", 30)), "stall": float(args.get("stall_timeout", 900)),
-                "peers": list(args.get("peers") or [])}
-        opts["module_args"] = {"container": args.get("container", "vllm-kimi-k3"),
-                               "docker_host": args.get("docker_host", DEFAULT_DOCKER_HOST),
-                               "health_urls": list(args.get("health_urls") or []),
-                               "tail": int(args.get("tail", 200)), "wait_s": opts["interval"],
-                               "validate_certs": boolean(args.get("validate_certs", True), strict=False)}
-        if args.get("ca_path"):
+        _valid, args = self.validate_argument_spec(action_specs.VLLM_WAIT)
+        opts = {"timeout": args["timeout"], "interval": args["interval"], "every": args["progress_every"],
+                "stall": args["stall_timeout"], "peers": args["peers"], "board": args["board"]}
+        opts["module_args"] = {"container": args["container"], "docker_host": args["docker_host"],
+                               "health_urls": args["health_urls"], "tail": args["tail"], "wait_s": args["interval"],
+                               "validate_certs": args["validate_certs"]}
+        if args["ca_path"]:
             opts["module_args"]["ca_path"] = args["ca_path"]
         return opts
 
@@ -106,7 +99,7 @@ class ActionModule(ActionBase):
         opts = self._options()
         host = task_vars.get("inventory_hostname")
         peers = sorted(set(opts["peers"]) | {host})
-        board = Board(board_dir(self._task.args.get("board") or "%d-%s" % (os.getppid(), self._task._uuid)))
+        board = Board(board_dir(opts["board"] or "%d-%s" % (os.getppid(), self._task._uuid)))
         start = time.monotonic()
         wall0 = time.time()
         watch = launch_watch.NodeWatch(start, opts["timeout"], opts["stall"])

@@ -29,6 +29,7 @@ extends_documentation_fragment:
   - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
   - gpufleet.kimi_k3.plan_variables
+  - gpufleet.kimi_k3.recipe
 options:
   group:
     description: Inventory group holding every node of the deployment.
@@ -55,10 +56,6 @@ options:
       - Controller directory that receives C(<host>.json) and C(<host>.sh) for every node. Files are only
         rewritten when their content changes; nothing is written when the inventory is refused or in check mode.
     type: path
-  recipe:
-    description: Recipe document under C(data/recipes/).
-    type: str
-    default: kimi_k3
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -130,24 +127,3 @@ summary:
   type: list
   elements: str
 """
-
-from ansible.module_utils.basic import AnsibleModule
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            group=dict(type="str", default="vllm_cluster"),
-            head_group=dict(type="str", default="vllm_head"),
-            router_group=dict(type="str", default="vllm_router"),
-            overrides=dict(type="dict", default={}),
-            recipe=dict(type="str", default="kimi_k3"),
-            dest=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    module.fail_json(msg="gpufleet.kimi_k3.cluster_plan runs as an action plugin on the controller")
-
-
-if __name__ == "__main__":
-    main()

@@ -95,21 +95,3 @@ kept_plans:
   returned: always
   type: dict
 """
-
-from ansible.module_utils.basic import AnsibleModule
-
-
-def main():
-    module = AnsibleModule(argument_spec=dict(
-        plan_dir=dict(type="path", required=True),
-        op=dict(type="str", default="read",
-                choices=["read", "ready", "failed", "upgrade_begin", "upgrade_stage", "upgrade_end"]),
-        plan_id=dict(type="str"), image=dict(type="str"), reason=dict(type="str"),
-        from_image=dict(type="str"), to_image=dict(type="str"), from_plan_id=dict(type="str"),
-        to_plan_id=dict(type="str"), stage=dict(type="str", choices=["pull", "launch", "smoke", "rollback"]),
-    ), supports_check_mode=True)
-    module.fail_json(msg="gpufleet.kimi_k3.deployment_state runs as an action plugin")
-
-
-if __name__ == "__main__":
-    main()

@@ -99,24 +99,3 @@ summary:
     metrics: ["vllm:kv_cache_usage_perc", "vllm:num_requests_running"]
     dashboard_uid: kimi-k3-gb300-cluster
 """
-
-from ansible.module_utils.basic import AnsibleModule
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            plans=dict(type="dict", required=True),
-            cluster_name=dict(type="str", required=True),
-            routers=dict(type="list", elements="raw", default=[]),
-            dest=dict(type="path", required=True),
-            scrape_interval=dict(type="str", default="15s"),
-            ca_file=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    module.fail_json(msg="gpufleet.kimi_k3.monitoring_config runs as an action plugin on the controller")
-
-
-if __name__ == "__main__":
-    main()

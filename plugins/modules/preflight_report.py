@@ -24,6 +24,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
+  - gpufleet.kimi_k3.recipe
 options:
   hosts:
     description: Hosts to judge. Default C(ansible_play_hosts_all).
@@ -46,10 +47,6 @@ options:
     description: Name of the variable the probe task registered.
     type: str
     default: preflight_probe_result
-  recipe:
-    description: Recipe document under C(data/recipes/).
-    type: str
-    default: kimi_k3
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -114,24 +111,3 @@ written:
   type: list
   elements: str
 """
-
-from ansible.module_utils.basic import AnsibleModule
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            hosts=dict(type="list", elements="str"),
-            thresholds=dict(type="dict", default={}),
-            show_pass=dict(type="bool", default=True),
-            dest=dict(type="path"),
-            probe_var=dict(type="str", default="preflight_probe_result"),
-            recipe=dict(type="str", default="kimi_k3"),
-        ),
-        supports_check_mode=True,
-    )
-    module.fail_json(msg="gpufleet.kimi_k3.preflight_report runs as an action plugin on the controller")
-
-
-if __name__ == "__main__":
-    main()

@@ -129,28 +129,3 @@ log_tail:
   type: list
   elements: str
 """
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
-
-
-def main():
-    module = AnsibleModule(argument_spec=dict(
-        container=dict(type="str", default="vllm-kimi-k3"),
-        docker_host=dict(type="str", default=DEFAULT_DOCKER_HOST),
-        health_urls=dict(type="list", elements="str", default=[]),
-        timeout=dict(type="float", default=3600),
-        interval=dict(type="float", default=5),
-        progress_every=dict(type="float", default=30),
-        tail=dict(type="int", default=200),
-        stall_timeout=dict(type="float", default=900),
-        peers=dict(type="list", elements="str", default=[]),
-        board=dict(type="str"),
-        validate_certs=dict(type="bool", default=True),
-        ca_path=dict(type="path"),
-    ), supports_check_mode=True)
-    module.fail_json(msg="gpufleet.kimi_k3.vllm_wait runs as an action plugin")
-
-
-if __name__ == "__main__":
-    main()
