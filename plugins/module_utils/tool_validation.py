@@ -30,12 +30,11 @@ import json
 try:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
-
-    HAS_JSONSCHEMA = True
-    JSONSCHEMA_IMPORT_ERROR = None
 except ImportError as exc:  # pragma: no cover - exercised only without jsonschema
-    HAS_JSONSCHEMA = False
     JSONSCHEMA_IMPORT_ERROR = exc
+else:
+    JSONSCHEMA_IMPORT_ERROR = None
+HAS_JSONSCHEMA = JSONSCHEMA_IMPORT_ERROR is None
 
 OK = "ok"
 LEAKED = "leaked_control_tokens"
@@ -227,8 +226,9 @@ def _retry_summary(results, retry_counts):
     }
 
 
-def run_with_retries(attempt, retries):
-    """Call ``attempt()`` (returns a :func:`classify_turn` result, or raises) up to ``1 + retries`` times.
+async def run_with_retries_async(attempt, retries):
+    """Await ``attempt()`` (a coroutine function returning a :func:`classify_turn` result, or raising) up to
+    ``1 + retries`` times.
 
     Stops at the first ``ok``. Exceptions are recorded as class ``error`` (transport/HTTP problems), which is retried
     too. Returns ``{"status", "attempts", "first_failure_class", "retries": {class: n}, "results": [...]}`` where
@@ -238,7 +238,7 @@ def run_with_retries(attempt, retries):
     retries = max(0, int(retries))
     for n in range(1 + retries):
         try:
-            res = attempt()
+            res = await attempt()
         except Exception as exc:  # noqa: BLE001 - any client error is a failed attempt, never a crash
             res = _attempt_failed(exc)
         results.append(res)
@@ -249,25 +249,8 @@ def run_with_retries(attempt, retries):
     return _retry_summary(results, retry_counts)
 
 
-async def run_with_retries_async(attempt, retries):
-    """:func:`run_with_retries` for a coroutine function ``attempt``."""
-    results, retry_counts = [], {}
-    retries = max(0, int(retries))
-    for n in range(1 + retries):
-        try:
-            res = await attempt()
-        except Exception as exc:  # noqa: BLE001
-            res = _attempt_failed(exc)
-        results.append(res)
-        if res["status"] == OK:
-            break
-        if n < retries:
-            retry_counts[res["status"]] = retry_counts.get(res["status"], 0) + 1
-    return _retry_summary(results, retry_counts)
-
-
 def summarise_cases(cases):
-    """Aggregate :func:`run_with_retries` outputs: totals, success rates and failures/retries per class."""
+    """Aggregate :func:`run_with_retries_async` outputs: totals, success rates and failures/retries per class."""
     attempts = sum(c["attempts"] for c in cases)
     ok_attempts = sum(1 for c in cases for r in c["results"] if r["status"] == OK)
     first_ok = sum(1 for c in cases if c["results"] and c["results"][0]["status"] == OK)

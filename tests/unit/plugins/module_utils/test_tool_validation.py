@@ -1,3 +1,4 @@
+import asyncio
 import json
 
 import pytest
@@ -173,12 +174,12 @@ def test_normalise_sdk_objects():
 def test_retries_count_per_class_and_stop_at_ok():
     outcomes = iter([{"status": "no_call"}, {"status": "invalid_json"}, {"status": "ok"}, {"status": "no_call"}])
 
-    def attempt():
+    async def attempt():
         res = dict(next(outcomes))
         res.setdefault("classes", [])
         return res
 
-    out = tv.run_with_retries(attempt, retries=5)
+    out = asyncio.run(tv.run_with_retries_async(attempt, retries=5))
     assert out["status"] == "ok"
     assert out["attempts"] == 3
     assert out["retries"] == {"no_call": 1, "invalid_json": 1}
@@ -186,10 +187,10 @@ def test_retries_count_per_class_and_stop_at_ok():
 
 
 def test_retries_exhausted_and_exceptions_recorded():
-    def attempt():
+    async def attempt():
         raise RuntimeError("HTTP 500")
 
-    out = tv.run_with_retries(attempt, retries=2)
+    out = asyncio.run(tv.run_with_retries_async(attempt, retries=2))
     assert out["status"] == "error"
     assert out["attempts"] == 3
     assert out["retries"] == {"error": 2}
@@ -208,9 +209,7 @@ def test_summarise_cases_rates():
     assert s["retries"] == {"no_call": 1}
 
 
-def test_async_retries_match_sync_semantics():
-    import asyncio
-
+def test_the_last_failed_attempt_is_not_counted_as_a_retry():
     outcomes = iter([{"status": "schema_violation"}, {"status": "schema_violation"}])
 
     async def attempt():
