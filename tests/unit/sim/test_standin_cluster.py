@@ -130,11 +130,14 @@ def test_kv_log_lines_two_line_form_in_0271(procs):
     assert any("vLLM server version 0.27.1, serving model %s" % MODEL in line for line in lines)
 
 
-@pytest.mark.parametrize("fault", ["crash_on_start", "hang_on_load", "exit_after_ready:0.5"])
+# exit_after_ready's clock starts when the engine is ready, before the API server listens: 3 s leave the test time
+# to see the server answer on a loaded machine (0.5 s did not, under two pytest workers on two cores)
+@pytest.mark.parametrize("fault", ["crash_on_start", "hang_on_load", "exit_after_ready:3"])
 def test_startup_faults(procs, fault):
     host = testing.loopback_ip()
     port = testing.free_port(host)
-    p = procs(["-tp", "8", "--host", host, "--port", str(port)], VLLM_STANDIN_FAULT=fault, VLLM_STANDIN_LOAD_S="0.4")
+    p = procs(["-tp", "8", "--host", host, "--port", str(port)], VLLM_STANDIN_FAULT=fault, VLLM_STANDIN_LOAD_S="0.4",
+              VLLM_STANDIN_DEAD_GRACE_S="0.5")
     if fault == "crash_on_start":
         assert p.wait(10) == 1
         assert "Loading safetensors checkpoint shards:   0% Completed | 0/96" in p.log()
