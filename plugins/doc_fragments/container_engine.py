@@ -11,9 +11,10 @@ class ModuleDocFragment(object):
     DOCUMENTATION = r"""
 options:
   container:
-    description: Name of the vLLM container on the node (the plan's C(container.name)).
+    description: Name of the vLLM container on the node (the plan's C(container.name); its default,
+      C(kimi_k3_container_name), lives in the recipe data).
     type: str
-    default: vllm-kimi-k3
+    required: true
   docker_host:
     description: Engine socket on the node, C(unix://...) or C(tcp://host:port) (the plan's C(docker_host)).
     type: str

@@ -32,7 +32,7 @@ PREFLIGHT_REPORT = dict(
 )
 
 VLLM_WAIT = dict(
-    container=dict(type="str", default="vllm-kimi-k3"),
+    container=dict(type="str", required=True),
     docker_host=dict(type="str", default=DEFAULT_DOCKER_HOST),
     health_urls=dict(type="list", elements="str", default=[]),
     timeout=dict(type="float", default=3600),

@@ -132,7 +132,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_sta
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            container=dict(type="str", default="vllm-kimi-k3"),
+            container=dict(type="str", required=True),
             docker_host=dict(type="str", default=engine_api.DEFAULT_DOCKER_HOST),
             health_urls=dict(type="list", elements="str", default=[]),
             tail=dict(type="int", default=200),
