@@ -234,45 +234,12 @@ def collect_nvidia(ctx):
         res["present"] = True
     if ctx.have("nvidia-smi"):
         res["present"] = True
-        rc, out, err = ctx.run(NVIDIA_XML_CMD)
-        if rc == 0:
-            x = P.parse_nvidia_smi_xml(out)
-            if x.get("error"):
-                res["smi_status"] = "unparsable"
-                ctx.error("nvidia-smi -q -x: %s" % x["error"])
-            else:
-                res["smi_status"] = "ok"
-                res["driver_version"] = x["driver_version"]
-                res["cuda_version"] = x["cuda_version"]
-                res["gpus"] = x["gpus"]
-        else:
-            res["smi_status"] = P.classify_nvidia_smi_failure(rc, out + err)
-            ctx.error("nvidia-smi -q -x failed (rc %s): %s" % (rc, (out + err).strip()[:300]))
-        rc, out, err = ctx.run(NVIDIA_CSV_CMD)
-        if rc == 0:
-            rows = P.gpus_from_csv(out)
-            by_bus = dict((_norm_bus_id(r["pci_bus_id"]), r) for r in rows)
-            if res["gpus"]:
-                for g in res["gpus"]:
-                    r = by_bus.get(_norm_bus_id(g.get("pci_bus_id")))
-                    if r:
-                        g["index"] = r["index"] if r["index"] is not None else g["index"]
-                        g["compute_cap"] = r["compute_cap"]
-                        g["uuid"] = g.get("uuid") or r["uuid"]
-            else:
-                # XML unavailable but CSV works: still a full GPU list.
-                res["gpus"] = [dict(r, fabric={}) for r in rows]
-                if rows and res["driver_version"] is None:
-                    res["driver_version"] = rows[0].get("driver_version")
-                if rows and res["smi_status"] in (None, "unparsable"):
-                    res["smi_status"] = "csv_only"
-            for g in res["gpus"]:
-                g.pop("driver_version", None)
-    else:
-        if res["present"] or io.exists("/dev/nvidiactl"):
-            res["present"] = True
-            ctx.error("nvidia-smi not found although the NVIDIA driver is present")
-            res["smi_status"] = "missing"
+        _nvidia_smi_xml(ctx, res)
+        _nvidia_smi_csv(ctx, res)
+    elif res["present"] or io.exists("/dev/nvidiactl"):
+        res["present"] = True
+        ctx.error("nvidia-smi not found although the NVIDIA driver is present")
+        res["smi_status"] = "missing"
     if res["driver_version"] is None:
         res["driver_version"] = res["driver_version_kernel"]
     if not res["gpus"] and res["present"] and res["smi_status"] != "ok":
@@ -283,6 +250,49 @@ def collect_nvidia(ctx):
     for g in res["gpus"]:
         g["model"] = P.normalize_model(g.get("name"), g.get("memory_total_mib"), g.get("pci_device_id"))
     return res
+
+
+def _nvidia_smi_xml(ctx, res):
+    """``nvidia-smi -q -x`` into ``res``: driver, CUDA and the GPU list, or the failure's class."""
+    rc, out, err = ctx.run(NVIDIA_XML_CMD)
+    if rc != 0:
+        res["smi_status"] = P.classify_nvidia_smi_failure(rc, out + err)
+        ctx.error("nvidia-smi -q -x failed (rc %s): %s" % (rc, (out + err).strip()[:300]))
+        return
+    x = P.parse_nvidia_smi_xml(out)
+    if x.get("error"):
+        res["smi_status"] = "unparsable"
+        ctx.error("nvidia-smi -q -x: %s" % x["error"])
+        return
+    res["smi_status"] = "ok"
+    res["driver_version"] = x["driver_version"]
+    res["cuda_version"] = x["cuda_version"]
+    res["gpus"] = x["gpus"]
+
+
+def _nvidia_smi_csv(ctx, res):
+    """The CSV query completes the XML's GPUs (index, compute capability, UUID), or is the GPU list without it."""
+    rc, out, _err = ctx.run(NVIDIA_CSV_CMD)
+    if rc != 0:
+        return
+    rows = P.gpus_from_csv(out)
+    by_bus = dict((_norm_bus_id(r["pci_bus_id"]), r) for r in rows)
+    if res["gpus"]:
+        for g in res["gpus"]:
+            r = by_bus.get(_norm_bus_id(g.get("pci_bus_id")))
+            if r:
+                g["index"] = r["index"] if r["index"] is not None else g["index"]
+                g["compute_cap"] = r["compute_cap"]
+                g["uuid"] = g.get("uuid") or r["uuid"]
+    else:
+        # XML unavailable but CSV works: still a full GPU list.
+        res["gpus"] = [dict(r, fabric={}) for r in rows]
+        if rows and res["driver_version"] is None:
+            res["driver_version"] = rows[0].get("driver_version")
+        if rows and res["smi_status"] in (None, "unparsable"):
+            res["smi_status"] = "csv_only"
+    for g in res["gpus"]:
+        g.pop("driver_version", None)
 
 
 def collect_imex(ctx):
@@ -647,20 +657,40 @@ def collect(io, options=None):
     ctx = _Ctx(io, options)
     facts = {"schema": SCHEMA_VERSION}
     facts.update(io.uname())
-
-    nvidia = collect_nvidia(ctx)
-    amd = collect_amd(ctx)
-    if nvidia["present"] and (nvidia["gpus"] or not amd["gpus"]):
-        vendor = "nvidia"
-    elif amd["present"]:
-        vendor = "amd"
-    else:
-        vendor = None
-        ctx.error("no GPU driver or tool found (nvidia-smi, /proc/driver/nvidia, amd-smi, rocm-smi, /dev/kfd)")
+    nvidia, amd = collect_nvidia(ctx), collect_amd(ctx)
+    vendor = _vendor_of(ctx, nvidia, amd)
     gpus = nvidia["gpus"] if vendor == "nvidia" else (amd["gpus"] if vendor == "amd" else [])
     facts["kernel_state"] = collect_kernel_state(io)
+    facts.update(_gpu_facts(vendor, gpus, nvidia, amd))
+    facts.update(_fabric_facts(ctx, vendor, gpus, nvidia, facts["kernel_state"]))
+    facts["rdma"] = collect_rdma(ctx)
+    facts["devices"] = _device_facts(io)
+    facts["engine"] = collect_engine(ctx, options["docker_host"])
+    facts["engine"]["gpu_support"] = _engine_gpu_support(vendor, facts["engine"], facts["devices"])
+    facts["deployment"] = collect_deployment(io, options["docker_host"],
+                                             options.get("deployment_container"))
+    facts.update(collect_host(ctx, options))
+    facts["tools"] = dict(ctx.tools)
+    facts["errors"] = ctx.errors
+    facts["commands"] = ctx.commands
+    facts["probe_seconds"] = round(time.monotonic() - started, 3)
+    return facts
+
+
+def _vendor_of(ctx, nvidia, amd):
+    """``nvidia`` (its GPUs win when both drivers answer, unless only AMD lists GPUs), ``amd``, or None (noted)."""
+    if nvidia["present"] and (nvidia["gpus"] or not amd["gpus"]):
+        return "nvidia"
+    if amd["present"]:
+        return "amd"
+    ctx.error("no GPU driver or tool found (nvidia-smi, /proc/driver/nvidia, amd-smi, rocm-smi, /dev/kfd)")
+    return None
+
+
+def _gpu_facts(vendor, gpus, nvidia, amd):
+    """The GPU, driver and toolkit facts of the vendor's collection."""
     models = sorted(set(g.get("model") or "unknown" for g in gpus))
-    facts.update({
+    return {
         "vendor": vendor,
         "gpus": gpus,
         "gpu_count": len(gpus),
@@ -673,39 +703,34 @@ def collect(io, options=None):
         "nvidia": {"smi_status": nvidia["smi_status"], "driver_version_kernel": nvidia["driver_version_kernel"],
                    "open_module": nvidia["open_module"]},
         "amd": {"source": amd["source"], "amdgpu_version": amd["amdgpu_version"], "partitioned": amd["partitioned"]},
-    })
+    }
+
+
+def _fabric_facts(ctx, vendor, gpus, nvidia, kernel_state):
+    """NVLink fabric, MNNVL, IMEX and GPUDirect facts (an AMD or GPU-less node gets their 'absent' form)."""
     if vendor == "nvidia":
         fab = P.fabric_summary(gpus)
-        facts["fabric"] = fab
-        facts["mnnvl"] = bool(fab["mnnvl"])
-        facts["imex"] = collect_imex(ctx)
-        facts["gpudirect"] = collect_gpudirect(io, nvidia, facts["kernel_state"])
-    else:
-        facts["fabric"] = {"state": None, "cluster_uuid": None, "clique_id": None, "healthy": None, "mnnvl": False,
-                           "reasons": ["not an NVIDIA node"]}
-        facts["mnnvl"] = False
-        facts["imex"] = {"present": ctx.have("nvidia-imex-ctl"), "up": False, "domain_state": None, "nodes": []}
-        facts["gpudirect"] = {"peermem_loaded": False, "dmabuf_capable": vendor == "amd",
-                              "mode": "dmabuf" if vendor == "amd" else "none", "memory_peers": False}
-    facts["rdma"] = collect_rdma(ctx)
-    facts["devices"] = {
+        return {"fabric": fab, "mnnvl": bool(fab["mnnvl"]), "imex": collect_imex(ctx),
+                "gpudirect": collect_gpudirect(ctx.io, nvidia, kernel_state)}
+    return {
+        "fabric": {"state": None, "cluster_uuid": None, "clique_id": None, "healthy": None, "mnnvl": False,
+                   "reasons": ["not an NVIDIA node"]},
+        "mnnvl": False,
+        "imex": {"present": ctx.have("nvidia-imex-ctl"), "up": False, "domain_state": None, "nodes": []},
+        "gpudirect": {"peermem_loaded": False, "dmabuf_capable": vendor == "amd",
+                      "mode": "dmabuf" if vendor == "amd" else "none", "memory_peers": False},
+    }
+
+
+def _device_facts(io):
+    """Device nodes a container of this deployment may be given."""
+    return {
         "kfd": io.exists("/dev/kfd"),
         "dri_render_nodes": len(io.glob("/dev/dri/renderD*")),
         "nvidia_nodes": len(io.glob("/dev/nvidia[0-9]*")),
         "imex_channel": io.exists("/dev/nvidia-caps-imex-channels/channel0"),
         "infiniband_uverbs": len(io.glob("/dev/infiniband/uverbs*")),
     }
-    facts["engine"] = collect_engine(ctx, options["docker_host"])
-    facts["engine"]["gpu_support"] = _engine_gpu_support(vendor, facts["engine"], facts["devices"])
-    facts["deployment"] = collect_deployment(io, options["docker_host"],
-                                             options.get("deployment_container"))
-
-    facts.update(collect_host(ctx, options))
-    facts["tools"] = dict(ctx.tools)
-    facts["errors"] = ctx.errors
-    facts["commands"] = ctx.commands
-    facts["probe_seconds"] = round(time.monotonic() - started, 3)
-    return facts
 
 
 def _engine_gpu_support(vendor, engine, devices):
