@@ -31,8 +31,9 @@
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
 # set KIMI_K3_ALLOW_EMPTY=1 to report it as SKIP instead.
 # Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; sim 3000, realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
-# KIMI_K3_STAGES=a,b (stages to run when no option is given; default: all), KIMI_K3_UNIT_WORKERS / KIMI_K3_SIM_WORKERS
-# (pytest-xdist workers of the unit and rehearsal suites; default auto / 2, 0 = one process).
+# KIMI_K3_STAGES=a,b (stages to run when no option is given; default: all), KIMI_K3_UNIT_WORKERS
+# (pytest-xdist workers of the unit suites, default auto), KIMI_K3_SIM_WORKERS (2, the default: the rehearsal suite's
+# two cluster groups side by side; 1: one process).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self="$here/scripts/test.sh"
@@ -43,8 +44,8 @@ OPTIONAL_STAGES=(mutation ee realparser)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"
-# pytest-xdist workers: the unit suites (auto = one per core) and the rehearsal suite (2 = its two cluster groups;
-# 0 runs it in one process, the way it ran before)
+# pytest-xdist workers of the unit suites (auto = one per core); the rehearsal suite's processes (2 = one per
+# cluster group side by side, see sim_pytest; anything else runs it in one process)
 UNIT_WORKERS="${KIMI_K3_UNIT_WORKERS:-auto}"
 SIM_WORKERS="${KIMI_K3_SIM_WORKERS:-2}"
 
@@ -272,6 +273,26 @@ stage_matrix() {
   return $rc
 }
 
+# The integration suite: with KIMI_K3_SIM_WORKERS=2 (default) one pytest process per cluster group side by side
+# (tests/integration/conftest.py: the router clusters' files, the gb300/mi355x files), each printing its own
+# summary; otherwise one process.
+sim_pytest() {
+  if [ "$SIM_WORKERS" != 2 ]; then
+    run_pytest "pytest -m sim tests/integration" -q -m sim --durations=10 tests/integration
+    return
+  fi
+  local r_router r_nodes
+  run_pytest "pytest -m sim tests/integration --sim-group router" -q -m sim --durations=10 --sim-group router \
+    tests/integration > "$logdir/sim-router.log" 2>&1 &
+  local router_pid=$!
+  run_pytest "pytest -m sim tests/integration --sim-group nodes" -q -m sim --durations=10 --sim-group nodes \
+    tests/integration; r_nodes=$?
+  wait "$router_pid"; r_router=$?
+  say "router clusters' tests (run beside the others, log $logdir/sim-router.log):"
+  cat "$logdir/sim-router.log"
+  [ "$r_nodes" -eq 0 ] && [ "$r_router" -eq 0 ]
+}
+
 stage_sim() {
   need_venv
   [ -x sim/simctl ] || skip "sim/simctl does not exist yet (rehearsal cluster not written)"
@@ -302,13 +323,11 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
     sim/simctl up --cluster "$extra_cluster" || { note "sim/simctl up --cluster $extra_cluster failed"; return 1; }
   done
   if [ -d tests/integration ]; then
-    # two workers, one per cluster group (tests/integration/conftest.py): the router clusters beside gb300/mi355x
-    run_pytest "pytest -m sim tests/integration" -q -m sim --durations=10 -n "$SIM_WORKERS" --dist loadgroup \
-      tests/integration; r=$?
+    sim_pytest; r=$?
     [ $r -eq 0 ] || rc=1
     # the integration tests skip themselves when the sim is not reachable: after `simctl up` that is a failure
-    if [ $r -eq 0 ] && grep -q 'tests/integration: .*skipped' "$logdir/$STAGE.note" \
-       && ! grep -q 'tests/integration: .*passed' "$logdir/$STAGE.note"; then
+    if [ $r -eq 0 ] && grep -q 'tests/integration[^:]*: .*skipped' "$logdir/$STAGE.note" \
+       && ! grep -q 'tests/integration[^:]*: .*passed' "$logdir/$STAGE.note"; then
       note "every integration test skipped although the sim is up: counts as failure"; rc=1
     fi
   else

@@ -17,6 +17,12 @@ from tests.helpers import ansible_compat  # noqa: E402
 ansible_compat.install()
 
 
+def pytest_addoption(parser):
+    parser.addoption("--sim-group", default=None, metavar="NAME",
+                     help="run only the tests/integration files of this rehearsal cluster group (sim_group mark; "
+                          "unmarked files are 'nodes'); scripts/test.sh runs the groups side by side")
+
+
 def pytest_configure(config):
     """Register pytest.ini's markers when another config file is in charge (ansible-test units passes its own -c,
     with --strict-markers): pytest.ini stays the one place the markers are declared."""

@@ -14,9 +14,9 @@ from tests.helpers import http
 from tests.helpers.runner import failed_tasks, run_playbook
 
 KEY = "sk-router-sim-test"
-# The pytest-xdist group of the router clusters' tests (fleet, gb300pd): one worker runs them while the other runs
-# the single-cluster files (tests/integration/conftest.py puts those in their own group).
-ROUTER_GROUP = "sim-router-clusters"
+# The rehearsal cluster group of the router clusters' tests (fleet, gb300pd): scripts/test.sh runs them in a pytest
+# process of their own beside the gb300/mi355x files (tests/integration/conftest.py, `--sim-group`).
+ROUTER_GROUP = "router"
 # Only what the shared sim needs (preflight does not run: skip_tags); the router node's secret files must be on a
 # path the node and the host share (its engine runs on the host), like the backends' launch_env_dir.
 SIM = {"preflight_min_free_disk_gb": 1, "preflight_min_shm": "32m", "preflight_max_gpu_memory_used_pct": 100,

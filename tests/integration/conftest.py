@@ -24,21 +24,33 @@ SIMCTL = os.path.join(REPO, "sim", "simctl")
 SSH_KEY = os.path.join(REPO, "sim", ".state", "ssh", "id_ed25519")
 
 
-# scripts/test.sh runs this suite on two pytest-xdist workers with --dist loadgroup: the router clusters' files
-# (fleet, gb300pd; `pytest.mark.xdist_group(routed.ROUTER_GROUP)` in their pytestmark) on one, every other file
-# (gb300, mi355x) on the other. Each worker runs its group one test at a time in file order, so no two tests ever
-# share a node; the groups share only the registries and the HF mirror, which the router tests only read.
-NODES_GROUP = "sim-nodes"
+# scripts/test.sh runs this suite as two pytest processes side by side, one per cluster group (`--sim-group`): the
+# router clusters' files (fleet, gb300pd; `pytest.mark.sim_group(routed.ROUTER_GROUP)` in their pytestmark) and
+# every other file (gb300, mi355x: group NODES_GROUP). Each process runs its tests one at a time in file order, so
+# no two tests ever share a node; the groups share only the registries and the HF mirror, which the router tests
+# only read. (pytest-xdist's loadgroup would do this in one process, but with pytest 9 it ignores the groups.)
+NODES_GROUP = "nodes"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
+def sim_group(item):
+    mark = item.get_closest_marker("sim_group")
+    return mark.args[0] if mark and mark.args else NODES_GROUP
+
+
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
+    wanted = config.getoption("--sim-group", default=None)
+    keep, drop = [], []
     for item in items:
         if str(item.fspath).startswith(here + os.sep):
             item.add_marker(pytest.mark.sim)
-            if item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(NODES_GROUP))
+            if wanted and sim_group(item) != wanted:
+                drop.append(item)
+                continue
+        keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def _status():

@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import routed
 
-pytestmark = [pytest.mark.sim, pytest.mark.xdist_group(routed.ROUTER_GROUP)]
+pytestmark = [pytest.mark.sim, pytest.mark.sim_group(routed.ROUTER_GROUP)]
 
 ROUTER = "http://127.0.0.35:8000"
 PREFILL = "http://127.0.0.31:8001"

@@ -20,7 +20,7 @@ import pytest
 from tests.helpers import routed
 from tests.helpers.runner import failed_tasks
 
-pytestmark = [pytest.mark.sim, pytest.mark.xdist_group(routed.ROUTER_GROUP)]
+pytestmark = [pytest.mark.sim, pytest.mark.sim_group(routed.ROUTER_GROUP)]
 
 ROUTER = "http://127.0.0.55:8000"
 METRICS = "http://127.0.0.55:29000/metrics"
