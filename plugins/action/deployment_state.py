@@ -43,6 +43,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         _valid, args = self.validate_argument_spec(action_specs.DEPLOYMENT_STATE)
         op = args["op"]
+        if not args["plan_dir"]:  # present but empty: the spec's `required` lets it through
+            raise AnsibleActionFail("deployment_state: plan_dir is required (the plan role's plan_dir)")
         record = plan_files.read_state(args["plan_dir"])
         changed = False
         if op != "read":

@@ -73,13 +73,16 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         _valid, args = self.validate_argument_spec(action_specs.MONITORING_CONFIG)
         args = to_plain(args)
-        if not args["plans"]:
-            raise AnsibleActionFail("plans is empty: give plan_result.plans of gpufleet.kimi_k3.plan")
+        for required in ("plans", "cluster_name", "dest"):  # present but empty: the spec's `required` lets it through
+            if not args[required]:
+                raise AnsibleActionFail("%s is required (plans: plan_result.plans of gpufleet.kimi_k3.plan)"
+                                        % required)
         spec = _load(SPEC_FILE)
         try:
             files, summary = monitoring.monitoring_files(
-                args["plans"], args["cluster_name"], spec, routers=args["routers"],
-                interval=args["scrape_interval"], ca_file=args["ca_file"])
+                args["plans"], args["cluster_name"], spec, routers=args["routers"] or [],
+                interval=args["scrape_interval"] or action_specs.MONITORING_CONFIG["scrape_interval"]["default"],
+                ca_file=args["ca_file"])
         except monitoring.MonitoringError as exc:
             raise AnsibleActionFail(str(exc))
         if HAS_JSONSCHEMA:

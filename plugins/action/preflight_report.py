@@ -67,7 +67,7 @@ class ActionModule(ActionBase):
             probes[host], failure = _probe_of(task_vars["hostvars"], host, probe_var)
             if failure:
                 failures[host] = failure
-        report = R.build_report(hosts, probes, expected, to_plain(args["thresholds"]), failures)
+        report = R.build_report(hosts, probes, expected, to_plain(args["thresholds"] or {}), failures)
         result.update(self._outputs(report, args["show_pass"]))
         if args["dest"]:
             # Controller-side output, written in check mode too; a fresh observation, never "changed".

@@ -18,6 +18,10 @@ PLAYBOOK = """
         plan_dir: "{{ plan_dir }}"
         op: deploy
       ignore_errors: true
+    - name: An empty plan_dir (present, so the spec's required lets it through)
+      gpufleet.kimi_k3.deployment_state:
+        plan_dir: ""
+      ignore_errors: true
     - name: An argument that does not exist
       gpufleet.kimi_k3.vllm_wait:
         container: vllm-kimi-k3
@@ -50,5 +54,6 @@ def test_actions_apply_defaults_and_refuse_bad_arguments(tmp_path):
     assert read.get("failed") is not True and read["changed"] is False and "state" in read
     assert _failed(r, "Read an empty state record (op defaults to read)") is None
     assert "value of op must be one of: read, ready" in _failed(r, "An op that does not exist")
+    assert "plan_dir is required" in _failed(r, "An empty plan_dir (present, so the spec's required lets it through)")
     assert "stall_timout" in _failed(r, "An argument that does not exist")
     assert "group" in _failed(r, "A plan with a group name that is not a string")
