@@ -9,24 +9,16 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs
+from tests.helpers.module_docs import module_doc
 
 ACTIONS = {"cluster_plan": action_specs.CLUSTER_PLAN, "preflight_report": action_specs.PREFLIGHT_REPORT,
            "vllm_wait": action_specs.VLLM_WAIT, "deployment_state": action_specs.DEPLOYMENT_STATE,
            "monitoring_config": action_specs.MONITORING_CONFIG}
-PREFIX = "gpufleet.kimi_k3."
 
 
 def documented_options(name):
     module = importlib.import_module("ansible_collections.gpufleet.kimi_k3.plugins.modules." + name)
-    doc = yaml.safe_load(module.DOCUMENTATION)
-    options = dict(doc.get("options") or {})
-    for fragment in doc.get("extends_documentation_fragment") or []:
-        if fragment.startswith(PREFIX):  # gpufleet.kimi_k3.<fragment>[.<variable>]
-            frag_name, _dot, var = fragment[len(PREFIX):].partition(".")
-            frag = importlib.import_module("ansible_collections.gpufleet.kimi_k3.plugins.doc_fragments." + frag_name)
-            text = getattr(frag.ModuleDocFragment, var.upper() or "DOCUMENTATION")
-            options.update(yaml.safe_load(text).get("options") or {})
-    return module, options
+    return module, module_doc(module)["options"]
 
 
 @pytest.mark.parametrize("name", sorted(ACTIONS))

@@ -8,6 +8,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 
+from tests.helpers.module_docs import module_doc
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 
 
@@ -37,14 +38,7 @@ def test_invalid_numbers_fail(capsys):
 
 def documented_options(module):
     """The module's options including those of its doc fragments (as ansible-doc merges them)."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.doc_fragments import endpoint_client
-
-    doc = yaml.safe_load(module.DOCUMENTATION)
-    fragments = {"gpufleet.kimi_k3.endpoint_client": endpoint_client.ModuleDocFragment.DOCUMENTATION}
-    for name in doc.get("extends_documentation_fragment") or []:
-        if name in fragments:  # the others (attributes) carry no options
-            doc["options"].update(yaml.safe_load(fragments[name])["options"])
-    return doc
+    return module_doc(module)
 
 
 @pytest.mark.parametrize("name", ["vllm_smoke", "vllm_capacity_step"])
