@@ -51,7 +51,7 @@ class ActionModule(ActionBase):
         result["ok"] = plan["ok"]
         result["cluster"] = plan["cluster"]
         result["plans"] = plan["plans"]
-        result["scripts"] = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
+        scripts = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
         result["errors"] = [plan_render.format_problem(p) for p in plan["errors"]]
         result["problems"] = plan["errors"]
         result["warnings_list"] = [plan_render.format_problem(p) for p in plan["warnings"]]
@@ -66,12 +66,16 @@ class ActionModule(ActionBase):
                 files = {}
                 for host, node_plan in plan["plans"].items():
                     files["%s.json" % host] = (plan_render.plan_json(node_plan), 0o644)
-                    files["%s.sh" % host] = (result["scripts"][host], 0o755)
+                    files["%s.sh" % host] = (scripts[host], 0o755)
                 result["plan_id"], written = plan_files.write_plan(args["dest"], files, plan["plans"],
                                                                    check_mode=self._task.check_mode)
                 result["changed"] = bool(written)
                 result["written"] = written
                 result["dest"] = args["dest"]
+        if not (plan["ok"] and args["dest"]):
+            # Written to <dest>/<host>.sh otherwise: 2 KB per node that every later task would carry in plan_result
+            # (issue #17: 2.2 MB at 1,152 nodes, walked by register, the callback and every task's variables).
+            result["scripts"] = scripts
         # The files hold the rendered plans; plan_result (what the roles read: this result, registered by the plan
         # role) the plans with every contract key (issue #17: formerly a set_fact through the plan_complete filter).
         # hostvars are read only for a plan that lacks a key.

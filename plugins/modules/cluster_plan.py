@@ -98,8 +98,11 @@ cluster:
   returned: always
   type: dict
 scripts:
-  description: Per-host equivalent C(docker run) command, shell-quoted, secrets named but never valued.
-  returned: always
+  description:
+    - Per-host equivalent C(docker run) command, shell-quoted, secrets named but never valued.
+    - With O(dest) set they are the files C(<dest>/<host>.sh) and not returned (they would travel with every later
+      task's variables).
+  returned: when O(dest) is not set or the inventory is refused
   type: dict
 errors:
   description: One line per problem in the form C(host), C(variable), message, then C(Fix) and what to do.

@@ -94,12 +94,12 @@ table:
   returned: always
   type: str
 markdown:
-  description: The Markdown report.
-  returned: always
+  description: The Markdown report (with O(dest) set it is the file C(preflight-report.md) instead).
+  returned: when O(dest) is not set
   type: str
 json:
-  description: The JSON report text.
-  returned: always
+  description: The JSON report text (with O(dest) set it is the file C(preflight-report.json) instead).
+  returned: when O(dest) is not set
   type: str
 failure_message:
   description: Every failing check of the cluster in one paragraph.
