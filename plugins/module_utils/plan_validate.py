@@ -624,7 +624,7 @@ def validate_host_names(ctx):
         if issue:
             errors.append(issue)
         host = node["host"]
-        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", host) or host in (".", ".."):
+        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", host):  # no leading dot: "." and ".." too
             errors.append(problem(plan_variables.show(host), "inventory_hostname",
                                   "the host name is used as a file name (<host>.json) and holds a path separator, "
                                   "a control character or a leading dot/dash.",

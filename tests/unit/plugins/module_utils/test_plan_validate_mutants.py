@@ -547,7 +547,21 @@ def test_extra_args_with_a_control_character():
     _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_args=["--max-num-seqs\n", "8"]))
     p = only(errors, "kimi_k3_extra_args")
     assert p["message"] == "item '--max-num-seqs\\n' contains a control character."
-    assert p["fix"] == "remove the newline/tab from the item."
+    assert (p["host"], p["fix"]) == ("node0", "remove the newline/tab from the item.")
+
+
+@pytest.mark.parametrize("item", ["--tensor-parallel-size=4", "--tensor-parallel-size=4=4", "--port=8000"])
+def test_a_derived_flag_is_recognised_by_the_name_before_the_first_equals_sign(item):
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_args=[item]))
+    name = item.split("=")[0]
+    assert only(errors, "kimi_k3_extra_args")["message"] == "%s must not be passed by hand: the plan derives it." % name
+
+
+def test_extra_args_are_still_judged_when_the_vllm_version_has_no_flag_snapshot():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_vllm_version="0.0.1",
+                                     kimi_k3_extra_args=["--port", "8000"]))
+    assert "kimi_k3_vllm_version" in [e["variable"] for e in errors]
+    assert only(errors, "kimi_k3_extra_args")["message"] == "--port must not be passed by hand: the plan derives it."
 
 
 def test_free_extra_args_pass_and_are_kept():
@@ -578,6 +592,32 @@ def test_extra_env_refusals():
     assert (p["host"], p["message"]) == ("node0", "A contains a control character (it would break the env file).")
 
 
+def test_every_bad_extra_env_entry_is_reported_not_only_the_first():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200",
+                                     kimi_k3_extra_env={"1BAD": "x", "HF_TOKEN": "y", "GOOD": "z"}))
+    assert [e["message"] for e in errors if e["variable"] == "kimi_k3_extra_env"] == [
+        "key '1BAD' is not an environment variable name.", "HF_TOKEN is a secret and would land in the plan."]
+
+
+def test_extra_env_with_a_recipe_that_removed_nothing():
+    recipe = copy.deepcopy(RECIPE)
+    del recipe["removed_env"]
+    ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_env={"NCCL_DEBUG": "INFO"}), recipe)
+    assert errors == [] and ctx["extra_env"] == {"NCCL_DEBUG": "INFO"}
+
+
+def test_a_port_on_the_nixl_side_channel_is_refused_naming_the_side_channel():
+    ctx = {"settings": {"api_port": 5557, "master_port": None, "dp_rpc_port": None}, "where": "node0",
+           "recipe": RECIPE, "launch": "mp", "role_spec": {"kv_side_channel_port": 5557}, "nodes": []}
+    errors = pv.validate_ports_addresses(ctx)
+    assert [(e["variable"], e["message"]) for e in errors] == [
+        ("kimi_k3_api_port", "port 5557 is also VLLM_NIXL_SIDE_CHANNEL_PORT (the NIXL side channel).")]
+    ctx["settings"]["master_port"] = 5557
+    errors = pv.validate_ports_addresses(ctx)
+    assert [(e["variable"], e["message"]) for e in errors][1] == ("kimi_k3_master_port",
+                                                                 "port 5557 is also kimi_k3_api_port.")
+
+
 # ----------------------------------------------------------------------------- API exposure, model, host names
 
 
@@ -587,6 +627,30 @@ def test_api_access_modes():
     listed = nodes(2, kimi_k3_api_host="127.0.0.1", without=("kimi_k3_api_key",))
     ctx, errors, _w = resolve(listed)
     assert ctx["api_access"] == "loopback" and errors == []
+
+
+def test_an_exposed_api_without_a_key_leaves_out_the_nodes_bound_to_loopback():
+    listed = nodes(4, {1: {"kimi_k3_api_host": "127.0.0.1"}}, kimi_k3_strategy="multi_node_dep",
+                   without=("kimi_k3_api_key",))
+    _ctx, errors, _w = resolve(listed)
+    assert only(errors, "kimi_k3_api_key")["message"] == (
+        "is not set (or empty), but these nodes would serve the API without authentication on "
+        "node0 (0.0.0.0), node2 (0.0.0.0), node3 (0.0.0.0).")
+    listed = nodes(4, {1: {"kimi_k3_api_host": "127.0.0.1"}, 2: {"kimi_k3_api_host": "::1"}},
+                   kimi_k3_strategy="multi_node_dep", without=("kimi_k3_api_key",))
+    _ctx, errors, _w = resolve(listed)
+    assert only(errors, "kimi_k3_api_key")["message"] == (
+        "is not set (or empty), but these nodes would serve the API without authentication on "
+        "node0 (0.0.0.0), node3 (0.0.0.0).")
+
+
+def test_an_unknown_variant_still_names_the_default_model_in_the_revision_refusal():
+    _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_variant="bogus",
+                                     without=("kimi_k3_model_revision",)))
+    assert "kimi_k3_variant" in [e["variable"] for e in errors]
+    model = RECIPE["variants"]["default"]["model"]
+    assert only(errors, "kimi_k3_model_revision")["message"] == (
+        "is not set, so --trust-remote-code would run whatever code %s holds at start-up." % model)
 
 
 def test_an_exposed_api_without_a_key_names_the_nodes():
@@ -807,3 +871,61 @@ def test_unknown_accelerator_with_explicit_gpu_count_never_names_a_none_node():
     assert any(e["variable"] == "kimi_k3_accelerator" for e in r["errors"]), r["errors"]
     texts = [topology.format_problem(e) for e in r["errors"]]
     assert not any("None" in t for t in texts), texts
+
+
+def test_an_inventory_host_that_is_no_address_is_refused_as_the_internal_address_it_stands_for():
+    _ctx, errors, _w = resolve(nodes(2, {1: {"ansible_host": "bad host!"}}))
+    p = only(errors, "ansible_host")
+    assert (p["host"], p["message"], p["fix"]) == (
+        "node1", "'bad host!' is not an IPv4/IPv6 address or a host name, without prefix length (/24), port (:8000) "
+        "or brackets (it is the node's internal address while kimi_k3_internal_address is unset)",
+        "set kimi_k3_internal_address on node1 to its cluster-internal IP or host name.")
+
+
+@pytest.mark.parametrize("host", ["GB300-Tray01", "node_7", "Rack2.Tray04", "_x", "9node@site"])
+def test_host_names_in_either_case_are_file_names(host):
+    listed = nodes(1, kimi_k3_accelerator="b200")
+    listed[0]["host"] = host
+    _ctx, errors, _w = resolve(listed)
+    assert errors == []
+
+
+@pytest.mark.parametrize("host", [".", "..", ".hidden", "-dash", "a/b", "tab\there", ""])
+def test_host_names_that_are_no_file_names_are_refused(host):
+    listed = nodes(1, kimi_k3_accelerator="b200")
+    listed[0]["host"] = host
+    _ctx, errors, _w = resolve(listed)
+    assert "inventory_hostname" in [e["variable"] for e in errors]
+
+
+def test_the_deployment_kind_defaults_to_single_alone_and_replica_among_several():
+    settings = {"deployment_kind": None, "strategy": None}
+    assert pv._deployment_kind(dict(settings), RECIPE, {"name": "main", "several": False}) == (
+        "single", RECIPE["deployment_kinds"]["single"])
+    assert pv._deployment_kind(dict(settings), RECIPE, {"name": "r-1", "several": True}) == (
+        "replica", RECIPE["deployment_kinds"]["replica"])
+    assert pv._deployment_kind(dict(settings), RECIPE, {"name": "main"})[0] == "single"
+    chosen = dict(settings, deployment_kind="decode")
+    assert pv._deployment_kind(chosen, RECIPE, {"name": "d-1", "several": True})[0] == "decode"
+    assert chosen["strategy"] == RECIPE["deployment_kinds"]["decode"]["strategies"][0]
+    ctx, _errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
+    assert (ctx["kind"], ctx["role_spec"]) == ("single", RECIPE["deployment_kinds"]["single"])
+
+
+def test_an_inventory_without_nodes_is_refused_at_cluster_level_without_a_traceback():
+    ctx, errors, _w = resolve([])
+    assert (ctx["head"], ctx["where"], ctx["deployment"]) == (None, "vllm_cluster", "main")
+    assert ("vllm_cluster", "kimi_k3_accelerator", "is not set.") in [
+        (e["host"], e["variable"], e["message"]) for e in errors]
+
+
+def test_one_deployment_is_named_after_the_recipe_default():
+    ctx, _errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
+    assert ctx["deployment"] == RECIPE["defaults"]["deployment"] == "main"
+    recipe = copy.deepcopy(RECIPE)
+    recipe["defaults"]["deployment"] = "solo"
+    ctx, _errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"), recipe)
+    assert ctx["deployment"] == "solo"
+    del recipe["defaults"]["deployment"]
+    ctx, _errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"), recipe)
+    assert ctx["deployment"] == "main"

@@ -198,7 +198,16 @@ def test_pd_on_a_vllm_release_without_the_kv_transfer_flag_is_refused():
     old = copy.deepcopy(SNAPSHOTS)
     del old["0.28.0"]["flags"]["--kv-transfer-config"]
     e = only(pd_cluster(snapshots=old))
-    assert e["variable"] == "kimi_k3_vllm_version" and "--kv-transfer-config" in e["message"]
+    assert (e["host"], e["variable"], e["message"], e["fix"]) == (
+        "prefill-1-0", "kimi_k3_vllm_version",
+        "vLLM 0.28.0 has no --kv-transfer-config, which prefill/decode deployments need.",
+        "set kimi_k3_vllm_version to a release whose flag snapshot has --kv-transfer-config.")
+
+
+def test_pd_on_a_vllm_release_without_a_flag_snapshot_is_refused_for_the_version_alone():
+    e = only(pd_cluster(prefill={"kimi_k3_vllm_version": "0.0.1"}, decode={"kimi_k3_vllm_version": "0.0.1"}))
+    assert (e["host"], e["variable"], e["message"]) == (
+        "prefill-1-0", "kimi_k3_vllm_version", "vLLM 0.0.1 cannot run Kimi-K3 (needs >= 0.27.1).")
 
 
 def test_pd_on_amd_is_refused_with_the_reason():
@@ -207,7 +216,10 @@ def test_pd_on_amd_is_refused_with_the_reason():
     nodes = deployment("prefill-1", "prefill", 1, 1, kimi_k3_strategy="single_node_tp", **amd) + \
         deployment("decode-1", "decode", 2, 3, **amd)
     e = only(topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, router()))
-    assert e["variable"] == "kimi_k3_deployment_kind" and "NVIDIA" in e["message"] and "replica" in e["fix"]
+    assert (e["host"], e["variable"]) == ("prefill-1-0", "kimi_k3_deployment_kind")
+    assert e["message"] == "prefill/decode deployments are not offered on amd nodes (mi355x): %s." % (
+        RECIPE["pd_cluster"]["refused_vendor_reason"])
+    assert e["fix"] == "run mi355x as replicas (kimi_k3_deployment_kind: replica) or as one single deployment."
 
 
 def test_prefill_without_decode_is_refused():
