@@ -593,7 +593,7 @@ def validate_model(ctx):
     remote_code = "--trust-remote-code" in list(recipe["base_args"]) + list(s["extra_args"] or [])
     if not remote_code or s["model_revision"] or s["allow_unpinned_remote_code"] or "model_revision" in ctx["invalid"]:
         return []
-    variant = recipe["variants"].get(s["variant"]) or recipe["variants"]["default"]
+    variant = recipe["variants"][s["variant"]]  # a refused variant reads as the default (plan_variables)
     model = s["model"] or variant["model"]
     return [problem(ctx["where"], PREFIX + "model_revision",
                     "is not set, so --trust-remote-code would run whatever code %s holds at start-up." % model,

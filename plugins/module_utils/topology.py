@@ -163,7 +163,7 @@ def _user_layer(ctx, node, recipe):
 def model_of(ctx, recipe):
     """The Hugging Face repository served: kimi_k3_model, else the variant's model."""
     s = ctx["settings"]
-    variant = recipe["variants"].get(s["variant"], recipe["variants"]["default"])
+    variant = recipe["variants"][s["variant"]]  # a refused variant reads as the default (plan_variables)
     return s["model"] or variant["model"]
 
 

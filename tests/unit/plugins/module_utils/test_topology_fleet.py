@@ -317,3 +317,23 @@ def test_recipe_router_policies_are_the_parsers_choices():
 def test_a_typo_in_a_router_variable_is_named_with_the_right_spelling():
     e = only(pd_cluster(routers=router(kimi_k3_router_prot=8100)))
     assert (e["host"], e["variable"]) == ("router", "kimi_k3_router_prot") and "kimi_k3_router_port" in e["fix"]
+
+
+def test_a_prefill_deployment_on_a_strategy_of_another_kind_is_refused_with_the_kinds_strategies():
+    errors = pd_cluster(prefill={"kimi_k3_strategy": "multi_node_dep"})["errors"]
+    kind = [e for e in errors if e["message"].startswith("a prefill deployment")]
+    assert [(e["host"], e["variable"], e["message"], e["fix"]) for e in kind] == [(
+        "prefill-1-0", "kimi_k3_strategy",
+        "a prefill deployment runs multi_node_tep or single_node_tp (expert parallel), not multi_node_dep.",
+        "set kimi_k3_strategy: multi_node_tep for deployment prefill-1 (or drop it: that is the default).")]
+
+
+def test_pd_names_every_flag_the_vllm_release_lacks():
+    old = copy.deepcopy(SNAPSHOTS)
+    for flag in RECIPE["pd_cluster"]["required_flags"]:
+        del old["0.28.0"]["flags"][flag]
+    e = only(pd_cluster(snapshots=old))
+    flags = ", ".join(RECIPE["pd_cluster"]["required_flags"])
+    assert (e["message"], e["fix"]) == (
+        "vLLM 0.28.0 has no %s, which prefill/decode deployments need." % flags,
+        "set kimi_k3_vllm_version to a release whose flag snapshot has %s." % flags)
