@@ -23,7 +23,12 @@ Preflight table, per size N (default 8 / 32 / 64) on the LIGHTWEIGHT sim nodes (
 
 Each figure is the median over --repeat runs (the machine is shared: also printed is the 1-minute load average).
 Usage: .venv/bin/python benchmarks/fleet_scale.py [--plan-sizes 64,144,576,1152] [--preflight-sizes 8,32,64]
-       [--repeat 3] [--no-plan] [--no-preflight] [--keep-light]
+       [--repeat 3] [--no-plan] [--no-preflight] [--keep-light] [--variants cold,warm,curve25519] [--floor]
+
+Preflight connection variants (--variants): cold (default: one new SSH connection per node and run), warm (the
+ControlPersist masters of a warm-up run reused, as an operator's rerun within the site's ControlPersist), curve25519
+(new connections, curve25519-sha256 key exchange first). --floor adds a one-ping-per-node play in each variant: what
+Ansible itself costs per node, the floor under any preflight.
 """
 import argparse
 import contextlib
@@ -152,12 +157,14 @@ def _close_masters(cpdir):
                        capture_output=True, check=False, timeout=20)
 
 
-def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=None):
+def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=None, control_dir=None):
     """One playbook run (preflight.yml) on the first n light nodes; controller CPU from a cgroup of its own (every
-    process ansible-playbook starts, ssh ControlPersist masters included), nodes' CPU from theirs."""
+    process ansible-playbook starts, ssh ControlPersist masters included), nodes' CPU from theirs. With
+    ``control_dir`` the SSH ControlPersist masters live there and stay up after the run (the next run reuses them,
+    as an operator's rerun within the site's ControlPersist does); without, every run opens and closes its own."""
     cg = os.path.join(CGROUP_ROOT, "fleet-bench-%d" % os.getpid())
     os.makedirs(cg, exist_ok=True)
-    cpdir, art = tempfile.mkdtemp(prefix="fb-cp-"), tempfile.mkdtemp(prefix="fb-pf-")
+    cpdir, art = control_dir or tempfile.mkdtemp(prefix="fb-cp-"), tempfile.mkdtemp(prefix="fb-pf-")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_SSH_CONTROL_PATH_DIR=cpdir, PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
     env.update(env_extra or {})
@@ -172,7 +179,8 @@ def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=N
         c0, n0, t0 = cg_usage(cg), lightnodes.cpu_seconds(), time.perf_counter()
         p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False, preexec_fn=join)
         wall = time.perf_counter() - t0
-        _close_masters(cpdir)
+        if not control_dir:
+            _close_masters(cpdir)
         ctrl, node = cg_usage(cg) - c0, lightnodes.cpu_seconds() - n0
         result = json.loads(p.stdout)
         report = None
@@ -180,7 +188,8 @@ def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=N
             with open(os.path.join(art, "preflight-report.json")) as f:
                 report = json.load(f)
     finally:
-        shutil.rmtree(cpdir, ignore_errors=True)
+        if not control_dir:
+            shutil.rmtree(cpdir, ignore_errors=True)
         shutil.rmtree(art, ignore_errors=True)
         with contextlib.suppress(OSError):
             os.rmdir(cg)
@@ -188,14 +197,43 @@ def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=N
     return {"wall": wall, "ctrl": ctrl, "node": node, "calls": len(hosts), "rc": p.returncode, "report": report}
 
 
-def preflight_rows(sizes, repeat):
+# The connection variants of the preflight table (--variants): how the controller reaches the nodes.
+SSH_ARGS = "-o ControlMaster=auto -o ControlPersist=120s"  # the repo's ansible.cfg
+VARIANTS = {
+    # every run opens one new SSH connection per node (OpenSSH's default key exchange: sntrup761x25519 here)
+    "cold": {},
+    # the site's ControlPersist across runs: a warm-up run (not counted) leaves one master per node, the measured
+    # runs reuse them - an operator's preflight rerun while fixing a cluster
+    "warm": {"warm": True},
+    # new connections with curve25519-sha256 first (site_ssh_kex_algorithms of the site template)
+    "curve25519": {"env": {"ANSIBLE_SSH_ARGS": SSH_ARGS + " -o KexAlgorithms=curve25519-sha256"}},
+}
+PING = "benchmarks/playbooks/settings_probe.yml"  # one ping per node: Ansible's own floor per node
+
+
+def _variant_runs(n, repeat, variant, playbook):
+    spec = VARIANTS[variant]
+    # the ping play leaves fact gathering to the setting: none, like the collection's playbooks
+    env = dict(spec.get("env") or {}, **({"ANSIBLE_GATHERING": "explicit"} if playbook == PING else {}))
+    if not spec.get("warm"):
+        return [preflight_run(n, env, playbook) for _run in range(repeat)]
+    cpdir = tempfile.mkdtemp(prefix="fb-warm-")
+    try:
+        preflight_run(n, env, playbook, control_dir=cpdir)  # opens the masters
+        return [preflight_run(n, env, playbook, control_dir=cpdir) for _run in range(repeat)]
+    finally:
+        _close_masters(cpdir)
+        shutil.rmtree(cpdir, ignore_errors=True)
+
+
+def preflight_rows(sizes, repeat, variant="cold", playbook="playbooks/preflight.yml"):
     lightnodes.up(max(sizes))
     runs = {}
     for n in [1] + sizes:
-        runs[n] = [preflight_run(n) for _run in range(repeat)]
-        print("preflight %d node(s): controller CPU %s s, nodes' CPU %s s, calls %s" % (
-            n, ", ".join("%.2f" % r["ctrl"] for r in runs[n]), ", ".join("%.2f" % r["node"] for r in runs[n]),
-            ", ".join(str(r["calls"]) for r in runs[n])), flush=True)
+        runs[n] = _variant_runs(n, repeat, variant, playbook)
+        print("%s %s %d node(s): controller CPU %s s, nodes' CPU %s s, calls %s" % (
+            os.path.basename(playbook), variant, n, ", ".join("%.2f" % r["ctrl"] for r in runs[n]),
+            ", ".join("%.2f" % r["node"] for r in runs[n]), ", ".join(str(r["calls"]) for r in runs[n])), flush=True)
     base = median([r["ctrl"] for r in runs[1]])
     rows = []
     for n in sizes:
@@ -206,8 +244,8 @@ def preflight_rows(sizes, repeat):
     return base, rows, runs
 
 
-def print_preflight(base, rows):
-    print("fixed cost (1 node): controller CPU %.2f s" % base)
+def print_preflight(base, rows, title="preflight.yml, cold connections"):
+    print("%s - fixed cost (1 node): controller CPU %.2f s" % (title, base))
     print("| nodes | wall (s) | controller CPU (s) | nodes' CPU (s) | controller CPU per further node (s) "
           "| controller CPU / nodes (s) | probe calls | goal <= 0.08 s |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -226,6 +264,10 @@ def main():
     ap.add_argument("--no-preflight", action="store_true")
     ap.add_argument("--keep-light", action="store_true", help="leave the light cluster up afterwards")
     ap.add_argument("--save", help="write every figure (and the preflight reports) to this JSON file")
+    ap.add_argument("--variants", default="cold",
+                    help="preflight connection variants, comma-separated: %s" % ", ".join(sorted(VARIANTS)))
+    ap.add_argument("--floor", action="store_true",
+                    help="also a one-ping-per-node play in every variant: Ansible's own cost per node")
     args = ap.parse_args()
     print("load average at start: %s" % " ".join(open("/proc/loadavg").read().split()[:3]), flush=True)
     out = {}
@@ -233,18 +275,23 @@ def main():
         recipe, snaps = recipe_data.load_recipe(), recipe_data.load_snapshots()
         out["plan"] = [plan_row(int(n), args.repeat, recipe, snaps) for n in args.plan_sizes.split(",")]
     if not args.no_preflight:
+        sizes = [int(n) for n in args.preflight_sizes.split(",")]
+        playbooks = ["playbooks/preflight.yml"] + ([PING] if args.floor else [])
+        out["preflight"] = {}
         try:
-            base, rows, runs = preflight_rows([int(n) for n in args.preflight_sizes.split(",")], args.repeat)
+            for variant in args.variants.split(","):
+                for playbook in playbooks:
+                    base, rows, runs = preflight_rows(sizes, args.repeat, variant, playbook)
+                    out["preflight"]["%s %s" % (os.path.basename(playbook), variant)] = {
+                        "base": base, "rows": rows, "reports": dict((n, v[0]["report"]) for n, v in runs.items())}
         finally:
             if not args.keep_light:
                 lightnodes.down()
-        out["preflight"] = {"base": base, "rows": rows,
-                            "reports": dict((n, v[0]["report"]) for n, v in runs.items())}
     print("load average at end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     if "plan" in out:
         print_plan(out["plan"])
-    if "preflight" in out:
-        print_preflight(out["preflight"]["base"], out["preflight"]["rows"])
+    for title, table in out.get("preflight", {}).items():
+        print_preflight(table["base"], table["rows"], title)
     if args.save:
         with open(args.save, "w") as f:
             json.dump(out, f, indent=1, sort_keys=True, default=str)

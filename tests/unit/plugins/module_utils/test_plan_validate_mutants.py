@@ -616,8 +616,8 @@ def test_a_port_on_the_nixl_side_channel_is_refused_naming_the_side_channel():
         ("kimi_k3_api_port", "port 5557 is also VLLM_NIXL_SIDE_CHANNEL_PORT (the NIXL side channel).")]
     ctx["settings"]["master_port"] = 5557
     errors = pv.validate_ports_addresses(ctx)
-    assert [(e["variable"], e["message"]) for e in errors][1] == ("kimi_k3_master_port",
-                                                                 "port 5557 is also kimi_k3_api_port.")
+    pairs = [(e["variable"], e["message"]) for e in errors]
+    assert pairs[1] == ("kimi_k3_master_port", "port 5557 is also kimi_k3_api_port.")
 
 
 # ----------------------------------------------------------------------------- API exposure, model, host names
