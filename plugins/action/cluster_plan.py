@@ -74,7 +74,7 @@ class ActionModule(ActionBase):
                 result["dest"] = args["dest"]
         if not (plan["ok"] and args["dest"]):
             # Written to <dest>/<host>.sh otherwise: 2 KB per node that every later task would carry in plan_result
-            # (issue #17: 2.2 MB at 1,152 nodes, walked by register, the callback and every task's variables).
+            # (issue #17: 2.3 MB at 1,152 nodes, walked by register, the callback and every task's variables).
             result["scripts"] = scripts
         # The files hold the rendered plans; plan_result (what the roles read: this result, registered by the plan
         # role) the plans with every contract key (issue #17: formerly a set_fact through the plan_complete filter).
