@@ -118,7 +118,9 @@ def test_sweep_finds_the_knee_of_a_server_with_four_slots():
     assert by_c[4]["saturation"] == []
     assert any("waiting" in r for r in by_c[8]["saturation"])
     assert out["point"]["measured_max_concurrency"] == 4
-    assert by_c[2]["throughput_tok_s"] > 1.5 * by_c[1]["throughput_tok_s"]
+    # below the knee more streams mean more throughput: the sweep's own plateau judgement (gain > plateau_gain), not
+    # a speed-up factor of this machine (a 1.5x check failed under a loaded CI run: the client, not the fake, was slow)
+    assert by_c[2]["saturation"] == [] and by_c[2]["throughput_tok_s"] > by_c[1]["throughput_tok_s"]
     # every request's wait in this client (send gate) is reported next to, not inside, the TTFT
     assert by_c[8]["client_queue_s"]["n"] == by_c[8]["requests"] and by_c[8]["client_queue_s"]["min"] >= 0
     assert by_c[8]["client_queue_s"]["mean"] < by_c[8]["ttft_s"]["mean"]
