@@ -13,6 +13,9 @@ __metaclass__ = type
 FIX = {
     "probe": "Make the node reachable over SSH with Python >= 3.9 and re-run; the probe task's error above says why "
              "it failed.",
+    "probe.options": "node_probe refused an option set for this node (the role's argument-spec check runs once, for the "
+                     "first host): correct preflight_command_timeout, preflight_probe_root or preflight_access_paths "
+                     "in the node's host_vars / group_vars (the observed text names the option) and re-run.",
     "vendor.none": "No %(vendor)s GPU stack was found on the node (no driver module, no vendor tool): install the "
                    "%(vendor)s driver, or remove the node from this inventory.",
     "vendor.other": "The node carries %(found)s GPUs but the plan runs %(vendor)s: move the node to an inventory for "

@@ -10,10 +10,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_checks as C
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_cluster as PC
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.preflight_fixes import FIX
 
 REPORT_SCHEMA = 1
+# How AnsibleModule refuses a module argument (the node_probe options set for the node, not the node itself).
+OPTION_REFUSAL = re.compile(r"(argument '|Unsupported parameters |missing required arguments|value of \w+ must be )")
 NODE_KEYS = ("vendor", "gpu_model", "gpu_count", "driver_version", "cuda_version", "rocm_version", "mnnvl", "kernel")
 
 
@@ -25,6 +30,8 @@ def build_report(hosts, probes, expected, thresholds=None, probe_failures=None):
     for f in result["findings"]:
         if f["check"] == "probe" and f["status"] == "fail" and (probe_failures or {}).get(f["host"]):
             f["observed"] = "%s: %s" % (f["observed"], probe_failures[f["host"]])
+            if OPTION_REFUSAL.match(probe_failures[f["host"]]):
+                f["fix"] = FIX["probe.options"]
     nodes = {}
     for h in hosts:
         facts = probes.get(h) or {}

@@ -16,6 +16,7 @@ from tests.helpers.runner import failed_tasks, run_playbook, task_results
 DIGEST = "vllm/vllm-openai@sha256:" + "b" * 64
 PROBE_TASK = "Probe the node (read-only; runs in check mode too)"
 FAIL_TASK = "Stop here when any node fails a check"
+SPEC_TASK = "Validating arguments against arg spec 'main'"
 
 
 def inventory(tmp_path, **cluster_vars):
@@ -45,10 +46,11 @@ def fake_weights(cache, model):
         {"weight_map": {"w": "model-00001-of-00001.safetensors"}}))
 
 
-def preflight(tmp_path, **cluster_vars):
+def preflight(tmp_path, extravars=None, **cluster_vars):
     art = tmp_path / "art"
     r = run_playbook("preflight.yml", inventory(tmp_path, **cluster_vars),
-                     extravars={"preflight_artifacts_dir": str(art), "preflight_min_free_disk_gb": 10 ** 6})
+                     extravars=dict({"preflight_artifacts_dir": str(art), "preflight_min_free_disk_gb": 10 ** 6},
+                                    **(extravars or {})))
     with open(str(art / "preflight-report.json")) as handle:
         return r, json.load(handle)
 
@@ -80,6 +82,57 @@ def test_recap_charges_every_failing_node_not_the_judge(healthy_gpu_less):
     assert sorted(msgs) == ["node01", "node02"]
     assert msgs["node02"].startswith("Preflight failed on node02 - node02 vendor: ")   # the root cause first
     assert "Not checked until that is fixed:" in msgs["node02"] and "gpu_tools" in msgs["node02"]
+
+
+def hosts_of(r, task_prefix):
+    """Hosts with a result (ok, failed or skipped) of the task whose name starts with task_prefix."""
+    return sorted(set(ev["event_data"]["host"] for ev in r.events if ev.get("event", "").startswith("runner_on_")
+                      and (ev["event_data"].get("task") or "").startswith(task_prefix)))
+
+
+def role_task_hosts(r, prefix):
+    return hosts_of(r, prefix) if not prefix.startswith("Validating") else sorted(set(
+        ev["event_data"]["host"] for ev in r.events if ev.get("event", "").startswith("runner_on_")
+        and ev["event_data"].get("role") == "preflight" and (ev["event_data"].get("task") or "").startswith(prefix)))
+
+
+def test_failing_nodes_are_stopped_one_by_one_and_the_options_checked_once(healthy_gpu_less):
+    """#17: the playbook applies the role with run_once - Ansible's argument-spec check of the role runs once, the
+    probe on every node, and with nodes at fault the stop task runs per host (the recap test above)."""
+    r, _report = healthy_gpu_less
+    assert role_task_hosts(r, SPEC_TASK) == ["node01"]
+    assert hosts_of(r, PROBE_TASK) == ["node01", "node02"]
+    assert hosts_of(r, FAIL_TASK) == ["node01", "node02"]
+
+
+def test_nothing_to_stop_is_one_skipped_task_not_one_per_node(tmp_path):
+    """#17: with no node to stop (here preflight_fail_on_error: false) the stop task runs once and is skipped -
+    no worker process per node; the run passes, nothing is charged."""
+    r, report = preflight(tmp_path, extravars={"preflight_fail_on_error": False})
+    assert r.status == "successful" and not report["summary"]["ok"]
+    assert hosts_of(r, PROBE_TASK) == ["node01", "node02"]
+    assert hosts_of(r, FAIL_TASK) == ["node01"]
+    assert [ev["event"] for ev in r.events if (ev.get("event_data") or {}).get("task") == FAIL_TASK
+            and ev["event"].startswith("runner_on_") and ev["event"] != "runner_on_start"] == ["runner_on_skipped"]
+    assert r.stats["failures"] == {}
+
+
+def test_a_bad_probe_option_on_another_node_is_refused_for_that_node(tmp_path):
+    """The argument-spec check runs once (first host); a per-node probe option set wrong on another node is
+    refused by node_probe's own argument check - that node fails, named, with the option in the message."""
+    inv = inventory(tmp_path)
+    hv = tmp_path / "inv" / "host_vars"
+    hv.mkdir()
+    (hv / "node02.yml").write_text("preflight_command_timeout: soon\n")
+    art = tmp_path / "art"
+    r = run_playbook("preflight.yml", inv, extravars={"preflight_artifacts_dir": str(art),
+                                                      "preflight_min_free_disk_gb": 10 ** 6})
+    with open(str(art / "preflight-report.json")) as handle:
+        report = json.load(handle)
+    probe = by(report, "node02", "probe")
+    assert probe and probe[0]["status"] == "fail" and "command_timeout" in probe[0]["observed"], probe
+    assert not by(report, "node01", "probe") or by(report, "node01", "probe")[0]["status"] != "fail"
+    assert "node02" in r.stats["failures"]
 
 
 def test_probe_arguments_come_from_the_plan(healthy_gpu_less):

@@ -3,6 +3,9 @@ import importlib.util
 import json
 import os
 
+import pytest
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.preflight_fixes import FIX
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_report as R
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_collect as PC
 
@@ -107,3 +110,21 @@ def test_probe_failure_message_is_carried():
     rep = R.build_report(["a"], {"a": None}, {"a": expected("head")}, probe_failures={"a": "Data could not be sent"})
     f = [x for x in rep["findings"] if x["check"] == "probe"][0]
     assert "Data could not be sent" in f["observed"] and f["status"] == "fail"
+
+
+@pytest.mark.parametrize("msg,options", [
+    ("argument 'command_timeout' is of type str and we were unable to convert to int: \"'soon'\" cannot be converted "
+     "to an int", True),
+    ("argument 'access_paths' is of type <class 'int'> and we were unable to convert to list", True),   # 2.17 wording
+    ("Unsupported parameters for (gpufleet.kimi_k3.node_probe) module: bogus.", True),
+    ("Data could not be sent to remote host \"10.0.0.5\". Make sure this host can be reached over ssh", False),
+    ("probe failed", False),
+])
+def test_a_refused_probe_option_gets_the_option_fix_not_the_ssh_fix(msg, options):
+    """#17: the role's argument-spec check runs once; a probe option set wrong for another node is refused by
+    node_probe on that node - the fix names the role variables, not SSH reachability."""
+    rep = R.build_report(["a"], {"a": None}, {"a": expected("head")}, probe_failures={"a": msg})
+    f = [x for x in rep["findings"] if x["check"] == "probe"][0]
+    assert f["status"] == "fail" and msg in f["observed"]
+    assert (f["fix"] == FIX["probe.options"]) is options
+    assert (f["fix"] == FIX["probe"]) is not options
