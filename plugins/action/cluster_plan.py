@@ -35,8 +35,8 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         _valid, args = self.validate_argument_spec(action_specs.CLUSTER_PLAN)
-        # an explicit null keeps its None through the validator (defaults apply to absent options only)
-        group, head_group, overrides = args["group"], args["head_group"], args["overrides"] or {}
+        args = action_specs.null_is_default(args, action_specs.CLUSTER_PLAN)
+        group, head_group, overrides = args["group"], args["head_group"], args["overrides"]
         groups = task_vars.get("groups", {})
         hosts = list(groups.get(group, []))
         heads = set(groups.get(head_group, []))

@@ -72,7 +72,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         _valid, args = self.validate_argument_spec(action_specs.MONITORING_CONFIG)
-        args = to_plain(args)
+        args = to_plain(action_specs.null_is_default(args, action_specs.MONITORING_CONFIG))
         for required in ("plans", "cluster_name", "dest"):  # present but empty: the spec's `required` lets it through
             if not args[required]:
                 raise AnsibleActionFail("%s is required (plans: plan_result.plans of gpufleet.kimi_k3.plan)"
@@ -80,7 +80,7 @@ class ActionModule(ActionBase):
         spec = _load(SPEC_FILE)
         try:
             files, summary = monitoring.monitoring_files(
-                args["plans"], args["cluster_name"], spec, routers=args["routers"] or [],
+                args["plans"], args["cluster_name"], spec, routers=args["routers"],
                 interval=args["scrape_interval"] or action_specs.MONITORING_CONFIG["scrape_interval"]["default"],
                 ca_file=args["ca_file"])
         except monitoring.MonitoringError as exc:

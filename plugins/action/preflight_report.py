@@ -58,6 +58,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         _valid, args = self.validate_argument_spec(action_specs.PREFLIGHT_REPORT)
+        args = action_specs.null_is_default(args, action_specs.PREFLIGHT_REPORT)
         hosts = [str(h) for h in (args["hosts"] or task_vars.get("ansible_play_hosts_all") or [])]
         plan_result = to_plain(task_vars.get("plan_result") or {})
         expected = _expected(plan_result, hosts, recipe_data.load_recipe(args["recipe"]))
@@ -67,7 +68,7 @@ class ActionModule(ActionBase):
             probes[host], failure = _probe_of(task_vars["hostvars"], host, probe_var)
             if failure:
                 failures[host] = failure
-        report = R.build_report(hosts, probes, expected, to_plain(args["thresholds"] or {}), failures)
+        report = R.build_report(hosts, probes, expected, to_plain(args["thresholds"]), failures)
         result.update(self._outputs(report, args["show_pass"]))
         if args["dest"]:
             # Controller-side output, written in check mode too; a fresh observation, never "changed".

@@ -75,10 +75,11 @@ class ActionModule(ActionBase):
 
     def _options(self):
         _valid, args = self.validate_argument_spec(action_specs.VLLM_WAIT)
+        args = action_specs.null_is_default(args, action_specs.VLLM_WAIT)
         opts = {"timeout": args["timeout"], "interval": args["interval"], "every": args["progress_every"],
-                "stall": args["stall_timeout"], "peers": args["peers"] or [], "board": args["board"]}
+                "stall": args["stall_timeout"], "peers": args["peers"], "board": args["board"]}
         opts["module_args"] = {"container": args["container"], "docker_host": args["docker_host"],
-                               "health_urls": args["health_urls"] or [], "tail": args["tail"], "wait_s": args["interval"],
+                               "health_urls": args["health_urls"], "tail": args["tail"], "wait_s": args["interval"],
                                "validate_certs": args["validate_certs"]}
         if args["ca_path"]:
             opts["module_args"]["ca_path"] = args["ca_path"]

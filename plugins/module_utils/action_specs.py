@@ -11,6 +11,8 @@ spec. monitoring_config checks only the names against its spec: the validator de
 """
 from __future__ import annotations
 
+import copy
+
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
 
 CLUSTER_PLAN = dict(
@@ -64,3 +66,14 @@ MONITORING_CONFIG = dict(
     scrape_interval=dict(type="str", default="15s"),
     ca_file=dict(type="path"),
 )
+
+
+def null_is_default(args, spec):
+    """The validated ``args`` with an explicit null (``overrides: null``, ``peers: "{{ none }}"``) replaced by the
+    spec's default. ``ActionBase.validate_argument_spec`` applies a default only to an absent option and keeps an
+    explicit null as None; for the actions a null means "not given". Defaults are copied, never shared."""
+    out = dict(args)
+    for name, option in spec.items():
+        if out.get(name) is None and option.get("default") is not None:
+            out[name] = copy.deepcopy(option["default"])
+    return out
