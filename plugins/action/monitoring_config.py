@@ -13,14 +13,12 @@ __metaclass__ = type
 import json
 import os
 
-import yaml
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, monitoring
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.recipe_data import DATA_DIR
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.recipe_data import DATA_DIR, load_yaml
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 try:
@@ -31,11 +29,6 @@ except ImportError:  # pragma: no cover - jsonschema is in requirements.txt
 
 SPEC_FILE = os.path.join(DATA_DIR, "monitoring", "vllm-dashboard.yml")
 SCHEMA_FILE = os.path.join(DATA_DIR, "monitoring", "grafana-dashboard.schema.json")
-
-
-def _load(path):
-    with open(path) as handle:
-        return yaml.safe_load(handle)
 
 
 def serialize(files):
@@ -77,7 +70,7 @@ class ActionModule(ActionBase):
             if not args[required]:
                 raise AnsibleActionFail("%s is required (plans: plan_result.plans of gpufleet.kimi_k3.plan)"
                                         % required)
-        spec = _load(SPEC_FILE)
+        spec = load_yaml(SPEC_FILE)
         try:
             files, summary = monitoring.monitoring_files(
                 args["plans"], args["cluster_name"], spec, routers=args["routers"],
@@ -86,7 +79,7 @@ class ActionModule(ActionBase):
         except monitoring.MonitoringError as exc:
             raise AnsibleActionFail(str(exc))
         if HAS_JSONSCHEMA:
-            jsonschema.validate(files["grafana/kimi-k3-dashboard.json"], _load(SCHEMA_FILE))
+            jsonschema.validate(files["grafana/kimi-k3-dashboard.json"], load_yaml(SCHEMA_FILE))  # JSON is YAML
         dest = os.path.abspath(os.path.expanduser(args["dest"]))
         changed = write_tree(dest, serialize(files), self._task.check_mode)
         result.update(changed=bool(changed), written=changed, dest=dest, summary=summary,
