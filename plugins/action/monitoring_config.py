@@ -13,6 +13,8 @@ __metaclass__ = type
 import json
 import os
 
+import yaml
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
