@@ -19,7 +19,7 @@ FAIL_TASK = "Stop here when any node fails a check"
 SPEC_TASK = "Validating arguments against arg spec 'main'"
 
 
-def inventory(tmp_path, **cluster_vars):
+def inventory(tmp_path, host_vars=None, **cluster_vars):
     hosts = {"vllm_cluster": {"children": {
         "vllm_head": {"hosts": {"node01": {"ansible_host": "127.0.0.1", "kimi_k3_api_host": "127.0.0.1"}}},
         "vllm_workers": {"hosts": {"node02": {"ansible_host": "127.0.0.2"}}}}}}
@@ -35,6 +35,9 @@ def inventory(tmp_path, **cluster_vars):
     (inv / "group_vars").mkdir(parents=True)
     (inv / "hosts.yml").write_text(yaml.safe_dump(hosts))
     (inv / "group_vars" / "vllm_cluster.yml").write_text(yaml.safe_dump(group))
+    for host, values in (host_vars or {}).items():
+        (inv / "host_vars").mkdir(exist_ok=True)
+        (inv / "host_vars" / ("%s.yml" % host)).write_text(yaml.safe_dump(values))
     return str(inv)
 
 
@@ -46,9 +49,9 @@ def fake_weights(cache, model):
         {"weight_map": {"w": "model-00001-of-00001.safetensors"}}))
 
 
-def preflight(tmp_path, extravars=None, **cluster_vars):
+def preflight(tmp_path, extravars=None, host_vars=None, **cluster_vars):
     art = tmp_path / "art"
-    r = run_playbook("preflight.yml", inventory(tmp_path, **cluster_vars),
+    r = run_playbook("preflight.yml", inventory(tmp_path, host_vars, **cluster_vars),
                      extravars=dict({"preflight_artifacts_dir": str(art), "preflight_min_free_disk_gb": 10 ** 6},
                                     **(extravars or {})))
     with open(str(art / "preflight-report.json")) as handle:
@@ -84,23 +87,19 @@ def test_recap_charges_every_failing_node_not_the_judge(healthy_gpu_less):
     assert "Not checked until that is fixed:" in msgs["node02"] and "gpu_tools" in msgs["node02"]
 
 
-def hosts_of(r, task_prefix):
-    """Hosts with a result (ok, failed or skipped) of the task whose name starts with task_prefix."""
+def hosts_of(r, task_prefix, role=None):
+    """Hosts with a result (ok, failed or skipped) of the task whose name starts with task_prefix (of ``role``
+    only, when given: the plan and preflight roles' argument-spec tasks share their name)."""
     return sorted(set(ev["event_data"]["host"] for ev in r.events if ev.get("event", "").startswith("runner_on_")
-                      and (ev["event_data"].get("task") or "").startswith(task_prefix)))
-
-
-def role_task_hosts(r, prefix):
-    return hosts_of(r, prefix) if not prefix.startswith("Validating") else sorted(set(
-        ev["event_data"]["host"] for ev in r.events if ev.get("event", "").startswith("runner_on_")
-        and ev["event_data"].get("role") == "preflight" and (ev["event_data"].get("task") or "").startswith(prefix)))
+                      and (ev["event_data"].get("task") or "").startswith(task_prefix)
+                      and role in (None, ev["event_data"].get("role"))))
 
 
 def test_failing_nodes_are_stopped_one_by_one_and_the_options_checked_once(healthy_gpu_less):
     """#17: the playbook applies the role with run_once - Ansible's argument-spec check of the role runs once, the
     probe on every node, and with nodes at fault the stop task runs per host (the recap test above)."""
     r, _report = healthy_gpu_less
-    assert role_task_hosts(r, SPEC_TASK) == ["node01"]
+    assert hosts_of(r, SPEC_TASK, role="preflight") == ["node01"]
     assert hosts_of(r, PROBE_TASK) == ["node01", "node02"]
     assert hosts_of(r, FAIL_TASK) == ["node01", "node02"]
 
@@ -120,15 +119,7 @@ def test_nothing_to_stop_is_one_skipped_task_not_one_per_node(tmp_path):
 def test_a_bad_probe_option_on_another_node_is_refused_for_that_node(tmp_path):
     """The argument-spec check runs once (first host); a per-node probe option set wrong on another node is
     refused by node_probe's own argument check - that node fails, named, with the option in the message."""
-    inv = inventory(tmp_path)
-    hv = tmp_path / "inv" / "host_vars"
-    hv.mkdir()
-    (hv / "node02.yml").write_text("preflight_command_timeout: soon\n")
-    art = tmp_path / "art"
-    r = run_playbook("preflight.yml", inv, extravars={"preflight_artifacts_dir": str(art),
-                                                      "preflight_min_free_disk_gb": 10 ** 6})
-    with open(str(art / "preflight-report.json")) as handle:
-        report = json.load(handle)
+    r, report = preflight(tmp_path, host_vars={"node02": {"preflight_command_timeout": "soon"}})
     probe = by(report, "node02", "probe")
     assert probe and probe[0]["status"] == "fail" and "command_timeout" in probe[0]["observed"], probe
     assert not by(report, "node01", "probe") or by(report, "node01", "probe")[0]["status"] != "fail"
