@@ -31,56 +31,62 @@ class ActionModule(ActionBase):
         node_vars.update(overrides)
         return {"host": host, "head": head, "vars": node_vars}
 
+    def _cluster_nodes(self, args, task_vars):
+        """(nodes, routers) as topology.build_cluster_plan takes them, from the groups and every host's variables."""
+        groups, hostvars = task_vars.get("groups", {}), task_vars.get("hostvars", {})
+        heads = set(groups.get(args["head_group"], []))
+        nodes = [self._node(host, hostvars[host], host in heads, args["overrides"])
+                 for host in groups.get(args["group"], [])]
+        routers = [self._node(host, hostvars[host], False, {}) for host in groups.get(args["router_group"], [])]
+        return nodes, routers
+
+    def _write(self, dest, plan, scripts):
+        """Write <dest>/<host>.json and .sh (and the copy kept by plan id); what the result says about them."""
+        files = {}
+        for host, node_plan in plan["plans"].items():
+            files["%s.json" % host] = (plan_render.plan_json(node_plan), 0o644)
+            files["%s.sh" % host] = (scripts[host], 0o755)
+        plan_id, written = plan_files.write_plan(dest, files, plan["plans"], check_mode=self._task.check_mode)
+        return {"plan_id": plan_id, "changed": bool(written), "written": written, "dest": dest}
+
+    @staticmethod
+    def _outcome(plan):
+        """The result keys every run returns (ok, cluster, problems, summary, msg, nodes; failed when refused)."""
+        out = {"changed": False, "ok": plan["ok"], "cluster": plan["cluster"], "nodes": len(plan["plans"]),
+               "errors": [plan_render.format_problem(p) for p in plan["errors"]], "problems": plan["errors"],
+               "warnings_list": [plan_render.format_problem(p) for p in plan["warnings"]],
+               "summary": plan_render.summary_table(plan).splitlines(),
+               "msg": "planned %d node(s)" % len(plan["plans"])}
+        if not plan["ok"]:
+            out["failed"] = True
+            out["msg"] = ("The inventory was refused before contacting any host (%d problem(s)):\n%s"
+                          % (len(plan["errors"]), "\n".join(" - " + e for e in out["errors"])))
+        return out
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         _valid, args = self.validate_argument_spec(action_specs.CLUSTER_PLAN)
         args = action_specs.null_is_default(args, action_specs.CLUSTER_PLAN)
-        group, head_group, overrides = args["group"], args["head_group"], args["overrides"]
-        groups = task_vars.get("groups", {})
-        hosts = list(groups.get(group, []))
-        heads = set(groups.get(head_group, []))
-        hostvars = task_vars.get("hostvars", {})
-        nodes = [self._node(host, hostvars[host], host in heads, overrides) for host in hosts]
-        routers = [self._node(host, hostvars[host], False, {})
-                   for host in groups.get(args["router_group"], [])]
+        nodes, routers = self._cluster_nodes(args, task_vars)
         recipe = recipe_data.load_recipe(args["recipe"])
-        snapshots = recipe_data.load_snapshots()
-        plan = topology.build_cluster_plan(nodes, recipe, snapshots, routers)
-        result["changed"] = False
-        result["ok"] = plan["ok"]
-        result["cluster"] = plan["cluster"]
-        result["plans"] = plan["plans"]
+        plan = topology.build_cluster_plan(nodes, recipe, recipe_data.load_snapshots(), routers)
+        result.update(self._outcome(plan))
         scripts = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
-        result["errors"] = [plan_render.format_problem(p) for p in plan["errors"]]
-        result["problems"] = plan["errors"]
-        result["warnings_list"] = [plan_render.format_problem(p) for p in plan["warnings"]]
-        result["summary"] = plan_render.summary_table(plan).splitlines()
-        if not plan["ok"]:
-            result["failed"] = True
-            result["msg"] = ("The inventory was refused before contacting any host (%d problem(s)):\n%s"
-                             % (len(plan["errors"]), "\n".join(" - " + e for e in result["errors"])))
+        if plan["ok"] and args["dest"]:
+            result.update(self._write(args["dest"], plan, scripts))
         else:
-            result["msg"] = "planned %d node(s)" % len(plan["plans"])
-            if args["dest"]:
-                files = {}
-                for host, node_plan in plan["plans"].items():
-                    files["%s.json" % host] = (plan_render.plan_json(node_plan), 0o644)
-                    files["%s.sh" % host] = (scripts[host], 0o755)
-                result["plan_id"], written = plan_files.write_plan(args["dest"], files, plan["plans"],
-                                                                   check_mode=self._task.check_mode)
-                result["changed"] = bool(written)
-                result["written"] = written
-                result["dest"] = args["dest"]
-        if not (plan["ok"] and args["dest"]):
             # Written to <dest>/<host>.sh otherwise: 2 KB per node that every later task would carry in plan_result
             # (issue #17: 2.3 MB at 1,152 nodes, walked by register, the callback and every task's variables).
             result["scripts"] = scripts
-        # The files hold the rendered plans; plan_result (what the roles read: this result, registered by the plan
-        # role) the plans with every contract key (issue #17: formerly a set_fact through the plan_complete filter).
-        # hostvars are read only for a plan that lacks a key.
-        result["plans"] = plan_contract.complete(
-            {"plans": plan["plans"]},
-            lambda host: dict((k, to_plain(hostvars[host][k])) for k in FALLBACK_VARS if k in hostvars[host]),
-            recipe.get("defaults") or {})["plans"]
+        if args["return_plans"]:
+            # The files hold the rendered plans; plan_result (what the roles read: this result, registered by the
+            # plan role) the plans with every contract key (issue #17: formerly a set_fact through the plan_complete
+            # filter). hostvars are read only for a plan that lacks a key.
+            hostvars = task_vars.get("hostvars", {})
+            result["plans"] = plan_contract.complete(
+                {"plans": plan["plans"]},
+                lambda host: dict((k, to_plain(hostvars[host][k])) for k in FALLBACK_VARS if k in hostvars[host]),
+                recipe.get("defaults") or {})["plans"]
+        # else plan.yml: rendered, written and shown; nothing after it reads plan_result.plans (issue #17).
         return result

@@ -22,6 +22,7 @@ CLUSTER_PLAN = dict(
     overrides=dict(type="dict", default={}),
     recipe=dict(type="str", default="kimi_k3"),
     dest=dict(type="path"),
+    return_plans=dict(type="bool", default=True),
 )
 
 PREFLIGHT_REPORT = dict(

@@ -44,7 +44,8 @@ def test_example_inventory_plans_are_accepted_by_their_vllm_version(inventory, t
         assert ev.get("event") != "runner_on_unreachable"
         res = data.get("res", {})
         if ev.get("event") in ("runner_on_ok", "runner_item_on_ok") and "results" not in res and \
-                data.get("task_action") not in ("ansible.builtin.validate_argument_spec", "validate_argument_spec"):
+                data.get("task_action") not in ("ansible.builtin.validate_argument_spec", "validate_argument_spec",
+                                                "ansible.builtin.include_role", "include_role"):
             delegated = data.get("res", {}).get("_ansible_delegated_vars", {})
             assert delegated.get("ansible_connection") == "local", data.get("task")
 
@@ -97,3 +98,22 @@ def test_a_later_plan_play_keeps_the_plan_an_earlier_play_made(tmp_path):
     checked = [ev["event_data"]["host"] for ev in r.events if ev.get("event") == "runner_on_ok"
                and ev.get("event_data", {}).get("task") == "Every host still has its plan"]
     assert "kimi-router01" in checked and len(checked) == 5, checked  # 2 replicas x 2 trays + the router
+
+
+def test_plan_playbook_plans_once_and_returns_the_count_not_the_plans(tmp_path):
+    """plan.yml includes the role once (no per-host role_complete step, issue #17) and leaves the plans in the
+    files: its plan_result carries the node count, the summary and the cluster, not plan_result.plans. A --limit
+    to one worker still plans (and writes) every node, as before."""
+    r = run_playbook("plan.yml", EXAMPLES[1], extravars={"plan_dir": str(tmp_path)}, envvars=API_KEY_ENV,
+                     limit="gb300-tray02")
+    assert r.status == "successful", failed_tasks(r)
+    planned = [ev["event_data"] for ev in r.events if ev.get("event") == "runner_on_ok"
+               and ev["event_data"].get("task_action") == "gpufleet.kimi_k3.cluster_plan"]
+    assert len(planned) == 1
+    res = planned[0]["res"]
+    files = sorted(glob.glob(str(tmp_path / "*.json")))
+    assert "plans" not in res and res["nodes"] == len(files) == 4
+    assert res["cluster"]["head"] and res["summary"]
+    summary = [ev["event_data"]["res"]["msg"] for ev in r.events if ev.get("event") == "runner_on_ok"
+               and ev["event_data"].get("task") == "What was written and what to look at next"]
+    assert any("(4 node(s))" in line for line in summary[0]), summary

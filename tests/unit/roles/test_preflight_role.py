@@ -176,3 +176,15 @@ def test_weights_must_be_the_pinned_revision(tmp_path, revision, present):
     disk = by(report, "node01", "disk")[0]
     assert ("moonshotai/Kimi-K3@" + revision) in disk["expected"]
     assert (disk["status"] == "pass") is present, disk
+
+
+def test_access_paths_default_to_each_nodes_launch_env_dir(tmp_path):
+    """preflight_access_paths defaults to each node's launch_env_dir (the launch role's), /etc/kimi-k3 where the
+    inventory does not set it (an inline if, not the default filter: issue #17); the model cache directory comes from
+    the plan through preflight_probe_args."""
+    env02 = str(tmp_path / "env-node02")
+    r, _report = preflight(tmp_path, host_vars={"node02": {"launch_env_dir": env02}})
+    probed = task_results(r, PROBE_TASK)
+    paths = dict((h, sorted(probed[h]["ansible_facts"]["node_probe"]["access"]["paths"])) for h in probed)
+    assert paths == {"node01": sorted(["/etc/kimi-k3", str(tmp_path / "cache")]),
+                     "node02": sorted([env02, str(tmp_path / "cache")])}

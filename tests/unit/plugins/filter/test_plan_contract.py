@@ -97,6 +97,13 @@ def test_require_and_plan_problem_name_the_host_and_the_fix():
     old = copy.deepcopy(result)
     del old["plans"]["tray01"]["docker_host"]
     assert "the plan lacks docker_host" in plan_filters.plan_problem(old, "tray01")       # an older plan role
+    # plan.yml's plan_result (plan_return_plans: false): the count, no plans - the refusal says what to set
+    files_only = {"ok": True, "nodes": 2, "cluster": result["cluster"], "summary": ["x"]}
+    assert plan_filters.plan_problem(files_only, "tray01") == (
+        "tray01: plan_result holds no plans (the plan role ran with plan_return_plans: false, as "
+        "playbooks/plan.yml does) - apply gpufleet.kimi_k3.plan with plan_return_plans: true before this role.")
+    assert "plan_result is not set" in plan_filters.plan_problem(dict(files_only, nodes=0), "tray01")
+    assert "plan_result is not set" in plan_filters.plan_problem(dict(files_only, plans={}), "tray01")
 
 
 def test_plan_complete_filter_reads_only_the_fallback_variables():

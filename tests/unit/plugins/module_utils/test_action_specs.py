@@ -4,10 +4,10 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_spe
 
 def test_an_explicit_null_takes_the_default_and_a_given_value_stays():
     args = {"group": None, "head_group": "heads", "router_group": "vllm_router", "overrides": None,
-            "recipe": "kimi_k3", "dest": None}
+            "recipe": "kimi_k3", "dest": None, "return_plans": None}
     out = S.null_is_default(args, S.CLUSTER_PLAN)
     assert out == {"group": "vllm_cluster", "head_group": "heads", "router_group": "vllm_router", "overrides": {},
-                   "recipe": "kimi_k3", "dest": None}            # dest has no default: None stays None
+                   "recipe": "kimi_k3", "dest": None, "return_plans": True}  # dest has no default: None stays None
     assert args["overrides"] is None and args["group"] is None   # the caller's dict is not changed
 
 

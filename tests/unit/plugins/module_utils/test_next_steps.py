@@ -50,3 +50,12 @@ def test_deploy_with_tags(tags, stage):
 def test_unknown_stage():
     with pytest.raises(ValueError, match="stage must be one of deploy, plan, preflight"):
         summary("smoke", {}, "/a", None)
+
+
+def test_plan_summary_counts_the_nodes_of_a_result_without_plans():
+    """plan.yml registers the node count, not the plans (plan_return_plans: false, issue #17)."""
+    files_only = {"dest": "/site/artifacts/plan", "nodes": 1152, "cluster": PLAN["cluster"]}
+    lines = summary("plan", files_only, "/site/artifacts", None, cwd="/site", exists=_exists("/site/artifacts/plan"))
+    assert lines[1] == "plans: artifacts/plan/<host>.json and <host>.sh (1152 node(s))"
+    assert summary("plan", PLAN, "/site/artifacts", None, cwd="/site",
+                   exists=_exists("/site/artifacts/plan"))[1].endswith("(2 node(s))")
