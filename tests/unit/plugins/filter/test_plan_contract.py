@@ -104,6 +104,18 @@ def test_require_and_plan_problem_name_the_host_and_the_fix():
         "playbooks/plan.yml does) - apply gpufleet.kimi_k3.plan with plan_return_plans: true before this role.")
     assert "plan_result is not set" in plan_filters.plan_problem(dict(files_only, nodes=0), "tray01")
     assert "plan_result is not set" in plan_filters.plan_problem(dict(files_only, plans={}), "tray01")
+    # exact wording of the other refusals (host first, then what to do), and a plan_result that is not a mapping
+    assert plan_filters.plan_problem(full, "ghost") == (
+        "ghost: the plan has no entry for this host (is it in group vllm_cluster?) - " + PCT.RUN_PLAN_FIRST + ".")
+    older = copy.deepcopy(result)
+    del older["plans"]["tray01"]["docker_host"], older["plans"]["tray01"]["model"]
+    assert PCT.missing_keys(older["plans"]["tray01"]) == ["docker_host", "model"]
+    with pytest.raises(ValueError) as err:
+        PCT.require(older, "tray01")
+    assert str(err.value) == ("tray01: the plan lacks docker_host, model - the plan role is older than this role; "
+                              "update the collection.")
+    with pytest.raises(ValueError, match="^tray01: plan_result is not set"):
+        PCT.require(["not", "a", "mapping"], "tray01")
 
 
 def test_plan_complete_filter_reads_only_the_fallback_variables():
