@@ -38,7 +38,7 @@ def missing_keys(plan):
 def require(plan_result, host):
     """One host's plan, or ValueError naming the host and what to do."""
     plans = (plan_result or {}).get("plans") if isinstance(plan_result, dict) else None
-    if not plans and isinstance(plan_result, dict) and plan_result.get("nodes") and "plans" not in plan_result:
+    if isinstance(plan_result, dict) and "plans" not in plan_result and plan_result.get("nodes"):
         raise ValueError("%s: plan_result holds no plans (the plan role ran with plan_return_plans: false, as "
                          "playbooks/plan.yml does) - apply gpufleet.kimi_k3.plan with plan_return_plans: true "
                          "before this role." % host)
