@@ -2,7 +2,8 @@
 """Benchmark (issue #17): what each controller setting of the site's ansible.cfg (roles/site/templates/ansible.cfg.j2)
 is worth, measured on the lightweight sim nodes (`simctl up --cluster light`, no lock needed).
 
-Every variant changes ONE setting of the site template's values (environment variables override ansible.cfg) and
+Every variant changes ONE setting of the site template's values (environment variables override ansible.cfg; the
+internal_poll_interval variants, a setting with no environment variable, get an ansible.cfg of their own) and
 runs `playbooks/preflight.yml` (one probe per node) on N nodes; the fact-gathering and strategy variants run
 benchmarks/playbooks/settings_probe.yml (one ping per node, the play leaves gathering to the setting), because the
 collection's playbooks never gather facts and must not run `strategy: free` (their run_once judgements need every
@@ -11,8 +12,10 @@ node's result). Printed per variant: wall, controller CPU, nodes' CPU (median of
 Usage: .venv/bin/python benchmarks/controller_settings.py [--nodes 32] [--repeat 3] [--keep-light]
 """
 import argparse
+import shutil
 import statistics
 import sys
+import tempfile
 
 import fleet_scale  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from fleet_scale import lightnodes  # noqa: E402
@@ -21,9 +24,14 @@ SITE_SSH = "-C -o ControlMaster=auto -o ControlPersist=30m"
 FAST_KEX = "-o KexAlgorithms=curve25519-sha256,curve25519-sha256@libssh.org,sntrup761x25519-sha512@openssh.com"
 SITE = {"ANSIBLE_PIPELINING": "True", "ANSIBLE_SSH_ARGS": SITE_SSH, "ANSIBLE_GATHERING": "explicit"}
 PREFLIGHT, PING = "playbooks/preflight.yml", "benchmarks/playbooks/settings_probe.yml"
-# (name, playbook, environment on top of SITE, forks or None = nodes)
+# (name, playbook, environment on top of SITE, forks or None = nodes[, ansible.cfg [defaults] keys])
+# internal_poll_interval has no environment variable: its variants get an ansible.cfg of their own (the repo's, and
+# the site template's, say 0.01).
 VARIANTS = [
-    ("site template (pipelining, ControlPersist 30m, -C, forks >= nodes)", PREFLIGHT, {}, None),
+    ("site template (pipelining, ControlPersist 30m, -C, forks >= nodes, internal_poll_interval 0.01)", PREFLIGHT,
+     {}, None),
+    ("internal_poll_interval 0.001 (ansible-core's default)", PREFLIGHT, {}, None, {"internal_poll_interval": 0.001}),
+    ("internal_poll_interval 0.05", PREFLIGHT, {}, None, {"internal_poll_interval": 0.05}),
     ("pipelining off", PREFLIGHT, {"ANSIBLE_PIPELINING": "False"}, None),
     ("no ControlPersist (ControlMaster=no)", PREFLIGHT, {"ANSIBLE_SSH_ARGS": "-C -o ControlMaster=no"}, None),
     ("no ssh compression (-C dropped)", PREFLIGHT, {"ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=30m"},
@@ -34,6 +42,18 @@ VARIANTS = [
     ("ping play, gathering implicit (facts per node)", PING, {"ANSIBLE_GATHERING": "implicit"}, None),
     ("ping play, strategy free", PING, {"ANSIBLE_STRATEGY": "free"}, None),
 ]
+
+
+def variant_runs(variant, nodes, repeat):
+    playbook, env, forks = variant[1:4]
+    env = dict(SITE, **env)
+    cfgdir = tempfile.mkdtemp(prefix="settings-cfg-")
+    try:
+        if len(variant) > 4:
+            env["ANSIBLE_CONFIG"] = fleet_scale.config_with(variant[4], cfgdir)
+        return [fleet_scale.preflight_run(nodes, env, playbook, forks) for _run in range(repeat)]
+    finally:
+        shutil.rmtree(cfgdir, ignore_errors=True)
 
 
 def main():
@@ -49,9 +69,8 @@ def main():
     rows = []
     try:
         for i in pick:
-            name, playbook, env, forks = VARIANTS[i]
-            runs = [fleet_scale.preflight_run(args.nodes, dict(SITE, **env), playbook, forks)
-                    for _run in range(args.repeat)]
+            runs = variant_runs(VARIANTS[i], args.nodes, args.repeat)
+            name = VARIANTS[i][0]
             row = [name] + [statistics.median(r[k] for r in runs) for k in ("wall", "ctrl", "node")]
             rows.append(row)
             print("%-60s wall %s ctrl %s nodes %s rc %s" % (name, *(["/".join("%.2f" % r[k] for r in runs)

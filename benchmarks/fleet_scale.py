@@ -27,10 +27,12 @@ Usage: .venv/bin/python benchmarks/fleet_scale.py [--plan-sizes 64,144,576,1152]
 
 Preflight connection variants (--variants): cold (default: one new SSH connection per node and run), warm (the
 ControlPersist masters of a warm-up run reused, as an operator's rerun within the site's ControlPersist), curve25519
-(new connections, curve25519-sha256 key exchange first). --floor adds a one-ping-per-node play in each variant: what
+(new connections, curve25519-sha256 key exchange first), cold-poll-default (cold, with ansible-core's default
+internal_poll_interval of 0.001 s instead of the 0.01 s of the repo's and the site's ansible.cfg). --floor adds a one-ping-per-node play in each variant: what
 Ansible itself costs per node, the floor under any preflight.
 """
 import argparse
+import configparser
 import contextlib
 import json
 import os
@@ -197,6 +199,20 @@ def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=N
     return {"wall": wall, "ctrl": ctrl, "node": node, "calls": len(hosts), "rc": p.returncode, "report": report}
 
 
+def config_with(defaults, folder):
+    """An ansible.cfg in ``folder``: the repo's, with the ``[defaults]`` keys of ``defaults`` replaced - for settings
+    ansible-core reads from ansible.cfg only (internal_poll_interval has no environment variable)."""
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(os.path.join(REPO, "ansible.cfg"))
+    cfg.set("defaults", "collections_path", os.path.join(REPO, "build", "collections"))
+    for key, value in defaults.items():
+        cfg.set("defaults", key, str(value))
+    path = os.path.join(folder, "ansible.cfg")
+    with open(path, "w") as f:
+        cfg.write(f)
+    return path
+
+
 # The connection variants of the preflight table (--variants): how the controller reaches the nodes.
 SSH_ARGS = "-o ControlMaster=auto -o ControlPersist=120s"  # the repo's ansible.cfg
 VARIANTS = {
@@ -207,6 +223,9 @@ VARIANTS = {
     "warm": {"warm": True},
     # new connections with curve25519-sha256 first (site_ssh_kex_algorithms of the site template)
     "curve25519": {"env": {"ANSIBLE_SSH_ARGS": SSH_ARGS + " -o KexAlgorithms=curve25519-sha256"}},
+    # cold, with ansible-core's default internal_poll_interval (0.001 s) instead of the repo's and the site's 0.01:
+    # the main process checks every worker 1,000 times a second while the nodes run the probe
+    "cold-poll-default": {"ini": {"internal_poll_interval": "0.001"}},
 }
 PING = "benchmarks/playbooks/settings_probe.yml"  # one ping per node: Ansible's own floor per node
 
@@ -215,15 +234,18 @@ def _variant_runs(n, repeat, variant, playbook):
     spec = VARIANTS[variant]
     # the ping play leaves fact gathering to the setting: none, like the collection's playbooks
     env = dict(spec.get("env") or {}, **({"ANSIBLE_GATHERING": "explicit"} if playbook == PING else {}))
-    if not spec.get("warm"):
-        return [preflight_run(n, env, playbook) for _run in range(repeat)]
-    cpdir = tempfile.mkdtemp(prefix="fb-warm-")
+    cpdir, cfgdir = tempfile.mkdtemp(prefix="fb-warm-"), tempfile.mkdtemp(prefix="fb-cfg-")
     try:
+        if spec.get("ini"):
+            env["ANSIBLE_CONFIG"] = config_with(spec["ini"], cfgdir)
+        if not spec.get("warm"):
+            return [preflight_run(n, env, playbook) for _run in range(repeat)]
         preflight_run(n, env, playbook, control_dir=cpdir)  # opens the masters
         return [preflight_run(n, env, playbook, control_dir=cpdir) for _run in range(repeat)]
     finally:
         _close_masters(cpdir)
         shutil.rmtree(cpdir, ignore_errors=True)
+        shutil.rmtree(cfgdir, ignore_errors=True)
 
 
 def preflight_rows(sizes, repeat, variant="cold", playbook="playbooks/preflight.yml"):

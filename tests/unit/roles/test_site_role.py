@@ -90,9 +90,11 @@ def _cfg(path):
 
 def test_ansible_cfg_is_read_by_ansible_with_the_fleet_settings(site, tmp_path):
     """The controller settings large sites use (docs/install.md): one wave, no facts, pipelining, one reused SSH
-    connection per node; the key exchange stays OpenSSH's unless site_ssh_kex_algorithms says otherwise."""
+    connection per node, the main process polling its workers every 10 ms instead of every 1 ms; the key exchange stays
+    OpenSSH's unless site_ssh_kex_algorithms says otherwise."""
     cfg = _cfg(site[0] / "ansible.cfg")
     assert cfg.get("defaults", "forks") == "64" and cfg.get("defaults", "gathering") == "explicit"
+    assert cfg.get("defaults", "internal_poll_interval") == "0.01"
     assert not cfg.has_option("defaults", "strategy")                     # linear: run_once steps need every node
     assert cfg.getboolean("ssh_connection", "pipelining") is True
     ssh_args = cfg.get("ssh_connection", "ssh_args").split()
@@ -100,6 +102,7 @@ def test_ansible_cfg_is_read_by_ansible_with_the_fleet_settings(site, tmp_path):
     assert not [a for a in ssh_args if a.startswith("KexAlgorithms")]
     rc, out = _site_init(tmp_path, "-e", "site_dir=%s" % (tmp_path / "s"), "-e",
                          '{"site_inventories": ["gb300-cluster"], "site_forks": 300, '
+                         '"site_internal_poll_interval": 0.05, '
                          '"site_ssh_kex_algorithms": "curve25519-sha256,sntrup761x25519-sha512@openssh.com"}')
     assert rc == 0, out
     fast = _cfg(tmp_path / "s" / "ansible.cfg")
@@ -112,4 +115,6 @@ def test_ansible_cfg_is_read_by_ansible_with_the_fleet_settings(site, tmp_path):
                        timeout=120, check=False)
     assert p.returncode == 0, p.stdout
     assert re.search(r"DEFAULT_FORKS.*= 300", p.stdout) and re.search(r"DEFAULT_GATHERING.*= explicit", p.stdout)
+    # the key is one ansible-core reads (from ansible.cfg only; ANSIBLE_INTERNAL_POLL_INTERVAL does nothing)
+    assert re.search(r"DEFAULT_INTERNAL_POLL_INTERVAL.*= 0\.05", p.stdout), p.stdout
     assert "KexAlgorithms=curve25519-sha256" in p.stdout
