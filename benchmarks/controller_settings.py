@@ -12,10 +12,8 @@ node's result). Printed per variant: wall, controller CPU, nodes' CPU (median of
 Usage: .venv/bin/python benchmarks/controller_settings.py [--nodes 32] [--repeat 3] [--keep-light]
 """
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 
 import fleet_scale  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from fleet_scale import lightnodes  # noqa: E402
@@ -46,14 +44,9 @@ VARIANTS = [
 
 def variant_runs(variant, nodes, repeat):
     playbook, env, forks = variant[1:4]
-    env = dict(SITE, **env)
-    cfgdir = tempfile.mkdtemp(prefix="settings-cfg-")
-    try:
-        if len(variant) > 4:
-            env["ANSIBLE_CONFIG"] = fleet_scale.config_with(variant[4], cfgdir)
+    with fleet_scale.config_env(variant[4] if len(variant) > 4 else None) as cfg_env:
+        env = dict(SITE, **env, **cfg_env)
         return [fleet_scale.preflight_run(nodes, env, playbook, forks) for _run in range(repeat)]
-    finally:
-        shutil.rmtree(cfgdir, ignore_errors=True)
 
 
 def main():

@@ -28,8 +28,8 @@ Usage: .venv/bin/python benchmarks/fleet_scale.py [--plan-sizes 64,144,576,1152]
 Preflight connection variants (--variants): cold (default: one new SSH connection per node and run), warm (the
 ControlPersist masters of a warm-up run reused, as an operator's rerun within the site's ControlPersist), curve25519
 (new connections, curve25519-sha256 key exchange first), cold-poll-default (cold, with ansible-core's default
-internal_poll_interval of 0.001 s instead of the 0.01 s of the repo's and the site's ansible.cfg). --floor adds a one-ping-per-node play in each variant: what
-Ansible itself costs per node, the floor under any preflight.
+internal_poll_interval of 0.001 s instead of the 0.01 s of the repo's and the site's ansible.cfg). --floor adds a
+one-ping-per-node play in each variant: what Ansible itself costs per node, the floor under any preflight.
 """
 import argparse
 import configparser
@@ -199,6 +199,20 @@ def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=N
     return {"wall": wall, "ctrl": ctrl, "node": node, "calls": len(hosts), "rc": p.returncode, "report": report}
 
 
+@contextlib.contextmanager
+def config_env(defaults):
+    """{"ANSIBLE_CONFIG": a temporary ansible.cfg with ``defaults`` (config_with)} for the ``with`` block; {} when
+    ``defaults`` is empty (the repo's ansible.cfg stays)."""
+    if not defaults:
+        yield {}
+        return
+    folder = tempfile.mkdtemp(prefix="fb-cfg-")
+    try:
+        yield {"ANSIBLE_CONFIG": config_with(defaults, folder)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def config_with(defaults, folder):
     """An ansible.cfg in ``folder``: the repo's, with the ``[defaults]`` keys of ``defaults`` replaced - for settings
     ansible-core reads from ansible.cfg only (internal_poll_interval has no environment variable)."""
@@ -234,18 +248,17 @@ def _variant_runs(n, repeat, variant, playbook):
     spec = VARIANTS[variant]
     # the ping play leaves fact gathering to the setting: none, like the collection's playbooks
     env = dict(spec.get("env") or {}, **({"ANSIBLE_GATHERING": "explicit"} if playbook == PING else {}))
-    cpdir, cfgdir = tempfile.mkdtemp(prefix="fb-warm-"), tempfile.mkdtemp(prefix="fb-cfg-")
-    try:
-        if spec.get("ini"):
-            env["ANSIBLE_CONFIG"] = config_with(spec["ini"], cfgdir)
+    with config_env(spec.get("ini")) as cfg_env:
+        env.update(cfg_env)
         if not spec.get("warm"):
             return [preflight_run(n, env, playbook) for _run in range(repeat)]
-        preflight_run(n, env, playbook, control_dir=cpdir)  # opens the masters
-        return [preflight_run(n, env, playbook, control_dir=cpdir) for _run in range(repeat)]
-    finally:
-        _close_masters(cpdir)
-        shutil.rmtree(cpdir, ignore_errors=True)
-        shutil.rmtree(cfgdir, ignore_errors=True)
+        cpdir = tempfile.mkdtemp(prefix="fb-warm-")
+        try:
+            preflight_run(n, env, playbook, control_dir=cpdir)  # opens the masters
+            return [preflight_run(n, env, playbook, control_dir=cpdir) for _run in range(repeat)]
+        finally:
+            _close_masters(cpdir)
+            shutil.rmtree(cpdir, ignore_errors=True)
 
 
 def preflight_rows(sizes, repeat, variant="cold", playbook="playbooks/preflight.yml"):
