@@ -24,18 +24,23 @@ Preflight table, per size N (default 8 / 32 / 64) on the LIGHTWEIGHT sim nodes (
 Each figure is the median over --repeat runs (the machine is shared: also printed is the 1-minute load average).
 Usage: .venv/bin/python benchmarks/fleet_scale.py [--plan-sizes 64,144,576,1152] [--preflight-sizes 8,32,64]
        [--repeat 3] [--no-plan] [--no-preflight] [--keep-light] [--variants cold,warm,curve25519] [--floor]
+       [--ssh-floor]
 
 Preflight connection variants (--variants): cold (default: one new SSH connection per node and run), warm (the
 ControlPersist masters of a warm-up run reused, as an operator's rerun within the site's ControlPersist), curve25519
 (new connections, curve25519-sha256 key exchange first), cold-poll-default (cold, with ansible-core's default
 internal_poll_interval of 0.001 s instead of the 0.01 s of the repo's and the site's ansible.cfg). --floor adds a
 one-ping-per-node play in each variant: what Ansible itself costs per node, the floor under any preflight.
+--ssh-floor adds one plain ssh per node in each variant, without Ansible (a payload the size of the probe's in, a
+reply the size of its result out): what the connection itself costs per node, the floor under any controller.
 """
 import argparse
+import concurrent.futures
 import configparser
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -159,44 +164,90 @@ def _close_masters(cpdir):
                        capture_output=True, check=False, timeout=20)
 
 
-def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=None, control_dir=None):
-    """One playbook run (preflight.yml) on the first n light nodes; controller CPU from a cgroup of its own (every
-    process ansible-playbook starts, ssh ControlPersist masters included), nodes' CPU from theirs. With
-    ``control_dir`` the SSH ControlPersist masters live there and stay up after the run (the next run reuses them,
-    as an operator's rerun within the site's ControlPersist does); without, every run opens and closes its own."""
+@contextlib.contextmanager
+def measured(control_dir=None):
+    """A cpuacct cgroup of its own for the ``with`` block: yields ``(join, cpdir, figures)``. Processes started with
+    ``preexec_fn=join`` are counted (with their ssh ControlPersist masters); ``figures`` gets wall, ctrl (their CPU)
+    and node (the light nodes' CPU) at the end. With ``control_dir`` the SSH ControlPersist masters live there and
+    stay up after the block (the next run reuses them, as an operator's rerun within the site's ControlPersist
+    does); without, the block gets a new directory and its masters are closed, and counted, at the end."""
     cg = os.path.join(CGROUP_ROOT, "fleet-bench-%d" % os.getpid())
     os.makedirs(cg, exist_ok=True)
-    cpdir, art = control_dir or tempfile.mkdtemp(prefix="fb-cp-"), tempfile.mkdtemp(prefix="fb-pf-")
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_SSH_CONTROL_PATH_DIR=cpdir, PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
-    env.update(env_extra or {})
-    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), playbook, "-i", "inventories/sim-light",
-           "--limit", ",".join(w["name"] for w in lightnodes.nodes(n)), "--forks", str(forks or max(n, 5)),
-           "-e", json.dumps(dict(EXTRA, preflight_artifacts_dir=art))]
+    cpdir = control_dir or tempfile.mkdtemp(prefix="fb-cp-")
 
     def join():
         with open(os.path.join(cg, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
+    figures = {}
     try:
         c0, n0, t0 = cg_usage(cg), lightnodes.cpu_seconds(), time.perf_counter()
-        p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False, preexec_fn=join)
-        wall = time.perf_counter() - t0
+        yield join, cpdir, figures
+        figures["wall"] = time.perf_counter() - t0
         if not control_dir:
             _close_masters(cpdir)
-        ctrl, node = cg_usage(cg) - c0, lightnodes.cpu_seconds() - n0
+        figures.update(ctrl=cg_usage(cg) - c0, node=lightnodes.cpu_seconds() - n0)
+    finally:
+        if not control_dir:
+            shutil.rmtree(cpdir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(cg)
+
+
+def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=None, control_dir=None):
+    """One playbook run (preflight.yml) on the first n light nodes; controller CPU from a cgroup of its own (every
+    process ansible-playbook starts, ssh ControlPersist masters included), nodes' CPU from theirs (``measured``)."""
+    art = tempfile.mkdtemp(prefix="fb-pf-")
+    try:
+        with measured(control_dir) as (join, cpdir, figures):
+            env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+                       ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_SSH_CONTROL_PATH_DIR=cpdir,
+                       PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+            env.update(env_extra or {})
+            cmd = [os.path.join(VENV_BIN, "ansible-playbook"), playbook, "-i", "inventories/sim-light",
+                   "--limit", ",".join(w["name"] for w in lightnodes.nodes(n)), "--forks", str(forks or max(n, 5)),
+                   "-e", json.dumps(dict(EXTRA, preflight_artifacts_dir=art))]
+            p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False, preexec_fn=join)
         result = json.loads(p.stdout)
         report = None
         if os.path.exists(os.path.join(art, "preflight-report.json")):
             with open(os.path.join(art, "preflight-report.json")) as f:
                 report = json.load(f)
     finally:
-        if not control_dir:
-            shutil.rmtree(cpdir, ignore_errors=True)
         shutil.rmtree(art, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.rmdir(cg)
     _span, hosts = task_seconds(result, PROBE_TASK)
-    return {"wall": wall, "ctrl": ctrl, "node": node, "calls": len(hosts), "rc": p.returncode, "report": report}
+    return dict(figures, calls=len(hosts), rc=p.returncode, report=report)
+
+
+# --ssh-floor: no Ansible at all - one plain ssh client per node, all at once (threads), sending a payload the size of
+# node_probe's AnsiballZ payload (196,845 bytes: module_common.modify_module, ZIP_DEFLATED, 2026-12-02) to python3
+# on the node and reading a reply the size of a probe result (about 9 KB per node). The cost of the connection itself:
+# the floor under any controller, Ansible or not, that reaches the nodes over OpenSSH with these settings.
+PROBE_PAYLOAD = b"A" * 196845
+PROBE_REPLY_BYTES = 9000
+
+
+def ssh_command(node, ssh_args, cpdir):
+    """The ssh client command for one node: the variant's ssh_args (the repo's ansible.cfg unless the variant sets
+    ANSIBLE_SSH_ARGS), the light inventory's key and host-key options, a ControlPath in ``cpdir``."""
+    remote = "/usr/bin/python3 -c 'import sys; sys.stdin.buffer.read(); sys.stdout.write(\"x\" * %d)'" % (
+        PROBE_REPLY_BYTES)
+    return (["ssh"] + shlex.split(ssh_args) + [
+        "-o", "ControlPath=%s/%%C" % cpdir, "-i", os.path.join(lightnodes.STATE, "ssh", "id_ed25519"),
+        "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+        "-o", "LogLevel=ERROR", "root@" + node["address"], remote])
+
+
+def ssh_run(n, env_extra=None, control_dir=None):
+    """One plain ssh per node on the first n light nodes at once, measured as preflight_run measures a playbook."""
+    ssh_args = (env_extra or {}).get("ANSIBLE_SSH_ARGS", SSH_ARGS)
+    with measured(control_dir) as (join, cpdir, figures):
+        def one(node):
+            p = subprocess.run(ssh_command(node, ssh_args, cpdir), input=PROBE_PAYLOAD, capture_output=True,
+                               check=False, preexec_fn=join)
+            return p.returncode == 0 and len(p.stdout) == PROBE_REPLY_BYTES
+        with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+            replies = list(pool.map(one, lightnodes.nodes(n)))
+    return dict(figures, calls=sum(replies), rc=0 if all(replies) else 1, report=None)
 
 
 @contextlib.contextmanager
@@ -242,6 +293,13 @@ VARIANTS = {
     "cold-poll-default": {"ini": {"internal_poll_interval": "0.001"}},
 }
 PING = "benchmarks/playbooks/settings_probe.yml"  # one ping per node: Ansible's own floor per node
+SSH_FLOOR = "plain-ssh"  # --ssh-floor: ssh_run instead of a playbook (no Ansible)
+
+
+def _one_run(n, env, playbook, control_dir=None):
+    if playbook == SSH_FLOOR:
+        return ssh_run(n, env, control_dir)
+    return preflight_run(n, env, playbook, control_dir=control_dir)
 
 
 def _variant_runs(n, repeat, variant, playbook):
@@ -251,11 +309,11 @@ def _variant_runs(n, repeat, variant, playbook):
     with config_env(spec.get("ini")) as cfg_env:
         env.update(cfg_env)
         if not spec.get("warm"):
-            return [preflight_run(n, env, playbook) for _run in range(repeat)]
+            return [_one_run(n, env, playbook) for _run in range(repeat)]
         cpdir = tempfile.mkdtemp(prefix="fb-warm-")
         try:
-            preflight_run(n, env, playbook, control_dir=cpdir)  # opens the masters
-            return [preflight_run(n, env, playbook, control_dir=cpdir) for _run in range(repeat)]
+            _one_run(n, env, playbook, control_dir=cpdir)  # opens the masters
+            return [_one_run(n, env, playbook, control_dir=cpdir) for _run in range(repeat)]
         finally:
             _close_masters(cpdir)
             shutil.rmtree(cpdir, ignore_errors=True)
@@ -303,6 +361,8 @@ def main():
                     help="preflight connection variants, comma-separated: %s" % ", ".join(sorted(VARIANTS)))
     ap.add_argument("--floor", action="store_true",
                     help="also a one-ping-per-node play in every variant: Ansible's own cost per node")
+    ap.add_argument("--ssh-floor", action="store_true",
+                    help="also one plain ssh per node in every variant, no Ansible: the connection's own cost")
     args = ap.parse_args()
     print("load average at start: %s" % " ".join(open("/proc/loadavg").read().split()[:3]), flush=True)
     out = {}
@@ -311,7 +371,8 @@ def main():
         out["plan"] = [plan_row(int(n), args.repeat, recipe, snaps) for n in args.plan_sizes.split(",")]
     if not args.no_preflight:
         sizes = [int(n) for n in args.preflight_sizes.split(",")]
-        playbooks = ["playbooks/preflight.yml"] + ([PING] if args.floor else [])
+        playbooks = (["playbooks/preflight.yml"] + ([PING] if args.floor else [])
+                     + ([SSH_FLOOR] if args.ssh_floor else []))
         out["preflight"] = {}
         try:
             for variant in args.variants.split(","):
