@@ -189,8 +189,20 @@ def measured(control_dir=None):
     finally:
         if not control_dir:
             shutil.rmtree(cpdir, ignore_errors=True)
-        with contextlib.suppress(OSError):
+        _remove_cgroup(cg)
+
+
+def _remove_cgroup(cg, timeout=5.0):
+    """rmdir the cgroup once its last process (a ControlPersist master told to exit) has gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
             os.rmdir(cg)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
 
 def preflight_run(n, env_extra=None, playbook="playbooks/preflight.yml", forks=None, control_dir=None):
