@@ -240,13 +240,10 @@ PROBE_REPLY_BYTES = 9000
 
 def ssh_command(node, ssh_args, cpdir):
     """The ssh client command for one node: the variant's ssh_args (the repo's ansible.cfg unless the variant sets
-    ANSIBLE_SSH_ARGS), the light inventory's key and host-key options, a ControlPath in ``cpdir``."""
+    ANSIBLE_SSH_ARGS) and a ControlPath in ``cpdir``, on the light cluster's own login (lightnodes.ssh_command)."""
     remote = "/usr/bin/python3 -c 'import sys; sys.stdin.buffer.read(); sys.stdout.write(\"x\" * %d)'" % (
         PROBE_REPLY_BYTES)
-    return (["ssh"] + shlex.split(ssh_args) + [
-        "-o", "ControlPath=%s/%%C" % cpdir, "-i", os.path.join(lightnodes.STATE, "ssh", "id_ed25519"),
-        "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-        "-o", "LogLevel=ERROR", "root@" + node["address"], remote])
+    return lightnodes.ssh_command(node, remote, shlex.split(ssh_args) + ["-o", "ControlPath=%s/%%C" % cpdir])
 
 
 def ssh_run(n, env_extra=None, control_dir=None):

@@ -79,7 +79,7 @@ def _keys():
     for name in ("id_ed25519", "ssh_host_ed25519_key"):
         if not os.path.exists(os.path.join(d, name)):
             _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kimi-sim-light", "-f", os.path.join(d, name)])
-    return os.path.join(d, "id_ed25519"), os.path.join(d, "ssh_host_ed25519_key")
+    return client_key_path(), os.path.join(d, "ssh_host_ed25519_key")
 
 
 def _profile_helper():
@@ -159,17 +159,29 @@ def _start(node, client_key, host_key):
     return True
 
 
-def _login_ok(node, key):
-    p = _run(["ssh", "-i", key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
-              "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5",
-              "root@" + node["address"], "nvidia-smi -L >/dev/null && /usr/bin/python3 -c 'import json'"], timeout=20)
+def client_key_path():
+    """The inventory's client key (made by _keys)."""
+    return os.path.join(STATE, "ssh", "id_ed25519")
+
+
+def ssh_command(node, remote, options=()):
+    """A plain ssh login to a light node as the inventory makes it (client key, no host-key checks), ``options``
+    first, then ``remote`` run there."""
+    return (["ssh"] + list(options) + ["-i", client_key_path(), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                                       "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                                       "root@" + node["address"], remote])
+
+
+def _login_ok(node):
+    p = _run(ssh_command(node, "nvidia-smi -L >/dev/null && /usr/bin/python3 -c 'import json'",
+                         ["-o", "ConnectTimeout=5"]), timeout=20)
     return p.returncode == 0
 
 
-def _wait_login(node, key, timeout=60):
+def _wait_login(node, timeout=60):
     end = time.time() + timeout
     while time.time() < end:
-        if _login_ok(node, key):
+        if _login_ok(node):
             return
         time.sleep(0.3)
     raise RuntimeError("ssh login to light node %s (%s) failed for %ss" % (node["name"], node["address"], timeout))
@@ -260,7 +272,7 @@ def up(n=None):
         _write(os.path.join(STATE, "cluster.json"), json.dumps({"nodes": want}, indent=2) + "\n")
         write_inventory(want, client_key)
         with cf.ThreadPoolExecutor(max_workers=8) as ex:
-            list(ex.map(lambda w: _wait_login(w, client_key), want))
+            list(ex.map(_wait_login, want))
     log("up: light cluster, %d node(s) (%d started) ready in %.1fs; inventory %s"
         % (n, sum(started), time.time() - t0, os.path.relpath(INVENTORY, REPO)))
 
