@@ -15,7 +15,7 @@ notes:
   - 'The inventory variables below are declared once in module_utils/plan_variables.py; the same table validates
     them (docs/variables.md has the table).'
   - 'C(kimi_k3_accelerator) (str, cluster scope, default required): GPU model of every node. Allowed: gb300,
-    gb200, b300, b200, h200, mi355x, mi350x.'
+    gb200, b300, b200, h200, mi355x, mi350x, cpu.'
   - 'C(kimi_k3_gpus_per_node) (int, cluster scope, default the accelerator''s): GPUs per node (a GB200/GB300 tray
     has 4). Allowed: >= 1.'
   - 'C(kimi_k3_strategy) (str, deployment scope, default required): The recipe''s parallel strategy. Allowed:
@@ -30,7 +30,7 @@ notes:
     balancing: internal (followers --headless), hybrid (every node serves its local ranks) or external (one
     endpoint per rank). Allowed: internal, hybrid, external.'
   - 'C(kimi_k3_interconnect) (str, cluster scope, default required for several nodes): Fabric between the nodes;
-    picks the vendor''s --all2all-backend for expert parallelism. Allowed: nvlink, rdma.'
+    picks the vendor''s --all2all-backend for expert parallelism. Allowed: nvlink, rdma, tcp.'
   - 'C(kimi_k3_all2all_backend) (str, deployment scope, default recipe (vendor x interconnect)): Override
     --all2all-backend (must be a kernel of the nodes'' vendor). Allowed: a --all2all-backend choice of the target
     release (allgather_reducescatter, deepep_high_throughput, deepep_low_latency, deepep_v2, flashinfer_all2allv,
@@ -68,19 +68,24 @@ notes:
     auto. Allowed: >= 1 or auto.'
   - 'C(kimi_k3_kv_cache_dtype) (str, cluster scope, default recipe (fp8 on Blackwell)): --kv-cache-dtype. Allowed:
     a --kv-cache-dtype choice of the target release (auto, bfloat16, float16, fp8, fp8_ds_mla, fp8_e4m3, fp8_e5m2,
-    fp8_inc, fp8_per_token_head, int4_per_token_head, int8_per_token_head, nvfp4, nvfp4_4over6,
-    turboquant_3bit_nc, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_k8v4).'
+    fp8_inc, fp8_per_token_head, int4_per_token_head, int8_per_token_head, nvfp4, nvfp4_4over6, nvfp4_ds_mla,
+    turboquant_3bit_nc, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_k8v4, ultraquant_4bit).'
   - 'C(kimi_k3_v2_model_runner) (bool, cluster scope, default recipe): Force VLLM_USE_V2_MODEL_RUNNER on/off.
     Allowed: true/false.'
   - 'C(kimi_k3_rust_frontend) (bool, cluster scope, default recipe): Force VLLM_USE_RUST_FRONTEND on/off. Allowed:
     true/false.'
+  - 'C(kimi_k3_cpu_kv_cache_gib) (int, cluster scope, default recipe (1)): KV cache of vLLM''s CPU build in GiB
+    (VLLM_CPU_KVCACHE_SPACE); accelerator cpu only. Allowed: >= 1.'
+  - 'C(kimi_k3_cpu_threads_bind) (str, host scope, default auto (vLLM binds by NUMA node)): Cores the CPU
+    engine''s OpenMP threads bind to on this node (VLLM_CPU_OMP_THREADS_BIND); accelerator cpu only. Allowed:
+    auto, nobind, or a list of cores and core ranges, e.g. 0-3 or 0,2,4-7 (vLLM''s VLLM_CPU_OMP_THREADS_BIND).'
   - 'C(kimi_k3_socket_ifname) (str, cluster scope, default unset (warning on several nodes)): NCCL_SOCKET_IFNAME /
     GLOO_SOCKET_IFNAME for multi-node bootstrap. Allowed: NCCL interface syntax: comma-separated interface names
     (prefix matches), optionally prefixed by ^ (exclude) and/or = (exact match), e.g. bond0, =eth0, ^docker,lo.'
   - 'C(kimi_k3_nccl_nvls_enable) (bool, cluster scope, default true): NCCL_NVLS_ENABLE on multi-node GB trays
     (NCCL >= 2.30.4 hang hazard). Allowed: true/false.'
   - 'C(kimi_k3_vllm_version) (str, cluster scope, default recipe default (0.28.0)): Target vLLM release: flag
-    snapshot and per-release env names. Allowed: 0.27.1, 0.28.0, 0.33.0.'
+    snapshot and per-release env names. Allowed: 0.27.1, 0.28.0, 0.32.0, 0.33.0.'
   - 'C(kimi_k3_image) (str, cluster scope, default required): The vLLM image, repo@sha256:<digest>. Allowed: non-
     empty text without control characters.'
   - 'C(kimi_k3_allow_unpinned_image) (bool, cluster scope, default false): Accept an image tag instead of a digest

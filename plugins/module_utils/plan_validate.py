@@ -188,7 +188,24 @@ def validate_image(ctx):
     if vendor == "amd" and not is_amd_image:
         errors.append(problem(where, PREFIX + "image", "%r is not a ROCm image but the nodes are AMD (%s)."
                               % (image, s["accelerator"]), "use a vllm/vllm-openai-rocm image digest."))
+    errors.extend(_cpu_image_problems(ctx, image, repo))
     return errors
+
+
+def _cpu_image_problems(ctx, image, repo):
+    """vLLM's CPU build and the GPU builds are not interchangeable: the CPU image serves on CPU nodes only."""
+    markers = ctx["recipe"].get("image_vendor_markers", {}).get("cpu", [])
+    is_cpu_image = any(marker in repo for marker in markers)
+    if ctx["vendor"] == "cpu" and not is_cpu_image:
+        return [problem(ctx["where"], PREFIX + "image", "%r is not an image of vLLM's CPU build but the nodes are "
+                        "cpu nodes." % (image,), "use the rehearsal engine image (a repository named *cpu*, e.g. "
+                        "vllm/vllm-openai-cpu) by digest.")]
+    if ctx["vendor"] in ("nvidia", "amd") and is_cpu_image:
+        return [problem(ctx["where"], PREFIX + "image", "%r is an image of vLLM's CPU build but the nodes are %s "
+                        "(%s)." % (image, ctx["vendor"].upper(), ctx["settings"]["accelerator"]),
+                        "use a %s image digest." % ("vllm/vllm-openai-rocm" if ctx["vendor"] == "amd"
+                                                    else "vllm/vllm-openai (CUDA 13)"))]
+    return []
 
 
 # ----------------------------------------------------------------------------- version
@@ -210,6 +227,11 @@ def validate_version(ctx):
         errors.append(problem(where, PREFIX + "vllm_version", "vLLM %s cannot run Kimi-K3 (needs >= %s)."
                               % (version, recipe["min_vllm_version"]),
                               "use an image with vLLM >= %s." % recipe["min_vllm_version"]))
+    hw_min = ctx["hw"].get("min_vllm_version")
+    if hw_min and not too_old and version_key(version) < version_key(hw_min):
+        errors.append(problem(where, PREFIX + "vllm_version", "vLLM %s has no build for %s nodes (needs >= %s)."
+                              % (version, ctx["accelerator"], hw_min),
+                              "set kimi_k3_vllm_version to %s or newer, the release of the image." % hw_min))
     return errors
 
 
@@ -255,7 +277,11 @@ def _strategy_fits(ctx, name, strategy):
                               "add nodes to vllm_workers or use single_node_tp."))
     if errors:
         return errors  # the node count is the mistake; a GPU count problem would only repeat it
-    min_gpus = ctx["role_spec"].get("min_gpus", strategy.get("min_gpus", 0))
+    offered = ctx["hw"].get("strategies")
+    if offered and name not in offered:
+        return [problem(where, PREFIX + "strategy", "%s is not offered on %s." % (name, ctx["accelerator"]),
+                        "use one of %s." % ", ".join(offered))]
+    min_gpus = ctx["role_spec"].get("min_gpus", ctx["hw"].get("min_gpus", strategy.get("min_gpus", 0)))
     if gpn and total < min_gpus:
         errors.append(problem(where, PREFIX + "strategy", "%s needs at least %d GPUs, the cluster has %d (%d nodes "
                               "x %d)." % (name, min_gpus, total, nnodes, gpn),
@@ -388,10 +414,16 @@ def validate_interconnect(ctx):
     s, recipe, where, nnodes, hw, errors = (ctx["settings"], ctx["recipe"], ctx["where"], ctx["nnodes"],
                                             ctx["hw"], [])
     interconnect = s["interconnect"]
+    offered = [name for name, spec in recipe["interconnects"].items()
+               if not ctx["vendor"] or ctx["vendor"] in spec.get("vendors", [ctx["vendor"]])]
     if nnodes > 1 and interconnect is None and "interconnect" not in ctx["invalid"]:
         errors.append(problem(where, PREFIX + "interconnect", "is not set for a %d-node cluster." % nnodes,
-                              "set nvlink (GB200/GB300 trays in one NVL72 domain) or rdma (IB/RoCE)."))
-    if interconnect == "nvlink" and nnodes > 1 and hw and not hw.get("gb_tray"):
+                              "set nvlink (GB200/GB300 trays in one NVL72 domain) or rdma (IB/RoCE)."
+                              if "rdma" in offered else "set %s." % " or ".join(offered)))
+    if interconnect and interconnect not in offered and interconnect in recipe["interconnects"]:
+        errors.append(problem(where, PREFIX + "interconnect", "%s is not an interconnect of %s nodes."
+                              % (interconnect, ctx["accelerator"]), "set %s." % " or ".join(offered)))
+    elif interconnect == "nvlink" and nnodes > 1 and hw and not hw.get("gb_tray"):
         errors.append(problem(where, PREFIX + "interconnect",
                               "multi-node NVLink needs GB200/GB300 NVL trays, not %s." % ctx["accelerator"],
                               "use rdma between %s nodes." % ctx["accelerator"]))

@@ -28,10 +28,11 @@ PREFIX = "kimi_k3_"
 
 
 def _v(name, vtype, scope, meaning, default=None, default_doc=None, choices=None, fmt=None, minimum=None,
-       required=False, flag=None, plan=True, secret=False):
+       required=False, flag=None, plan=True, secret=False, env=None):
+    """``env``: the container environment variable a set value renders (per node for host-scope variables)."""
     return {"name": PREFIX + name, "key": name, "type": vtype, "scope": scope, "meaning": meaning,
             "default": default, "default_doc": default_doc, "choices": choices, "format": fmt, "minimum": minimum,
-            "required": required, "flag": flag, "plan": plan, "secret": secret}
+            "required": required, "flag": flag, "plan": plan, "secret": secret, "env": env}
 
 
 # Named formats of free-text values: (regular expression, what an operator reads in the docs and the fix).
@@ -57,6 +58,9 @@ FORMATS = {
     "deployment": (r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?",
                    "a deployment name: lowercase letters, digits and inner dashes, at most 40 (e.g. replica-1, prefill-1)"),
     "path": (r"[^\x00-\x1f\x7f]+", "a path without control characters"),
+    "cpu_list": (r"(?:auto|nobind|[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)",
+                 "auto, nobind, or a list of cores and core ranges, e.g. 0-3 or 0,2,4-7 "
+                 "(vLLM's VLLM_CPU_OMP_THREADS_BIND)"),
 }
 
 # cluster: identical on every node of the inventory; deployment: identical on every node of one deployment
@@ -113,6 +117,12 @@ VARIABLES = (
        default_doc="recipe (fp8 on Blackwell)"),
     _v("v2_model_runner", "bool", CLUSTER, "Force VLLM_USE_V2_MODEL_RUNNER on/off.", default_doc="recipe"),
     _v("rust_frontend", "bool", CLUSTER, "Force VLLM_USE_RUST_FRONTEND on/off.", default_doc="recipe"),
+    # vLLM's CPU build (accelerator cpu: the rehearsal profile with the real engine).
+    _v("cpu_kv_cache_gib", "int", CLUSTER, "KV cache of vLLM's CPU build in GiB (VLLM_CPU_KVCACHE_SPACE); "
+       "accelerator cpu only.", minimum=1, env="VLLM_CPU_KVCACHE_SPACE", default_doc="recipe (1)"),
+    _v("cpu_threads_bind", "str", HOST, "Cores the CPU engine's OpenMP threads bind to on this node "
+       "(VLLM_CPU_OMP_THREADS_BIND); accelerator cpu only.", fmt="cpu_list", env="VLLM_CPU_OMP_THREADS_BIND",
+       default_doc="auto (vLLM binds by NUMA node)"),
     # Fabric.
     _v("socket_ifname", "str", CLUSTER, "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME for multi-node bootstrap.",
        fmt="ifname", default_doc="unset (warning on several nodes)"),
@@ -172,6 +182,7 @@ VARIABLES = (
 )
 
 BY_NAME = dict((d["name"], d) for d in VARIABLES)
+ENV_VARIABLES = tuple(d for d in VARIABLES if d["env"])
 SECRET_KEYS = tuple(d["key"] for d in VARIABLES if d["secret"])
 
 

@@ -633,12 +633,22 @@ def blocker_of(needs, states):
     return None
 
 
+def not_applicable(host, check, exp):
+    """A check the recipe declares meaningless on this kind of node (no GPU on a rehearsal CPU node): said so,
+    never failed, and no blocker of the checks that need it."""
+    return finding(host, check, "pass", "not applicable on %s nodes" % exp.get("accelerator"),
+                   "n/a (recipe node_requirements.vendors.%s.not_applicable)" % exp.get("vendor"))
+
+
 def check_host(host, facts, exp, th):
     """All single-node findings of ``host`` and ``{check: worst status}`` (the states cluster checks depend on)."""
     node = Node(host, facts, exp, th)
     out, states = [], {}
     for chk in HOST_CHECKS:
         if not chk.applies(node):
+            continue
+        if chk.name in (exp.get("not_applicable") or ()):
+            out.append(not_applicable(host, chk.name, exp))
             continue
         blocker = blocker_of(chk.needs, states)
         found = [skipped(host, chk.name, blocker)] if blocker else chk.run(node)

@@ -21,7 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_fleet, plan_validate, vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_fleet, plan_validate, plan_variables, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pick_versioned, to_bool
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)
@@ -124,10 +124,14 @@ def _kind_env(ctx, recipe):
 
 
 def node_env(env, node):
-    """A node's environment: ``{internal_address}`` in a value is the node's own address (NIXL side channel)."""
-    if not any("{internal_address}" in v for v in env.values()):
-        return env
-    return dict((k, v.replace("{internal_address}", node_address(node))) for k, v in env.items())
+    """A node's environment: ``{internal_address}`` in a value is the node's own address (NIXL side channel);
+    host-scope variables that render an environment variable set it on their node."""
+    env = dict((k, v.replace("{internal_address}", node_address(node))) for k, v in env.items())
+    for decl in plan_variables.ENV_VARIABLES:
+        value = node["settings"].get(decl["key"])
+        if decl["scope"] == plan_variables.HOST and value is not None:
+            env[decl["env"]] = plan_validate.env_str(value)
+    return env
 
 
 def _user_layer(ctx, node, recipe):
@@ -218,6 +222,9 @@ def _node_env(ctx, recipe):
         env["VLLM_USE_V2_MODEL_RUNNER"] = "1" if to_bool(s["v2_model_runner"]) else "0"
     if s["rust_frontend"] is not None:
         env["VLLM_USE_RUST_FRONTEND"] = "1" if to_bool(s["rust_frontend"]) else "0"
+    for decl in plan_variables.ENV_VARIABLES:
+        if decl["scope"] != plan_variables.HOST and s.get(decl["key"]) is not None:
+            env[decl["env"]] = s[decl["key"]]
     env.update(ctx["extra_env"])
     return {str(k): plan_validate.env_str(v) for k, v in env.items()}
 
@@ -290,7 +297,7 @@ def _check_node_args(node, args, sources, ctx, recipe, errors):
     _check_vendor_choices(node, args, sources, ctx, recipe, errors)
 
 
-VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "cpu": "CPU"}
 VENDOR_FLAGS = (("all2all_backend", "--all2all-backend"), ("moe_backend", "--moe-backend"),
                 ("attention_backend", "--attention-backend"))
 
@@ -316,13 +323,24 @@ def _check_vendor_choices(node, args, sources, ctx, recipe, errors):
                                       "source: %s." % (flag, value, VENDOR_NAMES[vendor], VENDOR_NAMES[ctx["vendor"]],
                                                        ctx["accelerator"], source),
                                       _vendor_fix(ctx, recipe, setting, variable)))
-    for name in sorted(ctx["env"]):
+    for name in sorted(node_env(ctx["env"], node)):
         vendor, source = plan_validate.exclusive_vendor(recipe, "env", name)
         if vendor and vendor != ctx["vendor"]:
-            variable = PREFIX + ("extra_env" if name in ctx["extra_env"] else "accelerator")
+            variable = _env_source(ctx, node, name)
             errors.append(problem(node["host"], variable, "%s is read by %s builds only, but the nodes are %s; "
                                   "source: %s." % (name, VENDOR_NAMES[vendor], VENDOR_NAMES[ctx["vendor"]], source),
                                   "remove %s from %s." % (name, variable)))
+
+
+def _env_source(ctx, node, name):
+    """The inventory variable behind a rendered environment variable (the accelerator's layer otherwise)."""
+    if name in ctx["extra_env"]:
+        return PREFIX + "extra_env"
+    for decl in plan_variables.ENV_VARIABLES:
+        settings = node["settings"] if decl["scope"] == plan_variables.HOST else ctx["settings"]
+        if decl["env"] == name and settings.get(decl["key"]) is not None:
+            return decl["name"]
+    return PREFIX + "accelerator"
 
 
 def served_name(ctx, recipe):

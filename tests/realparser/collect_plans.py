@@ -36,7 +36,8 @@ ENV_LOOKUP = re.compile(r"""lookup\(\s*['"](?:ansible\.builtin\.)?env['"]\s*,\s*
 STAND_IN_SECRET = "realparser-stand-in-secret"
 STAND_IN_ROUTER_IMAGE = "127.0.0.1:5000/vllm-router@sha256:" + "0" * 64
 STAND_IN_IMAGE = {"nvidia": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "0" * 64,
-                  "amd": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "0" * 64}
+                  "amd": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "0" * 64,
+                  "cpu": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "0" * 64}
 
 
 def example_inventories(repo=REPO):

@@ -26,7 +26,8 @@ RECIPE = recipe_data.load_recipe()
 SNAPSHOTS = recipe_data.load_snapshots()
 CASES = sorted(glob.glob(os.path.join(HERE, "*.yml")))
 SIM_IMAGE = {"sim-gb300": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64,
-             "sim-mi355x": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "e" * 64}
+             "sim-mi355x": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "e" * 64,
+             "sim-cpu": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64}
 
 
 def _load(path):

@@ -24,6 +24,8 @@ SNAPSHOTS = recipe_data.load_snapshots()
 STAND_IN = "value-from-vault"
 # The sim inventories get their images from `sim/simctl up` (group_vars/all/sim_image.yml): fixed stand-ins.
 SIM_IMAGES = {"sim-mi355x": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "e" * 64},
+              "sim-cpu": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64},
+              "sim-cpu-single": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64},
               "sim-": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64,
                        "kimi_k3_router_image": "127.0.0.1:5000/vllm-router@sha256:" + "e" * 64}}
 
