@@ -187,4 +187,20 @@ def cluster_report(plans, statuses, kept, record):
         lines.append("MIXED: the nodes run %d different images" % len(digests))
     lines += [r["line"] for r in rows]
     return {"nodes": rows, "lines": lines, "drift": any(r["drift"] for r in rows) or len(digests) > 1,
-            "healthy": all(r["health"] == "healthy" for r in rows)}
+            "healthy": all(r["health"] == "healthy" for r in rows), "unhealthy": unhealthy(rows)}
+
+
+def unhealthy(rows):
+    """What is wrong with each node that is not healthy, and what to do. A follower's death is invisible from
+    outside (vLLM's head keeps /health at 200 until the next request fails), so its container is what counts."""
+    out = []
+    for r in rows:
+        if r["health"] == "healthy":
+            continue
+        if r["container"] != "running":
+            why = "its vLLM container is %s" % (r["container"] or "absent")
+        else:
+            why = "its container runs but the health check fails"
+        out.append("%s: %s; the deployment is degraded (run playbooks/recover.yml, or deploy.yml, to restart it)"
+                   % (r["host"], why))
+    return out

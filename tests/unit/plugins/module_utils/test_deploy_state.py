@@ -158,6 +158,25 @@ def test_cluster_report_flags_drift_and_mixed_images():
     assert rep["nodes"][0]["digest"] == "sha256:bb"
     clean = ds.cluster_report({"head": plans["head"]}, {"head": statuses["head"]}, {}, None)
     assert not clean["drift"] and clean["healthy"] and clean["lines"][0] == "deployed (state record): none recorded"
+    assert clean["unhealthy"] == []
+
+
+def test_a_dead_follower_is_unhealthy_though_the_head_answers():
+    plans = {"head": plan(h="n1", image="img@b"), "w1": plan(h="n1", image="img@b"), "w2": plan(h="n1", image="img@b")}
+    statuses = {"head": {"exists": True, "running": True, "status": "running", "plan_hash": "n1", "image": "img@b",
+                         "healthy": True},
+                # killed follower: same plan, no drift; its health URL is the head's, which still answers
+                "w1": {"exists": True, "running": False, "status": "exited", "plan_hash": "n1", "image": "img@b",
+                       "healthy": False},
+                "w2": {"exists": True, "running": True, "status": "running", "plan_hash": "n1", "image": "img@b",
+                       "healthy": False}}
+    rep = ds.cluster_report(plans, statuses, {}, None)
+    assert not rep["drift"] and not rep["healthy"]
+    assert rep["unhealthy"] == [
+        "w1: its vLLM container is exited; the deployment is degraded (run playbooks/recover.yml, or deploy.yml, to "
+        "restart it)",
+        "w2: its container runs but the health check fails; the deployment is degraded (run playbooks/recover.yml, "
+        "or deploy.yml, to restart it)"]
 
 
 def test_ready_again_on_the_same_plan_keeps_the_record_and_its_time():
