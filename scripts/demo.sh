@@ -4,7 +4,9 @@
 #
 #   scripts/demo.sh                      GB300 rehearsal cluster (2 trays, TP8 over "NVLink")
 #   scripts/demo.sh --cluster mi355x     MI355X rehearsal cluster (2 nodes, DEP16 hybrid LB over "RDMA")
-#   scripts/demo.sh --cluster all        both, one after the other
+#   scripts/demo.sh --cluster cpu        the real engine: vLLM's CPU build on 2 CPU nodes (TP 2 over gloo) serving
+#                                        a tiny locally made model (first run: ~10 min to build the engine image)
+#   scripts/demo.sh --cluster all        all three, one after the other
 #   scripts/demo.sh --down               remove the rehearsal cluster afterwards (default: leave it up)
 #
 # Steps: host packages (Docker engine, registry, debootstrap: sim/install.sh) -> Python venv (scripts/setup.sh)
@@ -14,14 +16,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 clusters=(gb300)
 down=0
-usage() { sed -n '2,12p' "$0"; }
+usage() { sed -n '2,14p' "$0"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --cluster)
       case "${2:-}" in
-        gb300|mi355x) clusters=("$2") ;;
-        all) clusters=(gb300 mi355x) ;;
-        *) echo "--cluster needs a value: gb300, mi355x or all${2:+ (not \"$2\")}" >&2; usage >&2; exit 2 ;;
+        gb300|mi355x|cpu) clusters=("$2") ;;
+        all) clusters=(gb300 mi355x cpu) ;;
+        *) echo "--cluster needs a value: gb300, mi355x, cpu or all${2:+ (not \"$2\")}" >&2; usage >&2; exit 2 ;;
       esac
       shift ;;
     --down) down=1 ;;

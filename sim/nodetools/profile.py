@@ -55,8 +55,8 @@ def load_profile(path):
     for key in ("vendor", "accelerator", "gpu_count", "gpu"):
         if key not in data:
             raise ValueError("%s: missing required key %r" % (path, key))
-    if data["vendor"] not in ("nvidia", "amd"):
-        raise ValueError("%s: vendor must be nvidia or amd" % path)
+    if data["vendor"] not in ("nvidia", "amd", "cpu"):
+        raise ValueError("%s: vendor must be nvidia, amd or cpu" % path)
     return data
 
 

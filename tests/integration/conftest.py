@@ -83,9 +83,10 @@ class SimCluster(object):
         c = status["clusters"][name]
         self.inventory = os.path.join(REPO, c["inventory"])
         self.nodes = [dict(v, name=k) for k, v in c["nodes"].items()]
-        vendor = "rocm" if name == "mi355x" else "nvidia"
+        vendor = c.get("vendor") or ("rocm" if name == "mi355x" else "nvidia")
         self.vendor = vendor
-        self.images = dict(status["images"][vendor])
+        # the real engine's images (cpu) are recorded apart from the stand-in's
+        self.images = dict((status.get("engine_images") or {}) if vendor == "cpu" else status["images"][vendor])
         self._docker = shutil.which("docker")
 
     def node(self, name_or_index):
