@@ -5,8 +5,8 @@ package, as an operator's pip install of `ansible` provides it), create a site w
 `ansible-playbook gpufleet.kimi_k3.site_init -e site_dir=...`, add the rehearsal cluster's inventory to it (the
 installed collection does not ship it) and point it at the cluster (the operator's "edit the inventory" step: the
 SSH key path and the image digest `simctl up` wrote, the nodes' host keys into a known_hosts file - the site
-keeps host key checking on), then exactly `ansible-playbook deploy.yml -i inventories/sim-gb300` from the site directory. The artifacts must land in the
-site directory and nothing may be written into the installed collection.
+keeps host key checking on), then exactly `ansible-playbook deploy.yml -i inventories/sim-gb300` from the site
+directory. The artifacts must land in the site directory and nothing may be written into the installed collection.
 
 Needs `sim/simctl up --cluster gb300` (under the machine-wide sim lock).
 """
