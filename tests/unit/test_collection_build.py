@@ -124,7 +124,7 @@ def test_build_ignore_excludes_local_dirs(tmp_path):
     (src / "plugins" / "modules" / "__pycache__").mkdir()
     (src / "plugins" / "modules" / "__pycache__" / "dummy.cpython-312.pyc").write_bytes(b"\0")
     for d in (".venv/bin", "build/collections", "sim/.state/ssh", "artifacts/plans", ".git/objects",
-              ".pytest_cache/v"):
+              ".pytest_cache/v", ".hypothesis/examples", "mutants/plugins"):
         (src / d).mkdir(parents=True)
         (src / d / "sentinel").write_text("must not ship\n")
     (src / "sim" / "simctl").write_text("#!/bin/sh\n")
@@ -136,7 +136,7 @@ def test_build_ignore_excludes_local_dirs(tmp_path):
     assert "plugins/modules/dummy.py" in names
     assert "sim/simctl" not in names  # the rehearsal cluster is development tooling (docs/sim.md)
     assert _offenders(names) == []
-    assert not [n for n in names if n.startswith(".pytest_cache")]
+    assert not [n for n in names if n.startswith((".pytest_cache", ".hypothesis", "mutants"))]
 
 
 def test_license_is_the_gpl_galaxy_yml_names(built):
