@@ -128,9 +128,9 @@ def test_install_md_tarball_commands_verbatim(checkout):
     env = _env(home)
     lines = sh_block(os.path.join(REPO, "docs", "install.md"), "### From a built tarball")
     # the first line is the clone (the fixture made it): the rest runs in it, twice (a second run replaces)
-    for _ in range(2):
+    for attempt in (1, 2):
         out = _bash("\n".join(lines[1:]), clone, env)
-        assert "gpufleet.kimi_k3:0.1.0 was installed successfully" in out, out
+        assert "gpufleet.kimi_k3:0.1.0 was installed successfully" in out, (attempt, out)
     assert _installed_path(elsewhere, env) == [str(home / ".ansible" / "collections" / "ansible_collections")]
     out = _bash("ansible-playbook gpufleet.kimi_k3.site_init -e site_dir=~/kimi-site", elsewhere, env)
     assert (home / "kimi-site" / "status.yml").is_file(), out
