@@ -134,6 +134,10 @@ def test_image_role_logs_out_after_the_pull_whatever_happened():
     assert "password" not in logout[0]["community.docker.docker_login"]
     flat = [t for t in _tasks("image", "tasks", "main.yml") if "community.docker.docker_login" in t]
     assert flat == [], "a docker_login outside the login/pull/logout block"
+    # a failed logout is not swallowed: the role's last task names it, after the pull's verdict
+    assert logout[0]["register"] == "image_logout" and logout[0]["ignore_errors"] is True
+    last = _tasks("image", "tasks", "main.yml")[-1]
+    assert last["name"] == "Require the logouts" and "image_logout_failed" in last["ansible.builtin.assert"]["that"]
 
 
 def test_teardown_logs_out_of_the_image_registry():
