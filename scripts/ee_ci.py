@@ -19,6 +19,8 @@ The shipped execution-environment.yml is built as written except (CI has no Gala
     venv's `ansible` package (scripts/repack_collection.py), ansible-galaxy --offline;
   * the build machine's local CA certificates (/usr/local/share/ca-certificates/*.crt, e.g. a TLS-intercepting
     egress proxy's) are added to the image, so pip inside the build trusts the same chain as pip on the host;
+  * ansible-core: the dev venv's pin for Python < 3.12 (requirements-dev.txt, 2.19.5), since bookworm's python3 is
+    3.11 and the shipped pin (2.21.5) needs 3.12;
   * the image tag kimi-k3-ee:ci; docker build --network host (pip reaches PyPI, apt the Debian mirror).
 Timings go to build/ee/timings.json. KIMI_SIM_CONTROL_SOCK points at another Docker engine (default: the sim's control
 engine; it needs a kimi-sim/base image - `docker import` of the sim's cached rootfs tarball does), KIMI_EE_WORK at
@@ -94,11 +96,22 @@ def collection_tarballs(dest):
     return names
 
 
+def core_pin_before_312():
+    """requirements-dev.txt's ansible-core pin for Python < 3.12, as a pip requirement (ansible-core==X.Y.Z)."""
+    with open(os.path.join(REPO, "requirements-dev.txt")) as f:
+        for line in f:
+            req, _sep, marker = line.partition(";")
+            if req.strip().startswith("ansible-core==") and marker.strip() == 'python_version < "3.12"':
+                return req.strip()
+    raise SystemExit("requirements-dev.txt has no ansible-core pin for python_version < \"3.12\"")
+
+
 def ci_definition(shipped, base, tarballs):
     """The shipped definition with the substitutions the module docstring lists."""
     ee = copy.deepcopy(shipped)
     ee["images"]["base_image"]["name"] = base
     deps = ee["dependencies"]
+    deps["ansible_core"]["package_pip"] = core_pin_before_312()
     deps["python_interpreter"]["package_system"] = "python3-pip"
     deps["python"] = os.path.join(REPO, deps["python"])
     ours = [c for c in deps["galaxy"]["collections"] if c.get("type") == "file"]

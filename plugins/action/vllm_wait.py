@@ -15,10 +15,11 @@ __metaclass__ = type
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -30,13 +31,35 @@ STATUS_KEYS = ("running", "status", "exit_code", "phase", "phase_detail", "healt
                "plan_hash")
 
 
+def private_dir(path):
+    """Make ``path`` a directory only this user can enter, or accept the one there only if it already is: a real
+    directory (not a symlink), owned by this user, with no access for group or others. The boards live under the
+    shared temporary directory at a predictable name, so another local user could create it first and read or
+    forge the verdicts that stop a launch. Returns ``path``; raises AnsibleActionFail naming what is wrong."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        # every host's watcher creates the board at about the same moment (one forked worker each)
+        pass
+    st = os.lstat(path)
+    fix = "remove it, or point TMPDIR at a directory only this user can write (vllm_wait keeps its boards there)"
+    if not stat.S_ISDIR(st.st_mode):
+        raise AnsibleActionFail("vllm_wait: %s is not a directory (%s): %s" % (
+            path, "a symlink" if stat.S_ISLNK(st.st_mode) else "a file", fix))
+    if st.st_uid != os.geteuid():
+        raise AnsibleActionFail("vllm_wait: %s belongs to uid %d, not to this user (uid %d): %s" % (
+            path, st.st_uid, os.geteuid(), fix))
+    if st.st_mode & 0o077:
+        raise AnsibleActionFail("vllm_wait: %s is open to other users (mode %04o, must be 0700): %s" % (
+            path, stat.S_IMODE(st.st_mode), fix))
+    return path
+
+
 class Board(object):
-    """Per-run directory of ``<host>.json`` verdict records (atomic writes)."""
+    """Per-run directory of ``<host>.json`` verdict records (atomic writes), private to the controller's user."""
 
     def __init__(self, path):
-        self.path = path
-        # every host's watcher creates the board at about the same moment (one forked worker each): exist_ok
-        os.makedirs(path, 0o700, exist_ok=True)
+        self.path = private_dir(path)
 
     def publish(self, record):
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".tmp.")
@@ -56,17 +79,16 @@ class Board(object):
 
 
 def board_dir(name):
-    """The board ``name`` (one per group start, chosen by the caller) under a per-user temporary directory; boards
-    older than a day are removed on the way."""
-    root = os.path.join(tempfile.gettempdir(), "kimi-k3-wait-%d" % os.getuid())
-    if os.path.isdir(root):
-        for old in os.listdir(root):
-            path = os.path.join(root, old)
-            try:
-                if time.time() - os.stat(path).st_mtime > 86400:
-                    shutil.rmtree(path, ignore_errors=True)
-            except OSError:
-                continue
+    """The board ``name`` (one per group start, chosen by the caller) under a per-user temporary directory, which
+    is made private first (private_dir); boards older than a day are removed on the way."""
+    root = private_dir(os.path.join(tempfile.gettempdir(), "kimi-k3-wait-%d" % os.geteuid()))
+    for old in os.listdir(root):
+        path = os.path.join(root, old)
+        try:
+            if time.time() - os.stat(path).st_mtime > 86400:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
     return os.path.join(root, os.path.basename(str(name)))
 
 

@@ -130,8 +130,8 @@ notes:
     sticky_least_loaded.'
   - 'C(kimi_k3_router_container_name) (str, router scope, default vllm-router): Name of the router container.
     Allowed: a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+).'
-  - 'C(kimi_k3_api_key) (str, cluster scope, default unset): API key (vault); reaches the container through a
-    mode-0600 env file. Allowed: -.'
+  - 'C(kimi_k3_api_key) (str, cluster scope, default unset): API key (vault); reaches the container as a read-only
+    file (mode 0400, in a 0700 directory on the node; docs/secrets.md). Allowed: -.'
   - 'C(kimi_k3_hf_token) (str, cluster scope, default unset): Hugging Face token (vault), for gated or private
     repositories. Allowed: -.'
   - 'C(kimi_k3_allow_unauthenticated_api) (bool, cluster scope, default false): Accept serving the API on a non-

@@ -170,8 +170,8 @@ VARIABLES = (
     _v("router_container_name", "str", ROUTER, "Name of the router container.", fmt="container_name",
        default_doc="vllm-router"),
     # Secrets and safety switches.
-    _v("api_key", "str", CLUSTER, "API key (vault); reaches the container through a mode-0600 env file.",
-       secret=True, default_doc="unset"),
+    _v("api_key", "str", CLUSTER, "API key (vault); reaches the container as a read-only file (mode 0400, in a "
+       "0700 directory on the node; docs/secrets.md).", secret=True, default_doc="unset"),
     _v("hf_token", "str", CLUSTER, "Hugging Face token (vault), for gated or private repositories.",
        secret=True, default_doc="unset"),
     _v("allow_unauthenticated_api", "bool", CLUSTER, "Accept serving the API on a non-loopback address without "

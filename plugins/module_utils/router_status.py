@@ -92,7 +92,7 @@ def health_problems(rows, router_host):
         else:
             why = "is not healthy in the router (its /health checks fail)"
         lines.append("%s: backend %s (%s %s) %s; the router sends it no requests. Check that deployment "
-                     "(playbooks/status.yml) and run playbooks/deploy.yml to restart it."
+                     "(status.yml in the site) and run deploy.yml to restart it."
                      % (router_host, r["deployment"], r["kind"], r["url"], why))
     return lines
 

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: deployment_state
 short_description: Read or update the deployment state record on the controller
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Action plugin, runs on the controller. The record is C(<plan_dir>/state.json); C(<plan_dir>/deployed) is a
     symlink to C(plans/<plan_id>/), the kept plan files of the deployed plan.

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: hf_stage
 short_description: Stage a pinned Hugging Face model revision into the node's HF cache
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Downloads the files of one model revision (a commit hash) from a Hugging Face endpoint (the Hub or a site mirror,
     C(HF_ENDPOINT)) into the huggingface_hub cache layout under O(cache_dir) (C(hub/models--org--name/blobs) and

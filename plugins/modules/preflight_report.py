@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: preflight_report
 short_description: Judge every node's probe against its plan and write the preflight report
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs on the controller (action plugin), once for the whole cluster (C(run_once)); contacts no host.
   - Reads each host's registered M(gpufleet.kimi_k3.node_probe) result (O(probe_var)) and its plan

@@ -20,6 +20,8 @@ description:
     parallel; keep C(forks) at least the number of nodes); each host's watcher publishes its verdict on a board
     on the controller and reads its O(peers)' verdicts. When any node fails, every watcher of the group stops
     within one round and names the node that failed first (RV(first_failure)).
+  - The boards live in C(kimi-k3-wait-<uid>/) of the controller's temporary directory (C(TMPDIR)), mode 0700; one
+    that is a symlink, belongs to another user or is open to others is refused, not used.
   - A node fails when its container stops (C(exited)); when a health URL that had answered 200 stops answering
     (C(peer_lost), for example the head of a headless follower went away); when its start-up phase and phase
     line do not change for O(stall_timeout) seconds (C(stalled), naming the phase); when its status cannot be read

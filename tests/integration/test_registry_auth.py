@@ -50,6 +50,16 @@ def _events_text(r):
     return json.dumps(list(r.events), default=str)
 
 
+def _stored_auths(sim):
+    """Registries with credentials in root's Docker config on each node (the modules run as root there)."""
+    out = {}
+    for n in sim.nodes:
+        p = sim.ssh(n["name"], "cat /root/.docker/config.json 2>/dev/null || echo '{}'")
+        assert p.returncode == 0, p.stderr
+        out[n["name"]] = sorted(json.loads(p.stdout or "{}").get("auths", {}))
+    return out
+
+
 def test_the_authenticated_registry_refuses_an_anonymous_pull(gb300, tmp_path):
     env = dict(gb300.docker_env(gb300.nodes[0]["name"]), DOCKER_CONFIG=str(tmp_path))
     p = subprocess.run(["docker", "pull", _auth_ref(gb300)], env=env, capture_output=True, text=True, timeout=120,
@@ -77,6 +87,22 @@ def test_wrong_password_fails_at_the_login_on_every_node_before_anything_changes
     assert _containers(gb300) == before
     for n in gb300.nodes:
         assert gb300.docker(n["name"], "image", "inspect", ref, check=False).returncode != 0
+    assert _stored_auths(gb300) == {n["name"]: [] for n in gb300.nodes}
+
+
+def test_teardown_logs_out_of_what_an_interrupted_run_left(gb300, creds):
+    """Credentials a run interrupted between login and logout (or an earlier release) left: teardown removes them."""
+    ref = _auth_ref(gb300)
+    for n in gb300.nodes:
+        p = gb300.ssh(n["name"], "mkdir -p /root/.docker && printf '%s' > /root/.docker/config.json" % json.dumps(
+            {"auths": {"127.0.0.1:5001": {"auth": "a2ltaS1zaW06eA=="}}}))
+        assert p.returncode == 0, p.stderr
+    extra = {"kimi_k3_image": ref, "kimi_k3_container_name": CONTAINER, "image_registry_credentials": [creds],
+             "teardown_stop_timeout_s": 5}
+    r = run_playbook("teardown.yml", gb300.inventory, extravars=extra)
+    assert r.status == "successful", failed_tasks(r)
+    assert _stored_auths(gb300) == {n["name"]: [] for n in gb300.nodes}
+    assert creds["password"] not in _events_text(r)
 
 
 def test_right_password_deploys_from_the_authenticated_registry(gb300, creds):
@@ -92,9 +118,12 @@ def test_right_password_deploys_from_the_authenticated_registry(gb300, creds):
             assert fact["pulled_reference"] == ref and fact["verified_by"] == "repo_digests" and fact["changed"]
             image = gb300.docker(n["name"], "inspect", "--format", "{{.Config.Image}}", CONTAINER).stdout.strip()
             assert image == ref
+        # logged out after the pull: no node keeps the registry's credentials
+        assert _stored_auths(gb300) == {n["name"]: [] for n in gb300.nodes}
         again = run_playbook("deploy.yml", gb300.inventory, extravars=extra, tags="image,launch")
         assert again.status == "successful", failed_tasks(again)
         assert {h: c for h, c in again.stats.get("changed", {}).items() if c} == {}
+        assert _stored_auths(gb300) == {n["name"]: [] for n in gb300.nodes}
     finally:
         run_playbook("teardown.yml", gb300.inventory,
                      extravars={"kimi_k3_container_name": CONTAINER, "teardown_stop_timeout_s": 5})

@@ -2,11 +2,11 @@
 
 build the collection tarball, install it into an empty collections path (community.docker from the venv's `ansible`
 package, as an operator's pip install of `ansible` provides it), create a site with
-`ansible-playbook gpufleet.kimi_k3.site_init -e site_dir=...`, point its sim inventory at the rehearsal cluster
-(the operator's "edit the inventory" step: the SSH key path and the image digest `simctl up` wrote, the nodes' host
-keys into a known_hosts file - the site keeps host key checking on), then exactly
-`ansible-playbook deploy.yml -i inventories/sim-gb300` from the site directory. The artifacts must land in the
-site directory and nothing may be written into the installed collection.
+`ansible-playbook gpufleet.kimi_k3.site_init -e site_dir=...`, add the rehearsal cluster's inventory to it (the
+installed collection does not ship it) and point it at the cluster (the operator's "edit the inventory" step: the
+SSH key path and the image digest `simctl up` wrote, the nodes' host keys into a known_hosts file - the site
+keeps host key checking on), then exactly `ansible-playbook deploy.yml -i inventories/sim-gb300` from the site
+directory. The artifacts must land in the site directory and nothing may be written into the installed collection.
 
 Needs `sim/simctl up --cluster gb300` (under the machine-wide sim lock).
 """
@@ -81,9 +81,14 @@ def test_install_site_init_deploy_from_an_empty_directory(tmp_path, sim_cluster)
     site = work / "kimi-site"
     out = _ok(["ansible-playbook", "gpufleet.kimi_k3.site_init", "-e", "site_dir=%s" % site], work, env)
     assert "deploy.yml -i inventories/" in out, out
-    for f in ("ansible.cfg", "deploy.yml", "monitoring.yml", "requirements.yml", "inventories/sim-gb300/hosts.yml"):
+    for f in ("ansible.cfg", "deploy.yml", "monitoring.yml", "requirements.yml", "inventories/gb300-cluster/hosts.yml"):
         assert (site / f).is_file(), f
     assert "host_key_checking = True" in (site / "ansible.cfg").read_text()
+    # the installed collection ships no rehearsal inventory: the operator brings the cluster's own (here the
+    # checkout's sim-gb300, the inventory of the cluster at hand)
+    assert not [n for n in os.listdir(str(site / "inventories")) if n.startswith("sim")]
+    shutil.copytree(os.path.join(REPO, "inventories", "sim-gb300"), str(site / "inventories" / "sim-gb300"),
+                    ignore=shutil.ignore_patterns("sim_image.yml"))
 
     known_hosts = tmp_path / "known_hosts"
     _point_at_sim(str(site / "inventories" / "sim-gb300"), sim, str(known_hosts))

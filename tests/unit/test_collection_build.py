@@ -20,7 +20,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # the rehearsal cluster (and its runtime state: SSH keys, engine data-roots), playbook artifacts, git metadata,
 # test suites, benchmarks, CI and dev scripts, molecule scenarios (galaxy.yml build_ignore, docs/install.md).
 LOCAL_ONLY = (".venv/", "build/", "sim/", "artifacts/", ".git/", ".ci/", "scripts/", "benchmarks/", "molecule/",
-              "tests/unit/", "tests/integration/", "tests/helpers/")
+              "tests/unit/", "tests/integration/", "tests/helpers/", "tests/chaos/", "tests/realparser/",
+              "inventories/sim-", "docs/sim", "docs/dev/", "docs/chaos-soak.md", "changelogs/fragments/")
+# Everything an installed collection needs, and nothing else: each shipped file is one of these or under one of the
+# directories (names ending in /). The operator docs ship; the rehearsal cluster's pages and the developer docs not.
+SHIPPED_FILES = {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "execution-environment.yml", "requirements.txt",
+                 "requirements.yml", "meta/runtime.yml", "changelogs/changelog.yaml"}
+SHIPPED_DIRS = ("plugins/", "roles/", "playbooks/", "data/", "docs/runbooks/", "tests/sanity/")
+SHIPPED_DOCS = {"access.md", "awx.md", "capacity.md", "deployments.md", "image.md", "install.md", "monitoring.md",
+                "preflight.md", "secrets.md", "smoke.md", "variables.md", "weights.md"}
+EXAMPLE_INVENTORIES = {"gb300-cluster", "gb300-dep16", "gb300-fleet", "gb300-pd", "mi355x-cluster",
+                       "mi355x-rdma-2node"}
 
 
 def _galaxy():
@@ -42,8 +52,9 @@ def _build(src, out_dir):
     assert proc.returncode == 0, proc.stdout
     tarballs = [f for f in os.listdir(str(out_dir)) if f.endswith(".tar.gz")]
     assert len(tarballs) == 1, (tarballs, proc.stdout)
-    with tarfile.open(os.path.join(str(out_dir), tarballs[0])) as tar:
-        return tarballs[0], tar.getnames()
+    path = os.path.join(str(out_dir), tarballs[0])
+    with tarfile.open(path) as tar:
+        return tarballs[0], tar.getnames(), path
 
 
 def _offenders(names):
@@ -82,6 +93,24 @@ def test_tarball_excludes_local_state(built):
     assert _offenders(built[1]) == []
 
 
+def _unexpected(name):
+    if name in SHIPPED_FILES or name.startswith(SHIPPED_DIRS):
+        return False
+    parts = name.split("/")
+    if parts[0] == "docs" and len(parts) == 2:
+        return parts[1] not in SHIPPED_DOCS
+    return not (parts[0] == "inventories" and len(parts) > 2 and parts[1] in EXAMPLE_INVENTORIES)
+
+
+def test_tarball_ships_only_what_an_installed_collection_needs(built):
+    with tarfile.open(built[2]) as tar:
+        files = [m.name for m in tar.getmembers() if m.isfile()]
+    assert sorted(n for n in files if _unexpected(n)) == []
+    assert {n.split("/")[1] for n in files if n.startswith("inventories/")} == EXAMPLE_INVENTORIES
+    assert {n.split("/")[1] for n in files if n.count("/") == 1 and n.startswith("docs/")} == SHIPPED_DOCS
+    assert not [n for n in files if n.startswith(("inventories/sim", "changelogs/fragments", "docs/dev"))]
+
+
 def test_build_ignore_excludes_local_dirs(tmp_path):
     """Every local-only directory present in the source tree stays out of the tarball (galaxy.yml build_ignore)."""
     src = tmp_path / "src"
@@ -95,7 +124,7 @@ def test_build_ignore_excludes_local_dirs(tmp_path):
     (src / "plugins" / "modules" / "__pycache__").mkdir()
     (src / "plugins" / "modules" / "__pycache__" / "dummy.cpython-312.pyc").write_bytes(b"\0")
     for d in (".venv/bin", "build/collections", "sim/.state/ssh", "artifacts/plans", ".git/objects",
-              ".pytest_cache/v"):
+              ".pytest_cache/v", ".hypothesis/examples", "mutants/plugins"):
         (src / d).mkdir(parents=True)
         (src / d / "sentinel").write_text("must not ship\n")
     (src / "sim" / "simctl").write_text("#!/bin/sh\n")
@@ -107,7 +136,7 @@ def test_build_ignore_excludes_local_dirs(tmp_path):
     assert "plugins/modules/dummy.py" in names
     assert "sim/simctl" not in names  # the rehearsal cluster is development tooling (docs/sim.md)
     assert _offenders(names) == []
-    assert not [n for n in names if n.startswith(".pytest_cache")]
+    assert not [n for n in names if n.startswith((".pytest_cache", ".hypothesis", "mutants"))]
 
 
 def test_license_is_the_gpl_galaxy_yml_names(built):

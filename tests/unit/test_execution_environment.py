@@ -27,15 +27,46 @@ def test_schema_v3(ee):
     schema.validate_schema(ee)
 
 
+def _dev_pin(name, marker):
+    with open(os.path.join(REPO, "requirements-dev.txt")) as f:
+        for line in f:
+            req, _sep, mark = line.partition(";")
+            if req.strip().startswith(name + "==") and mark.strip() == marker:
+                return req.strip()
+    raise AssertionError("requirements-dev.txt pins no %s for %s" % (name, marker))
+
+
+def _installed_version(ns, name):
+    import json
+
+    import ansible_collections
+
+    for root in ansible_collections.__path__:
+        manifest = os.path.join(root, ns, name, "MANIFEST.json")
+        if os.path.isfile(manifest):
+            with open(manifest) as f:
+                return json.load(f)["collection_info"]["version"]
+    pytest.skip("%s.%s is not installed in the venv" % (ns, name))
+    return None
+
+
 def test_one_declaration_of_each_fact(ee):
+    """The EE pins the releases the test suite runs (requirements-dev.txt's ansible-core, and the community.docker
+    its `ansible` package ships), each inside the range the collection declares."""
+    from packaging.specifiers import SpecifierSet
+
     galaxy = _load("galaxy.yml")
     deps = ee["dependencies"]
     assert deps["python"] == "requirements.txt"
+    core = deps["ansible_core"]["package_pip"]
+    assert core == _dev_pin("ansible-core", 'python_version >= "3.12"') == "ansible-core==2.21.5"
     with open(os.path.join(REPO, "requirements.txt")) as f:
-        core = [ln.strip() for ln in f if ln.startswith("ansible-core")]
-    assert deps["ansible_core"]["package_pip"] == core[0].replace(" ", "")
+        core_range = [ln.strip() for ln in f if ln.startswith("ansible-core")][0][len("ansible-core"):]
+    assert core.split("==")[1] in SpecifierSet(core_range)
     colls = {c["name"]: c for c in deps["galaxy"]["collections"]}
-    assert colls["community.docker"]["version"] == galaxy["dependencies"]["community.docker"]
+    docker = colls["community.docker"]["version"]
+    assert docker == "==" + _installed_version("community", "docker")
+    assert docker[2:] in SpecifierSet(galaxy["dependencies"]["community.docker"])
     ours = "collections/{namespace}-{name}-{version}.tar.gz".format(**galaxy)
     assert colls[ours]["type"] == "file"
     assert ee["additional_build_files"] == [{"src": os.path.basename(ours), "dest": "collections"}]
@@ -60,8 +91,10 @@ def test_ci_variant_substitutes_base_sources_and_package_manager(ee):
     assert [f["src"] for f in ci["additional_build_files"] if f["dest"] == "collections"] == \
         [os.path.join(WORK, "src", t) for t in sorted(tarballs.values())]
     assert {f["dest"] for f in ci["additional_build_files"]} <= {"collections", "ca"}
+    # bookworm's python3 is 3.11: the dev venv's ansible-core pin for it
+    assert ci["dependencies"]["ansible_core"] == {"package_pip": _dev_pin("ansible-core", 'python_version < "3.12"')}
     # everything else as shipped
-    for key in ("ansible_core", "ansible_runner", "system"):
+    for key in ("ansible_runner", "system"):
         assert ci["dependencies"][key] == ee["dependencies"][key]
     assert ci["additional_build_steps"]["append_final"] == ee["additional_build_steps"]["append_final"]
 

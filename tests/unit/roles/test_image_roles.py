@@ -114,3 +114,49 @@ def test_weights_refuse_an_unpinned_revision_before_contacting_nodes(inventory):
     r = run_playbook("weights.yml", inventory, extravars={"kimi_k3_model_revision": "main"})
     for _host, _t, msg in _only_task(r, "Validate the inventory and render every node's launch plan"):
         assert "kimi_k3_model_revision" in msg and "40-character" in msg
+
+
+def _tasks(*parts):
+    return _load("roles", *parts)
+
+
+def test_image_role_logs_out_after_the_pull_whatever_happened():
+    """The login and the pull share a block whose always section logs out of the same registries: a failed login,
+    a failed pull or a refusal in between still leaves no credentials in the node's Docker config."""
+    blocks = [t for t in _tasks("image", "tasks", "main.yml") if "block" in t]
+    login = [b for b in blocks if "Log in to the registries" in [t["name"] for t in b["block"]]]
+    assert len(login) == 1
+    names = [t["name"] for t in login[0]["block"]]
+    assert names.index("Log in to the registries") < names.index("Pull the image by digest")
+    logout = login[0]["always"]
+    assert [t["community.docker.docker_login"]["state"] for t in logout] == ["absent"]
+    assert logout[0]["loop"] == "{{ image_logins.logins | map(attribute='registry_url') | list }}"
+    assert "password" not in logout[0]["community.docker.docker_login"]
+    flat = [t for t in _tasks("image", "tasks", "main.yml") if "community.docker.docker_login" in t]
+    assert flat == [], "a docker_login outside the login/pull/logout block"
+    # a failed logout is not swallowed: the role's last task names it, after the pull's verdict
+    assert logout[0]["register"] == "image_logout" and logout[0]["ignore_errors"] is True
+    last = _tasks("image", "tasks", "main.yml")[-1]
+    assert last["name"] == "Require the logouts" and "image_logout_failed" in last["ansible.builtin.assert"]["that"]
+
+
+def test_teardown_logs_out_of_the_image_registry():
+    tasks = _tasks("teardown", "tasks", "main.yml")
+    logout = [t for t in tasks if "community.docker.docker_login" in t]
+    assert len(logout) == 1 and logout[0]["community.docker.docker_login"]["state"] == "absent"
+    names = [t["name"] for t in tasks]
+    assert names.index(logout[0]["name"]) < names.index("Remove the image")
+
+
+def test_teardown_logout_list_is_the_image_role_login_list():
+    """The registries teardown logs out of: those the image role logs into for the same (mirror-rewritten) image,
+    each once, never a password."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.image_ref import registry_logins
+
+    creds = [{"registry": "https://harbor.example/", "username": "a", "password": "p1"},
+             {"registry": "harbor.example", "username": "b", "password": "p2"},
+             {"registry": "docker.io", "username": "c", "password": "p3"}]
+    got = registry_logins(creds, "harbor.example/v/vllm@" + D1)
+    assert sorted({x["registry_url"] for x in got["logins"]}) == ["harbor.example"]
+    hub = registry_logins(creds, "vllm/vllm-openai@" + D1)
+    assert [x["registry_url"] for x in hub["logins"]] == ["https://index.docker.io/v1/"]

@@ -9,6 +9,10 @@ import pytest
 import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# every playbook of the collection except the one that creates the site
+OPERATOR_PLAYBOOKS = ("capacity", "deploy", "image", "launch", "monitoring", "plan", "preflight", "recover", "smoke",
+                      "status", "teardown", "upgrade", "weights")
+EXAMPLES = ["gb300-cluster", "gb300-dep16", "gb300-fleet", "gb300-pd", "mi355x-cluster", "mi355x-rdma-2node"]
 
 
 def _site_init(tmp_path, *extra):
@@ -35,14 +39,16 @@ def site(tmp_path_factory):
 
 def test_site_files(site):
     s, out = site[0], site[1]
-    assert sorted(os.listdir(str(s))) == ["README.md", "ansible.cfg", "deploy.yml", "inventories", "monitoring.yml",
-                                          "plan.yml", "preflight.yml", "requirements.yml", "smoke.yml", "teardown.yml"]
+    assert sorted(os.listdir(str(s))) == ["README.md", "ansible.cfg", "capacity.yml", "deploy.yml", "image.yml",
+                                          "inventories", "launch.yml", "monitoring.yml", "plan.yml", "preflight.yml",
+                                          "recover.yml", "requirements.yml", "smoke.yml", "status.yml",
+                                          "teardown.yml", "upgrade.yml", "weights.yml"]
     assert os.listdir(str(s / "inventories")) == ["gb300-cluster"]
     assert (s / "inventories" / "gb300-cluster" / "group_vars" / "vllm_cluster.yml").is_file()
     deploy = yaml.safe_load((s / "deploy.yml").read_text())
     assert deploy == [{"name": "Deploy with gpufleet.kimi_k3",
                        "ansible.builtin.import_playbook": "gpufleet.kimi_k3.deploy"}]
-    for name in ("plan", "preflight", "smoke", "monitoring", "teardown"):
+    for name in OPERATOR_PLAYBOOKS:
         assert yaml.safe_load((s / (name + ".yml")).read_text())[0]["ansible.builtin.import_playbook"] == \
             "gpufleet.kimi_k3." + name
     cfg = (s / "ansible.cfg").read_text()
@@ -118,3 +124,46 @@ def test_ansible_cfg_is_read_by_ansible_with_the_fleet_settings(site, tmp_path):
     # the key is one ansible-core reads (from ansible.cfg only; ANSIBLE_INTERNAL_POLL_INTERVAL does nothing)
     assert re.search(r"DEFAULT_INTERNAL_POLL_INTERVAL.*= 0\.05", p.stdout), p.stdout
     assert "KexAlgorithms=curve25519-sha256" in p.stdout
+
+
+def test_every_operator_playbook_gets_a_wrapper():
+    with open(os.path.join(REPO, "roles", "site", "defaults", "main.yml")) as f:
+        wrapped = sorted(yaml.safe_load(f)["site_playbooks"])
+    shipped = sorted(os.path.splitext(n)[0] for n in os.listdir(os.path.join(REPO, "playbooks")) if n.endswith(".yml"))
+    assert wrapped == list(OPERATOR_PLAYBOOKS)
+    assert sorted(wrapped + ["site_init"]) == shipped
+
+
+def test_default_site_gets_the_examples_but_not_the_rehearsal_inventories(tmp_path):
+    rc, out = _site_init(tmp_path, "-e", "site_dir=%s" % (tmp_path / "s"))
+    assert rc == 0, out
+    assert sorted(os.listdir(str(tmp_path / "s" / "inventories"))) == EXAMPLES
+    readme = (tmp_path / "s" / "README.md").read_text()
+    assert "Inventories here: %s." % ", ".join(EXAMPLES) in readme
+    assert ["`%s.yml`" % n for n in OPERATOR_PLAYBOOKS if "`%s.yml`" % n not in readme] == []
+
+
+def test_rehearsal_inventories_only_when_asked(tmp_path):
+    rc, out = _site_init(tmp_path, "-e", "site_dir=%s" % (tmp_path / "s"), "-e", "site_rehearsal_inventories=true")
+    assert rc == 0, out
+    got = sorted(os.listdir(str(tmp_path / "s" / "inventories")))
+    assert got == sorted(EXAMPLES + ["sim-gb300", "sim-gb300-fleet", "sim-gb300-pd", "sim-mi355x"])
+
+
+def test_rehearsal_inventories_refused_where_none_ship(tmp_path):
+    """An installed collection has no inventories/sim-*: asking for them is refused with what to do instead."""
+    coll = tmp_path / "coll" / "ansible_collections" / "gpufleet" / "kimi_k3"
+    coll.mkdir(parents=True)
+    for name in ("galaxy.yml", "roles", "playbooks", "plugins", "meta"):
+        os.symlink(os.path.join(REPO, name), str(coll / name))
+    (coll / "inventories").mkdir()
+    os.symlink(os.path.join(REPO, "inventories", "gb300-cluster"), str(coll / "inventories" / "gb300-cluster"))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "coll"))
+    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "gpufleet.kimi_k3.site_init",
+                        "-e", "site_dir=%s" % (tmp_path / "s"), "-e", "site_rehearsal_inventories=true"],
+                       cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=180, check=False)
+    assert p.returncode != 0, p.stdout
+    assert "has no inventories/sim-*" in " ".join(p.stdout.split()), p.stdout
+    assert not (tmp_path / "s" / "inventories").exists()

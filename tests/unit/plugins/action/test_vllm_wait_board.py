@@ -3,6 +3,12 @@
 Lives under tests/unit/plugins/action because ansible-test units runs module_utils tests without the controller
 half of ansible (ansible.errors), which the action plugin imports.
 """
+import os
+import stat
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
 from ansible_collections.gpufleet.kimi_k3.plugins.action import vllm_wait
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_watch as lw
 
@@ -26,13 +32,89 @@ def test_a_board_another_hosts_watcher_created_between_check_and_create_is_joine
     """Every host's watcher opens the same board at once (one forked worker each); one of them losing the race used to
     fail its wait with [Errno 17] File exists (CI, mi355x-node02)."""
     path = str(tmp_path / "launch-20261201T170428709791")
-    real_makedirs = vllm_wait.os.makedirs
+    real_mkdir = vllm_wait.os.mkdir
 
-    def makedirs_after_the_other_watcher(name, *args, **kwargs):  # another host's watcher gets there first
-        real_makedirs(name, exist_ok=True)
-        return real_makedirs(name, *args, **kwargs)
-    monkeypatch.setattr(vllm_wait.os, "makedirs", makedirs_after_the_other_watcher)
+    def mkdir_after_the_other_watcher(name, *args, **kwargs):  # another host's watcher gets there first
+        if not os.path.isdir(name):
+            real_mkdir(name, 0o700)
+        return real_mkdir(name, *args, **kwargs)
+    monkeypatch.setattr(vllm_wait.os, "mkdir", mkdir_after_the_other_watcher)
     first = vllm_wait.Board(path)
     first.publish(lw.board_record("a", "waiting", 1.0))
     second = vllm_wait.Board(path)
     assert sorted(second.read(["a"])) == ["a"]
+
+
+FIX = "remove it, or point TMPDIR at a directory only this user can write (vllm_wait keeps its boards there)"
+
+
+def _root(tmp_path):
+    return str(tmp_path / ("kimi-k3-wait-%d" % os.geteuid()))
+
+
+def _mode(path):
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def test_board_root_and_boards_are_created_private(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_wait.tempfile, "gettempdir", lambda: str(tmp_path))
+    old = os.umask(0o022)
+    try:
+        path = vllm_wait.board_dir("launch-1")
+        vllm_wait.Board(path).publish(lw.board_record("a", "waiting", 1.0))
+    finally:
+        os.umask(old)
+    assert os.path.dirname(path) == _root(tmp_path)
+    assert (_mode(_root(tmp_path)), _mode(path)) == (0o700, 0o700)
+    assert os.lstat(path).st_uid == os.geteuid()
+
+
+def test_a_board_root_open_to_other_users_is_refused(tmp_path, monkeypatch):
+    """Created by someone (or something) else with group/world access: refused, the verdicts in it never read."""
+    monkeypatch.setattr(vllm_wait.tempfile, "gettempdir", lambda: str(tmp_path))
+    os.mkdir(_root(tmp_path))
+    os.chmod(_root(tmp_path), 0o1777)
+    with pytest.raises(AnsibleActionFail) as err:
+        vllm_wait.board_dir("launch-1")
+    assert str(err.value) == "vllm_wait: %s is open to other users (mode 1777, must be 0700): %s" % (
+        _root(tmp_path), FIX)
+    assert os.listdir(_root(tmp_path)) == []
+
+
+def test_a_board_root_that_is_a_symlink_is_refused(tmp_path, monkeypatch):
+    """Another user's symlink to a directory of theirs (or of ours): never followed."""
+    monkeypatch.setattr(vllm_wait.tempfile, "gettempdir", lambda: str(tmp_path))
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    os.symlink(str(target), _root(tmp_path))
+    with pytest.raises(AnsibleActionFail) as err:
+        vllm_wait.board_dir("launch-1")
+    assert str(err.value) == "vllm_wait: %s is not a directory (a symlink): %s" % (_root(tmp_path), FIX)
+
+
+def test_a_board_path_that_is_a_file_is_refused(tmp_path):
+    path = tmp_path / "launch-1"
+    path.write_text("x")
+    with pytest.raises(AnsibleActionFail) as err:
+        vllm_wait.Board(str(path))
+    assert str(err.value) == "vllm_wait: %s is not a directory (a file): %s" % (path, FIX)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the directory to another user needs root")
+def test_a_board_root_owned_by_another_user_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_wait.tempfile, "gettempdir", lambda: str(tmp_path))
+    os.mkdir(_root(tmp_path), 0o700)
+    os.chown(_root(tmp_path), 65534, 65534)
+    with pytest.raises(AnsibleActionFail) as err:
+        vllm_wait.board_dir("launch-1")
+    assert str(err.value) == "vllm_wait: %s belongs to uid 65534, not to this user (uid 0): %s" % (
+        _root(tmp_path), FIX)
+
+
+def test_a_private_board_root_of_an_earlier_run_is_reused(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_wait.tempfile, "gettempdir", lambda: str(tmp_path))
+    os.mkdir(_root(tmp_path), 0o700)
+    earlier = os.path.join(_root(tmp_path), "launch-0")
+    os.mkdir(earlier, 0o700)
+    assert vllm_wait.board_dir("launch-1") == os.path.join(_root(tmp_path), "launch-1")
+    assert os.path.isdir(earlier)  # younger than a day: kept

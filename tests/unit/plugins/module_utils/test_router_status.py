@@ -42,8 +42,8 @@ def test_health_problems_name_the_broken_deployment():
     lines = rs.health_problems(rs.backend_health(WORKERS, BACKENDS), "fleet-router")
     assert lines == ["fleet-router: backend replica-2 (worker http://127.0.0.53:8000) is not healthy in the router (its "
                      "/health checks fail); "
-                     "the router sends it no requests. Check that deployment (playbooks/status.yml) and run "
-                     "playbooks/deploy.yml to restart it."]
+                     "the router sends it no requests. Check that deployment (status.yml in the site) and "
+                     "run deploy.yml to restart it."]
 
 
 def test_backend_missing_from_router_is_a_problem():
@@ -91,8 +91,8 @@ def test_open_circuit_breaker_counts_as_unhealthy():
         ("replica-1", False, True), ("replica-2", True, False)]
     assert rs.health_problems(rows, "r") == [
         "r: backend replica-2 (worker http://127.0.0.53:8000) has its circuit breaker open in the router (its requests "
-        "failed); the router sends it no requests. Check that deployment (playbooks/status.yml) and run "
-        "playbooks/deploy.yml to restart it."]
+        "failed); the router sends it no requests. Check that deployment (status.yml in the site) and run "
+        "deploy.yml to restart it."]
 
 
 def test_usage_from_empty_first_scrape():
