@@ -97,7 +97,7 @@ notes:
   - 'C(kimi_k3_restart_policy) (str, cluster scope, default no): Docker restart policy of the container. Allowed:
     no, on-failure, always, unless-stopped.'
   - 'C(kimi_k3_docker_host) (str, host scope, default unix:///var/run/docker.sock): Container engine URL on the
-    node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host.'
+    node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host[:port] (no path).'
   - 'C(kimi_k3_extra_args) (list, deployment scope, default []): Extra vllm serve arguments, each flag and value
     its own item (checked against the flag snapshot; flags the plan derives are refused). Allowed: -.'
   - 'C(kimi_k3_extra_env) (dict, deployment scope, default {}): Extra container environment NAME: value (no
@@ -126,9 +126,11 @@ notes:
   - 'C(kimi_k3_router_container_name) (str, router scope, default vllm-router): Name of the router container.
     Allowed: a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+).'
   - 'C(kimi_k3_api_key) (str, cluster scope, default unset): API key (vault); reaches the container through a
-    mode-0600 env file. Allowed: -.'
+    mode-0600 env file. Allowed: one line without control characters or a trailing newline (vault strings made
+    with echo end in one: use printf ''%s'').'
   - 'C(kimi_k3_hf_token) (str, cluster scope, default unset): Hugging Face token (vault), for gated or private
-    repositories. Allowed: -.'
+    repositories. Allowed: one line without control characters or a trailing newline (vault strings made with echo
+    end in one: use printf ''%s'').'
   - 'C(kimi_k3_allow_unauthenticated_api) (bool, cluster scope, default false): Accept serving the API on a non-
     loopback address without kimi_k3_api_key. Allowed: true/false.'
   - 'C(kimi_k3_artifacts_dir) (str, cluster scope, default artifacts/ in ansible-playbook''s working directory):

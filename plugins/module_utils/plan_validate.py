@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_varia
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool, version_key
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_variables import PREFIX
 
-DIGEST_RE = re.compile(r"^(?P<repo>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{64})$")
+DIGEST_RE = re.compile(r"^(?P<repo>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{64})\Z")
 SECRET_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
 SECRET_VARS = plan_variables.SECRET_KEYS
@@ -223,7 +223,7 @@ def validate_flag_values(ctx):
         if decl["choices"] != "snapshot" or value is None:
             continue
         choices = (snapshot["flags"].get(decl["flag"]) or {}).get("choices")
-        if choices and not vllm_flags.choice_ok(str(value), choices):
+        if choices and not vllm_flags.choice_ok(str(value), choices, decl["flag"]):
             errors.append(problem(ctx["where"], decl["name"], "%s is not a %s value vLLM %s accepts."
                                   % (value, decl["flag"], ctx["vllm_version"]),
                                   "use one of %s (vLLM %s)." % (", ".join(str(c) for c in choices),
@@ -516,7 +516,7 @@ def validate_extra_args(ctx):
 
 
 def _env_entry_problem(name, value):
-    if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+    if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name):
         return ("key %s is not an environment variable name." % plan_variables.show(name),
                 "use NAME: value with NAME matching [A-Za-z_][A-Za-z0-9_]*.")
     if not plan_variables.is_scalar(value) and not isinstance(value, bool):
@@ -555,7 +555,7 @@ LOOPBACK_NAMES = ("localhost", "ip6-localhost", "ip6-loopback")
 def is_loopback(address):
     """True for 127.0.0.0/8, ::1 and the loopback host names."""
     text = str(address).lower()
-    return text in LOOPBACK_NAMES or text == "::1" or re.match(r"^127\.\d+\.\d+\.\d+$", text) is not None
+    return text in LOOPBACK_NAMES or text == "::1" or re.match(r"^127\.\d+\.\d+\.\d+\Z", text) is not None
 
 
 def serves_http(ctx, node):
@@ -576,7 +576,8 @@ def api_access(ctx):
 def validate_api_exposure(ctx):
     """An API on a non-loopback address needs kimi_k3_api_key unless the operator opts out explicitly."""
     ctx["api_access"] = api_access(ctx)
-    if ctx["api_access"] != "unauthenticated" or ctx["settings"]["allow_unauthenticated_api"]:
+    if ctx["api_access"] != "unauthenticated" or ctx["settings"]["allow_unauthenticated_api"] \
+            or "api_key" in ctx["invalid"]:  # a refused key is the one mistake
         return []
     exposed = ["%s (%s)" % (n["host"], api_host(n)) for n in ctx["nodes"]
                if serves_http(ctx, n) and not is_loopback(api_host(n))]
@@ -624,7 +625,7 @@ def validate_host_names(ctx):
         if issue:
             errors.append(issue)
         host = node["host"]
-        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", host):  # no leading dot: "." and ".." too
+        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*\Z", host):  # no leading dot: "." and ".." too
             errors.append(problem(plan_variables.show(host), "inventory_hostname",
                                   "the host name is used as a file name (<host>.json) and holds a path separator, "
                                   "a control character or a leading dot/dash.",

@@ -21,6 +21,11 @@ import copy
 import difflib
 import re
 
+try:
+    from urllib.parse import urlparse
+except ImportError:  # pragma: no cover - Python 2 is not supported
+    from urlparse import urlparse
+
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import FALSE_WORDS, TRUE_WORDS
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
 
@@ -50,13 +55,16 @@ FORMATS = {
     "hf_model": (r"(?:[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*|/[^:\x00-\x1f\x7f]*)",
                  "a Hugging Face repository id (org/name) or an absolute path inside the container"),
     "shm_size": (r"[1-9][0-9]*[bkmgBKMG]?", "a size in bytes or with unit b/k/m/g, e.g. 64g"),
-    "docker_host": (r"(?:unix://|tcp://|ssh://|https?://)\S+",
-                    "an engine URL: unix:///path, tcp://host:port or ssh://user@host"),
+    "docker_host": (r"(?:unix://|tcp://|ssh://|https?://)[^\s\x00-\x1f\x7f]+",
+                    "an engine URL: unix:///path, tcp://host:port or ssh://user@host[:port] (no path)"),
     "env_name": (r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
     "text": (r"[^\x00-\x1f\x7f]+", "non-empty text without control characters"),
     "deployment": (r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?",
                    "a deployment name: lowercase letters, digits and inner dashes, at most 40 (e.g. replica-1, prefill-1)"),
     "path": (r"[^\x00-\x1f\x7f]+", "a path without control characters"),
+    # A secret travels in an env file and in an HTTP header: one line, no trailing newline.
+    "secret": (r"[^\x00-\x1f\x7f]*", "one line without control characters or a trailing newline (vault strings "
+               "made with echo end in one: use printf '%s')"),
 }
 
 # cluster: identical on every node of the inventory; deployment: identical on every node of one deployment
@@ -161,9 +169,9 @@ VARIABLES = (
        default_doc="vllm-router"),
     # Secrets and safety switches.
     _v("api_key", "str", CLUSTER, "API key (vault); reaches the container through a mode-0600 env file.",
-       secret=True, default_doc="unset"),
+       secret=True, fmt="secret", default_doc="unset"),
     _v("hf_token", "str", CLUSTER, "Hugging Face token (vault), for gated or private repositories.",
-       secret=True, default_doc="unset"),
+       secret=True, fmt="secret", default_doc="unset"),
     _v("allow_unauthenticated_api", "bool", CLUSTER, "Accept serving the API on a non-loopback address without "
        "kimi_k3_api_key.", default=False),
     # Controller side (read by the roles, not by the plan).
@@ -212,7 +220,7 @@ def _bool_value(value):
 def _int_value(value):
     if isinstance(value, int) and not isinstance(value, bool):
         return value, None
-    if isinstance(value, str) and re.match(r"^-?[0-9]+$", value.strip()):
+    if isinstance(value, str) and re.match(r"^-?[0-9]+\Z", value.strip()):
         return int(value.strip()), None
     return None, "is not an integer (%s)." % show(value)
 
@@ -263,7 +271,30 @@ def _typed(decl, value):
 
 def _format_ok(fmt, text):
     pattern = FORMATS[fmt][0]
-    return re.match(r"^(?:%s)$" % pattern, text) is not None
+    return re.fullmatch(pattern, text) is not None
+
+
+def engine_url_problem(url):
+    """Why the Docker SDK (docker.utils.parse_host, which community.docker uses) refuses an engine URL, else None.
+
+    Its rules: no query, fragment, parameters or password; tcp (and http/https, its aliases) needs a host and a
+    port; ssh takes no path (``ssh://user@host/path`` is refused; the port defaults to 22)."""
+    parsed = urlparse(url)
+    try:
+        port = parsed.port
+    except ValueError:
+        return "its port is not a number 1-65535"
+    if parsed.params or parsed.query or parsed.fragment or parsed.password:
+        return "the Docker SDK refuses a query, fragment or password in an engine URL"
+    if parsed.scheme == "ssh" and parsed.path:
+        return "the Docker SDK allows no path in an ssh:// engine URL (it runs `docker system dial-stdio` on the host)"
+    if parsed.scheme in ("tcp", "http", "https") and (not parsed.netloc or not port):
+        return "a %s:// engine URL needs a port (the Docker SDK has no default port)" % parsed.scheme
+    return None
+
+
+# Checks a pattern cannot say, by format: a function returning why the text is refused, or None.
+FORMAT_CHECKS = {"docker_host": engine_url_problem}
 
 
 def allowed_values(decl, recipe, snapshots, version=None):
@@ -301,6 +332,10 @@ def _constraint(decl, value, recipe, snapshots):
             if not _format_ok(decl["format"], text):
                 shown = "the value" if decl["secret"] else show(text)
                 return "%s is not %s." % (shown, FORMATS[decl["format"]][1])
+            semantic = FORMAT_CHECKS.get(decl["format"], lambda _text: None)(text)
+            if semantic:
+                shown = show(text) if urlparse(text).password is None else "the URL (password hidden)"
+                return "%s: %s." % (shown, semantic)
     return None
 
 
