@@ -19,6 +19,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
+PLAN_FILE_MODE = 0o600
+PLAN_SCRIPT_MODE = 0o700
 
 
 class ActionModule(ActionBase):
@@ -44,8 +46,9 @@ class ActionModule(ActionBase):
         """Write <dest>/<host>.json and .sh (and the copy kept by plan id); what the result says about them."""
         files = {}
         for host, node_plan in plan["plans"].items():
-            files["%s.json" % host] = (plan_render.plan_json(node_plan), 0o644)
-            files["%s.sh" % host] = (scripts[host], 0o755)
+            # Owner only: the plan names the cluster's addresses, ports and secret file paths.
+            files["%s.json" % host] = (plan_render.plan_json(node_plan), PLAN_FILE_MODE)
+            files["%s.sh" % host] = (scripts[host], PLAN_SCRIPT_MODE)
         plan_id, written = plan_files.write_plan(dest, files, plan["plans"], check_mode=self._task.check_mode)
         return {"plan_id": plan_id, "changed": bool(written), "written": written, "dest": dest}
 

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
 import re
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_variables, vllm_flags
@@ -495,22 +496,42 @@ def _reserved_fix(recipe, canonical, name):
     return None
 
 
+def _refused_arg(recipe, canonical, name):
+    """``(why, fix)`` for a flag kimi_k3_extra_args never carries (a secret, --config), else None."""
+    refused = recipe.get("refused_args", {})
+    for flag in (canonical, name):
+        if flag in refused:
+            return refused[flag]["why"], refused[flag]["fix"]
+    return None
+
+
+def _extra_arg_problem(recipe, snap, option):
+    """``(message, fix)`` for one option of kimi_k3_extra_args that must not be there, else None."""
+    name = option.split("=", 1)[0]
+    spelled = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+    canonical = (vllm_flags.canonical_flag(name, snap) if snap else None) or spelled
+    refused = _refused_arg(recipe, canonical, spelled)
+    if refused:
+        return "%s %s." % (name, refused[0]), refused[1] + "."
+    fix = _reserved_fix(recipe, canonical, name)
+    if fix:
+        return "%s must not be passed by hand: the plan derives it." % name, fix + "."
+    return None
+
+
 def validate_extra_args(ctx):
-    """kimi_k3_extra_args does not pass flags the collection derives (the table checked it is a string list)."""
-    recipe, errors = ctx["recipe"], []
+    """kimi_k3_extra_args passes no secret, no --config file and no flag the collection derives (the table checked
+    it is a string list). Items are named by position: a refused item may hold a secret."""
+    errors = []
     extra_args = ctx["settings"]["extra_args"] or []
-    snap = ctx["snapshot"]
-    for token in extra_args:
+    for index, token in enumerate(extra_args):
         if re.search(r"[\x00-\x1f\x7f]", token):
-            errors.append(problem(ctx["where"], PREFIX + "extra_args", "item %s contains a control character."
-                                  % plan_variables.show(token), "remove the newline/tab from the item."))
+            errors.append(problem(ctx["where"], PREFIX + "extra_args", "item %d contains a control character."
+                                  % (index + 1), "remove the newline/tab from the item."))
     for option, _values in vllm_flags.split_units(extra_args)[1]:
-        name = option.split("=", 1)[0]
-        canonical = vllm_flags.canonical_flag(name, snap) if snap else name
-        fix = _reserved_fix(recipe, canonical, name)
-        if fix:
-            errors.append(problem(ctx["where"], PREFIX + "extra_args", "%s must not be passed by hand: the plan "
-                                  "derives it." % name, fix + "."))
+        issue = _extra_arg_problem(ctx["recipe"], ctx["snapshot"], option)
+        if issue:
+            errors.append(problem(ctx["where"], PREFIX + "extra_args", issue[0], issue[1]))
     ctx["extra_args"] = list(extra_args)
     return errors
 
@@ -528,22 +549,44 @@ def _env_entry_problem(name, value):
     return None
 
 
+def is_secret_env(recipe, name):
+    """Whether an environment name looks like a secret's (recipe ``secret_env``: patterns minus non-secret words)."""
+    spec = recipe.get("secret_env", {})
+    allowed = set(spec.get("not_secret_words", []))
+    words = "_".join(w for w in str(name).upper().split("_") if w not in allowed)
+    return any(fnmatch.fnmatchcase(words, p.upper()) for p in spec.get("patterns", []))
+
+
+def _env_name_problem(recipe, name):
+    """``(message, fix)`` for a name kimi_k3_extra_env must not set (derived, secret, removed), else None."""
+    upper = name.upper()
+    if upper in recipe.get("reserved_env", {}):
+        return ("%s is derived by the plan (per node or from a variable); kimi_k3_extra_env would override it."
+                % name, recipe["reserved_env"][upper] + " instead.")
+    if is_secret_env(recipe, name):
+        variable = recipe.get("secret_env", {}).get("variables", {}).get(upper)
+        if variable:
+            return ("%s is a secret and would land in the plan file and the container's configuration." % name,
+                    "remove it and set %s from a vault; the launch passes it through a mode-0400 file." % variable)
+        return ("%s looks like a secret (data/recipes/kimi_k3.yml secret_env) and would land in the plan file and "
+                "the container's configuration." % name,
+                "remove it: kimi_k3_extra_env is not secret. If %s holds no secret, add the word that matched to "
+                "secret_env.not_secret_words in the recipe (docs/secrets.md)." % name)
+    if name in recipe.get("removed_env", {}):
+        return "%s no longer exists in vLLM." % name, recipe["removed_env"][name] + "."
+    return None
+
+
 def validate_extra_env(ctx):
-    """kimi_k3_extra_env: NAME: scalar entries, without removed or secret variables."""
+    """kimi_k3_extra_env: NAME: scalar entries, without derived, secret or removed variables."""
     recipe, where, errors = ctx["recipe"], ctx["where"], []
     extra_env = ctx["settings"]["extra_env"] or {}
     clean = {}
     for name, value in extra_env.items():
-        issue = _env_entry_problem(name, value)
+        issue = _env_entry_problem(name, value) or _env_name_problem(recipe, name)
         if issue:
             errors.append(problem(where, PREFIX + "extra_env", issue[0], issue[1]))
             continue
-        if name in recipe.get("removed_env", {}):
-            errors.append(problem(where, PREFIX + "extra_env", "%s no longer exists in vLLM." % name,
-                                  recipe["removed_env"][name] + "."))
-        if name in SECRET_ENV.values():
-            errors.append(problem(where, PREFIX + "extra_env", "%s is a secret and would land in the plan." % name,
-                                  "set kimi_k3_api_key / kimi_k3_hf_token (vault) instead."))
         clean[name] = env_str(value)
     ctx["extra_env"] = clean
     return errors
