@@ -99,7 +99,9 @@ def _replica_problems(ctxs):
 
 
 def _shown(decl, value):
-    return "hidden" if decl["secret"] else plan_variables.show(value)
+    if decl["secret"]:
+        return "set, value hidden" if value else "unset"
+    return plan_variables.show(value)
 
 
 def _cluster_value_problems(ctxs):
@@ -108,7 +110,8 @@ def _cluster_value_problems(ctxs):
     for decl in plan_variables.VARIABLES:
         if decl["scope"] != plan_variables.CLUSTER or not decl["plan"]:
             continue
-        read = (lambda c: c["settings"]["secrets"][decl["key"]]) if decl["secret"] \
+        # Secrets are compared by digest: two deployments with different keys are as wrong as one without.
+        read = (lambda c: c["settings"]["secret_digests"][decl["key"]]) if decl["secret"] \
             else (lambda c: c["settings"][decl["key"]])
         for ctx in ctxs[1:]:
             if read(ctx) != read(ctxs[0]):
@@ -116,7 +119,9 @@ def _cluster_value_problems(ctxs):
                                       "deployment %s (%s); it is cluster-wide."
                                       % (ctxs[0]["deployment"], _shown(decl, read(ctxs[0])), ctx["deployment"],
                                          _shown(decl, read(ctx))),
-                                      "set %s once in group_vars/vllm_cluster." % decl["name"]))
+                                      "set %s once in group_vars/vllm_cluster%s." % (
+                                          decl["name"], " (one vault value for every deployment)"
+                                          if decl["secret"] else "")))
                 break
     return errors
 
@@ -229,6 +234,22 @@ def _router_access_problems(router, ctxs):
                     "proxy, or set kimi_k3_allow_unauthenticated_api: true if a proxy already guards the port.")]
 
 
+def _router_key_problems(router, ctxs):
+    """The router host's kimi_k3_api_key (its own variables: it is outside vllm_cluster) is the deployments' key,
+    compared by digest: in PD mode vllm-router sends it to every backend; a different key fails every request."""
+    wanted = ctxs[0]["settings"]["secret_digests"]["api_key"]
+    own = plan_variables.secret_digest(router["vars"].get(PREFIX + "api_key"))
+    fix = ("give the router host the deployments' kimi_k3_api_key (group_vars/vllm_router.yml, from the same vault "
+           "variable as group_vars/vllm_cluster.yml).")
+    if _mode(ctxs) == "pd" and wanted and own is None:
+        return [problem(router["host"], PREFIX + "api_key", "is not set on the router host, but the PD router calls "
+                        "the backends with it (OPENAI_API_KEY) and they check it.", fix)]
+    if own is not None and own != wanted:
+        return [problem(router["host"], PREFIX + "api_key", "differs between the router host (%s) and the deployments "
+                        "(%s)." % ("set, value hidden", "set, value hidden" if wanted else "unset"), fix)]
+    return []
+
+
 def _router_problems(ctxs, routers, recipe, snapshots):
     backend_hosts = set(n["host"] for c in ctxs for n in c["nodes"])
     errors = _router_presence(ctxs, routers, backend_hosts)
@@ -240,7 +261,7 @@ def _router_problems(ctxs, routers, recipe, snapshots):
     if errors:
         return errors
     return (_router_image_problems(router, settings) + _router_port_problems(router, settings, ctxs, recipe)
-            + _router_access_problems(router, ctxs))
+            + _router_key_problems(router, ctxs) + _router_access_problems(router, ctxs))
 
 
 def _backends(built):

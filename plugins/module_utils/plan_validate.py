@@ -627,7 +627,9 @@ def validate_api_exposure(ctx):
     return [problem(ctx["where"], PREFIX + "api_key",
                     "is not set (or empty), but %s would serve the API without authentication on %s."
                     % ("these nodes" if len(exposed) > 1 else "this node", ", ".join(exposed)),
-                    "set kimi_k3_api_key (from a vault), or bind kimi_k3_api_host to a loopback address, or set "
+                    "set kimi_k3_api_key from a vault (e.g. \"{{ vault_kimi_k3_api_key }}\"; the example inventories "
+                    "read it from the environment: export KIMI_K3_API_KEY before ansible-playbook), or bind "
+                    "kimi_k3_api_host to a loopback address, or set "
                     "kimi_k3_allow_unauthenticated_api: true if an authenticating proxy guards the port.")]
 
 

@@ -19,6 +19,8 @@ __metaclass__ = type
 
 import copy
 import difflib
+import hashlib
+import os
 import re
 
 try:
@@ -433,7 +435,23 @@ def read_settings(nodes, recipe, snapshots, deployment=None):
         _read_shared_variable(decl, nodes, (recipe, snapshots, deployment), settings, errors, invalid)
     settings["secrets"] = dict((k, bool(settings.pop(k) and any(n["vars"].get(PREFIX + k) for n in nodes)))
                                for k in SECRET_KEYS)
+    settings["secret_digests"] = dict((k, secret_digest(_first_value(nodes, PREFIX + k))) for k in SECRET_KEYS)
     return settings, invalid, errors
+
+
+_DIGEST_SALT = os.urandom(16)
+
+
+def secret_digest(value):
+    """A salted digest that tells two secrets apart without keeping or showing them (None: unset or empty).
+    Surrounding whitespace does not count: the launch trims the value it writes."""
+    if value is None or str(value).strip() == "":
+        return None
+    return hashlib.sha256(_DIGEST_SALT + str(value).strip().encode("utf-8")).hexdigest()
+
+
+def _first_value(nodes, name):
+    return next((n["vars"][name] for n in nodes if n["vars"].get(name) is not None), None)
 
 
 def _read_shared_variable(decl, nodes, inputs, settings, errors, invalid):
