@@ -19,6 +19,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
+WORKER_GROUP = "vllm_workers"
 PLAN_FILE_MODE = 0o600
 PLAN_SCRIPT_MODE = 0o700
 
@@ -33,12 +34,27 @@ class ActionModule(ActionBase):
         node_vars.update(overrides)
         return {"host": host, "head": head, "vars": node_vars}
 
+    @staticmethod
+    def _deployment_groups(args, hostvars):
+        """{child group of the cluster group: its hosts}, head and worker groups left out; None when the inventory
+        is not reachable. ``groups`` flattens the hierarchy, so the inventory behind hostvars is asked."""
+        inventory = getattr(hostvars, "_inventory", None)
+        cluster = getattr(inventory, "groups", {}).get(args["group"]) if inventory is not None else None
+        if cluster is None:
+            return None
+        skip = (args["head_group"], WORKER_GROUP)
+        return dict((child.name, set(h.name for h in child.get_hosts()))
+                    for child in cluster.child_groups if child.name not in skip)
+
     def _cluster_nodes(self, args, task_vars):
         """(nodes, routers) as topology.build_cluster_plan takes them, from the groups and every host's variables."""
         groups, hostvars = task_vars.get("groups", {}), task_vars.get("hostvars", {})
         heads = set(groups.get(args["head_group"], []))
         nodes = [self._node(host, hostvars[host], host in heads, args["overrides"])
                  for host in groups.get(args["group"], [])]
+        deployment_groups = self._deployment_groups(args, hostvars)
+        for node in nodes if deployment_groups is not None else []:
+            node["deployment_groups"] = sorted(g for g, members in deployment_groups.items() if node["host"] in members)
         routers = [self._node(host, hostvars[host], False, {}) for host in groups.get(args["router_group"], [])]
         return nodes, routers
 

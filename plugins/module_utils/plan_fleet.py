@@ -49,6 +49,72 @@ def partition(nodes, recipe, snapshots):
     return [({"name": name, "several": several}, groups[name]) for name in order], errors
 
 
+def _free_name(taken, like):
+    """A deployment name not in ``taken``, shaped like ``like`` (replica-1 -> replica-2)."""
+    stem = like.rstrip("0123456789").rstrip("-") or "deployment"
+    return next("%s-%d" % (stem, i) for i in range(2, len(taken) + 3) if "%s-%d" % (stem, i) not in taken)
+
+
+def _in_two_groups(nodes):
+    out = []
+    for node in nodes:
+        groups = node.get("deployment_groups") or []
+        if len(groups) > 1:
+            out.append(problem(node["host"], PREFIX + "deployment", "the host is in %d deployment groups (%s); Ansible "
+                               "takes kimi_k3_deployment from one of them, so it joins deployment %s only."
+                               % (len(groups), ", ".join(groups), node["vars"].get(PREFIX + "deployment") or "main"),
+                               "list %s under one deployment group in hosts.yml (a node runs one deployment)."
+                               % node["host"]))
+    return out
+
+
+def _name_used_twice(nodes, default):
+    """Two deployment groups whose hosts carry one kimi_k3_deployment: Ansible merges them into one deployment."""
+    by_name, members = {}, {}
+    for node in nodes:
+        groups = node.get("deployment_groups") or []
+        if len(groups) == 1:
+            members.setdefault(groups[0], []).append(node["host"])
+            name = node["vars"].get(PREFIX + "deployment") or default
+            by_name.setdefault(str(name), [])
+            if groups[0] not in by_name[str(name)]:
+                by_name[str(name)].append(groups[0])
+    out = []
+    for name, groups in by_name.items():
+        if len(groups) > 1:
+            out.append(problem(members[groups[1]][0], PREFIX + "deployment", "%s is the name of %d deployment groups "
+                               "(%s), so their hosts (%s) would run as one deployment."
+                               % (name, len(groups), ", ".join(groups), ", ".join(h for g in groups for h in members[g])),
+                               "give group %s its own kimi_k3_deployment in its group_vars (e.g. %s)."
+                               % (groups[1], _free_name(by_name, name))))
+    return out
+
+
+def _outside_groups(nodes, default):
+    """A node in none of the deployment groups gets another deployment's name only by host variables."""
+    groups = sorted(set(g for n in nodes for g in (n.get("deployment_groups") or [])))
+    named = set(str(n["vars"].get(PREFIX + "deployment") or default) for n in nodes if n.get("deployment_groups"))
+    out = []
+    for node in nodes:
+        name = str(node["vars"].get(PREFIX + "deployment") or default)
+        if groups and not node.get("deployment_groups") and name not in named:
+            out.append(problem(node["host"], PREFIX + "deployment", "the host is in no deployment group (%s), so its "
+                               "kimi_k3_deployment is %s, a deployment of its own." % (", ".join(groups), name),
+                               "list %s in hosts.yml under the group of its deployment (one of %s), next to its head."
+                               % (node["host"], ", ".join(groups))))
+    return out
+
+
+def grouping_problems(nodes, recipe):
+    """Mistakes in how the hosts are grouped into deployments, each naming kimi_k3_deployment.
+
+    ``node["deployment_groups"]``: the child groups of vllm_cluster (other than vllm_head / vllm_workers) that
+    hold the host, as the inventory lists them (docs/deployments.md: one group per deployment); absent when the
+    caller does not know them (then nothing is checked here)."""
+    default = recipe["defaults"].get("deployment", "main")
+    return _in_two_groups(nodes) or _name_used_twice(nodes, default) or _outside_groups(nodes, default)
+
+
 def _mode(ctxs):
     return "pd" if any(c["role_spec"].get("pd") for c in ctxs) else ("replicas" if len(ctxs) > 1 else "single")
 

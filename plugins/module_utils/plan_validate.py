@@ -102,21 +102,34 @@ def _explicit_order(nodes, heads, errors):
     return ordered
 
 
+def _head_count_problem(nodes, heads, deployment):
+    """Not one head: the hosts in vllm_head, and the kimi_k3_deployment mistake that often causes it."""
+    names = ", ".join(n["host"] for n in heads) or "none"
+    if len(heads) > 1:
+        why = ("if %s head different deployments, kimi_k3_deployment gives them one name%s: give each deployment's "
+               "group its own kimi_k3_deployment" % (names, " (%s)" % deployment if deployment else ""))
+        return problem(nodes[0]["host"] if deployment else "vllm_head", "vllm_head",
+                       "%s has %d hosts in vllm_head (%s); a deployment has exactly one head."
+                       % ("deployment %s" % deployment if deployment else "the deployment", len(heads), names),
+                       "%s; otherwise keep only the rank-0 node of %s in vllm_head."
+                       % (why, "deployment %s" % deployment if deployment else "the deployment"))
+    if deployment:
+        hosts = ", ".join(n["host"] for n in nodes)
+        return problem(nodes[0]["host"] if nodes else "vllm_head", "vllm_head",
+                       "deployment %s (kimi_k3_deployment of %s) has no host in vllm_head." % (deployment, hosts),
+                       "if %s belong to another deployment, list them under that deployment's group (it sets "
+                       "kimi_k3_deployment); otherwise put the rank-0 node of deployment %s in vllm_head."
+                       % (hosts, deployment))
+    return problem("vllm_head", "vllm_head", "the head group holds no host.",
+                   "put the rank-0 node (alone) in the vllm_head group.")
+
+
 def order_nodes(nodes, errors, invalid=(), deployment=None):
     """Return nodes sorted by rank with ``rank`` set; exactly one head, head is rank 0, ranks unique.
     ``deployment``: the deployment's name when the inventory holds several (each has its own head)."""
     heads = [n for n in nodes if n.get("head")]
-    if len(heads) != 1 and deployment:
-        errors.append(problem(nodes[0]["host"] if nodes else "vllm_head", "vllm_head",
-                              "deployment %s has %d hosts in vllm_head (%s); each deployment needs exactly one."
-                              % (deployment, len(heads), ", ".join(n["host"] for n in heads) or "none"),
-                              "put the rank-0 node of deployment %s (alone among its hosts) in vllm_head."
-                              % deployment))
-    elif len(heads) != 1:
-        errors.append(problem("vllm_head", "vllm_head",
-                              "the head group must hold exactly one host, it holds %d (%s)."
-                              % (len(heads), ", ".join(n["host"] for n in heads) or "none"),
-                              "put the rank-0 node (alone) in the vllm_head group."))
+    if len(heads) != 1:
+        errors.append(_head_count_problem(nodes, heads, deployment))
     if "node_rank" in invalid:
         return _default_order(nodes, heads)
     explicit = [n for n in nodes if n["settings"]["node_rank"] is not None]

@@ -207,8 +207,13 @@ def test_the_head_group_must_hold_exactly_one_host(heads):
     _ctx, errors, _w = resolve(listed)
     p = only(errors, "vllm_head")
     assert p["host"] == "vllm_head"
-    assert p["message"] == "the head group must hold exactly one host, it holds %d (%s)." % (
-        len(heads), ", ".join("node%d" % i for i in heads) or "none")
+    assert p["message"] == ("the head group holds no host." if not heads else
+                            "the deployment has 2 hosts in vllm_head (node0, node1); a deployment has exactly one "
+                            "head.")
+    assert p["fix"] == ("put the rank-0 node (alone) in the vllm_head group." if not heads else
+                        "if node0, node1 head different deployments, kimi_k3_deployment gives them one name: give "
+                        "each deployment's group its own kimi_k3_deployment; otherwise keep only the rank-0 node of "
+                        "the deployment in vllm_head.")
 
 
 def test_a_clean_cluster_resolves_without_problems():
