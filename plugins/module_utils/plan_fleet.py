@@ -115,6 +115,42 @@ def grouping_problems(nodes, recipe):
     return _in_two_groups(nodes) or _name_used_twice(nodes, default) or _outside_groups(nodes, default)
 
 
+def _router_scope_problems(nodes, routers):
+    """Router variables set on a vLLM node (and not merely shared with the router host, e.g. by group_vars/all).
+    Without a router host nothing tells a node's own value from one every host shares: nothing is judged."""
+    for decl in (d for d in plan_variables.VARIABLES if d["scope"] == plan_variables.ROUTER):
+        wanted = [r["vars"].get(decl["name"]) for r in routers]
+        for node in nodes if routers else []:
+            value = node["vars"].get(decl["name"])
+            if value is not None and value not in wanted:
+                return [problem(node["host"], decl["name"], "is a router variable (scope router: read on the %s "
+                                "host only); set on a vllm_cluster host it does nothing." % ROUTER_GROUP,
+                                "move %s to group_vars/%s.yml (or the router host's variables)."
+                                % (decl["name"], ROUTER_GROUP))]
+    return []
+
+
+def _serving_scope_problems(nodes, routers):
+    """vLLM-node variables set on the router host (and not merely shared with the nodes)."""
+    for decl in (d for d in plan_variables.VARIABLES if not d["on_router"] and d["plan"]):
+        wanted = [n["vars"].get(decl["name"]) for n in nodes]
+        for router in routers:
+            value = router["vars"].get(decl["name"])
+            if value is not None and value not in wanted:
+                where = "group_vars/vllm_cluster.yml" if decl["scope"] == plan_variables.CLUSTER else \
+                    "the vllm_cluster hosts or their deployment's group_vars"
+                return [problem(router["host"], decl["name"], "is a %s variable (scope %s: read on the vllm_cluster "
+                                "hosts); set on the router host it does nothing." % (decl["scope"], decl["scope"]),
+                                "move %s to %s, or remove it from the router host." % (decl["name"], where))]
+    return []
+
+
+def scope_problems(nodes, routers):
+    """A variable set on a host of the other kind (router vs vLLM node), where nothing reads it; the declaration's
+    scope says which. A value both kinds share (group_vars/all) is no mistake."""
+    return _router_scope_problems(nodes, routers) + _serving_scope_problems(nodes, routers)
+
+
 def _mode(ctxs):
     return "pd" if any(c["role_spec"].get("pd") for c in ctxs) else ("replicas" if len(ctxs) > 1 else "single")
 

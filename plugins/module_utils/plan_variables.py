@@ -35,10 +35,11 @@ PREFIX = "kimi_k3_"
 
 
 def _v(name, vtype, scope, meaning, default=None, default_doc=None, choices=None, fmt=None, minimum=None,
-       required=False, flag=None, plan=True, secret=False):
+       required=False, flag=None, plan=True, secret=False, on_router=None):
     return {"name": PREFIX + name, "key": name, "type": vtype, "scope": scope, "meaning": meaning,
             "default": default, "default_doc": default_doc, "choices": choices, "format": fmt, "minimum": minimum,
-            "required": required, "flag": flag, "plan": plan, "secret": secret}
+            "required": required, "flag": flag, "plan": plan, "secret": secret,
+            "on_router": scope == "router" if on_router is None else on_router}
 
 
 # Named formats of free-text values: (regular expression, what an operator reads in the docs and the fix).
@@ -133,7 +134,7 @@ VARIABLES = (
        choices="snapshots", default_doc="recipe default (0.28.0)"),
     _v("image", "str", CLUSTER, "The vLLM image, repo@sha256:<digest>.", required=True, fmt="text"),
     _v("allow_unpinned_image", "bool", CLUSTER, "Accept an image tag instead of a digest (not recommended).",
-       default=False),
+       default=False, on_router=True),
     # Node resources and container.
     _v("model_cache_dir", "str", CLUSTER, "Host directory of the weights / HF cache (same path on every node), "
        "mounted into the container.", fmt="abs_path", default_doc="/data/hf-cache"),
@@ -146,16 +147,16 @@ VARIABLES = (
     _v("restart_policy", "str", CLUSTER, "Docker restart policy of the container.", default="no",
        choices=["no", "on-failure", "always", "unless-stopped"]),
     _v("docker_host", "str", HOST, "Container engine URL on the node.", fmt="docker_host",
-       default=DEFAULT_DOCKER_HOST),
+       default=DEFAULT_DOCKER_HOST, on_router=True),
     _v("extra_args", "list", DEPLOYMENT, "Extra vllm serve arguments, each flag and value its own item (checked "
        "against the flag snapshot; flags the plan derives are refused).", default_doc="[]"),
     _v("extra_env", "dict", DEPLOYMENT, "Extra container environment NAME: value (no secrets, no removed "
        "variables).", default_doc="{}"),
     # Network.
     _v("internal_address", "str", HOST, "Cluster-internal address of the node (--master-addr / "
-       "--data-parallel-address).", fmt="address", default_doc="ansible_host"),
+       "--data-parallel-address).", fmt="address", default_doc="ansible_host", on_router=True),
     _v("api_host", "str", HOST, "Address the API binds to on the node.", fmt="address",
-       default_doc="0.0.0.0 (all)"),
+       default_doc="0.0.0.0 (all)", on_router=True),
     _v("api_port", "port", DEPLOYMENT, "API port.", default_doc="8000 (prefill 8001, decode 8002)"),
     _v("master_port", "port", DEPLOYMENT, "TP/PP rendezvous port (--master-port).", default_doc="29501"),
     _v("dp_rpc_port", "port", DEPLOYMENT, "Data-parallel RPC port (--data-parallel-rpc-port).",
@@ -171,7 +172,7 @@ VARIABLES = (
        default_doc="vllm-router"),
     # Secrets and safety switches.
     _v("api_key", "str", CLUSTER, "API key (vault); reaches the container through a mode-0600 env file.",
-       secret=True, fmt="secret", default_doc="unset"),
+       secret=True, fmt="secret", default_doc="unset", on_router=True),
     _v("hf_token", "str", CLUSTER, "Hugging Face token (vault), for gated or private repositories.",
        secret=True, fmt="secret", default_doc="unset"),
     _v("allow_unauthenticated_api", "bool", CLUSTER, "Accept serving the API on a non-loopback address without "
@@ -488,8 +489,10 @@ def read_router_settings(routers, recipe, snapshots):
     """The router variables (and the host variables) of the vllm_router hosts: ``(settings, errors)``."""
     errors, settings = unknown_variables(routers), {}
     for decl in VARIABLES:
+        if not decl["on_router"]:
+            continue  # set on the router host it is a scope mistake (plan_fleet.scope_problems)
         if decl["scope"] == HOST:
             _read_host_variable(decl, routers, recipe, snapshots, errors, set())
-        elif decl["scope"] == ROUTER or decl["key"] == "allow_unpinned_image":
+        else:
             _read_shared_variable(decl, routers, (recipe, snapshots, None), settings, errors, set())
     return settings, errors

@@ -113,3 +113,49 @@ def test_the_action_reads_the_deployment_groups_from_the_inventory():
                       "kimi_replica_2": {"gb300-tray03", "gb300-tray04"}}
     assert cluster_plan_action.ActionModule._deployment_groups(args, {}) is None
     assert cluster_plan_action.ActionModule._deployment_groups(dict(args, group="nope"), hostvars) is None
+
+
+# ----------------------------------------------------------------------------- variables on a host of the other kind
+
+
+def hosts_and_router(node_vars=None, router_vars=None):
+    nodes = [{"host": "t%d" % i, "head": i == 1, "vars": dict({"kimi_k3_strategy": "multi_node_tp"}, **(node_vars or {}))}
+             for i in (1, 2)]
+    routers = [{"host": "r1", "head": False, "vars": dict({"kimi_k3_router_port": 8000}, **(router_vars or {}))}]
+    return nodes, routers
+
+
+@pytest.mark.parametrize("name, value, scope", [("kimi_k3_max_model_len", 32768, "cluster"),
+                                                ("kimi_k3_extra_args", ["--max-num-seqs", "8"], "deployment"),
+                                                ("kimi_k3_node_rank", 0, "host"), ("kimi_k3_hf_token", "hf_x", "cluster")])
+def test_a_serving_variable_on_the_router_host_is_refused_naming_its_scope(name, value, scope):
+    (p,) = plan_fleet.scope_problems(*hosts_and_router(router_vars={name: value}))
+    assert (p["host"], p["variable"]) == ("r1", name)
+    assert p["message"] == ("is a %s variable (scope %s: read on the vllm_cluster hosts); set on the router host it "
+                            "does nothing." % (scope, scope))
+    assert p["fix"].startswith("move %s to " % name) and p["fix"].endswith(", or remove it from the router host.")
+    assert "hf_x" not in p["message"] + p["fix"]
+
+
+def test_a_router_variable_on_a_node_is_refused_naming_its_scope():
+    (p,) = plan_fleet.scope_problems(*hosts_and_router(node_vars={"kimi_k3_router_policy": "cache_aware"}))
+    assert (p["host"], p["variable"]) == ("t1", "kimi_k3_router_policy")
+    assert p["message"] == ("is a router variable (scope router: read on the vllm_router host only); set on a "
+                            "vllm_cluster host it does nothing.")
+    assert p["fix"] == "move kimi_k3_router_policy to group_vars/vllm_router.yml (or the router host's variables)."
+
+
+@pytest.mark.parametrize("name, value", [("kimi_k3_image", "img@sha256:" + "a" * 64), ("kimi_k3_router_image", "r")])
+def test_a_value_every_host_shares_is_no_mistake(name, value):
+    assert plan_fleet.scope_problems(*hosts_and_router({name: value}, {name: value})) == []
+
+
+@pytest.mark.parametrize("name", ["kimi_k3_api_key", "kimi_k3_docker_host", "kimi_k3_api_host",
+                                  "kimi_k3_internal_address", "kimi_k3_allow_unpinned_image"])
+def test_variables_the_router_reads_may_be_set_on_it(name):
+    assert plan_fleet.scope_problems(*hosts_and_router(router_vars={name: "x"})) == []
+
+
+def test_without_a_router_host_router_variables_on_nodes_are_not_judged():
+    nodes, _routers = hosts_and_router(node_vars={"kimi_k3_router_port": 9000})
+    assert plan_fleet.scope_problems(nodes, []) == []
