@@ -15,7 +15,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_contract, plan_render, topology
 from ansible_collections.gpufleet.kimi_k3.plugins.filter.plan import _FALLBACK_VARS as FALLBACK_VARS
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data, role_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
@@ -58,6 +58,28 @@ class ActionModule(ActionBase):
         routers = [self._node(host, hostvars[host], False, {}) for host in groups.get(args["router_group"], [])]
         return nodes, routers
 
+    @staticmethod
+    def _role_vars(hv, options):
+        """The role variables set for a host, templated; one whose template needs a run's facts is the role's to
+        judge."""
+        out = {}
+        for key in hv:
+            if key in options or key.startswith(role_variables.ROLE_PREFIXES):
+                try:
+                    out[key] = to_plain(hv[key])
+                except Exception:  # pylint: disable=broad-except  # templating errors have no common base class
+                    continue
+        return out
+
+    def _with_role_variables(self, plan, task_vars, hosts):
+        """The plan, refused when a role variable the inventory sets is wrong (roles' argument specs)."""
+        hostvars, options = task_vars.get("hostvars", {}), role_variables.role_options()
+        problems = role_variables.role_variable_problems(
+            [(h, self._role_vars(hostvars[h], options)) for h in hosts if h in hostvars], plan["plans"])
+        if not problems:
+            return plan
+        return dict(plan, ok=False, errors=problems, plans={}, cluster={})
+
     def _write(self, dest, plan, scripts):
         """Write <dest>/<host>.json and .sh (and the copy kept by plan id); what the result says about them."""
         files = {}
@@ -90,6 +112,8 @@ class ActionModule(ActionBase):
         nodes, routers = self._cluster_nodes(args, task_vars)
         recipe = recipe_data.load_recipe(args["recipe"])
         plan = topology.build_cluster_plan(nodes, recipe, recipe_data.load_snapshots(), routers)
+        if plan["ok"]:
+            plan = self._with_role_variables(plan, task_vars, [n["host"] for n in nodes + routers])
         result.update(self._outcome(plan))
         scripts = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
         if plan["ok"] and args["dest"]:

@@ -90,6 +90,10 @@ def variables_md(recipe, snapshots):
             "unless both kinds share the value (group_vars/all). Every value is checked before any\n"
             "host is contacted: a wrong YAML type, a value outside the allowed set, a malformed string or an\n"
             "undeclared `kimi_k3_*` name is refused with the host, the variable and the fix.\n\n"
+            "Role variables (`image_mirror`, `image_registry_credentials`, `smoke_ca_path`, ...) are declared once, in\n"
+            "their role's `meta/argument_specs.yml` (`ansible-doc -t role gpufleet.kimi_k3.<role>`); the plan checks\n"
+            "the ones the inventory sets against that declaration, and against the plan (the image a mirror\n"
+            "rewrites, the registry a login is for), before any host is contacted.\n\n"
             + markdown_table(recipe, snapshots))
 
 

@@ -4,7 +4,8 @@ Every ``<case>.yml`` names a base inventory under inventories/ (its hosts.yml an
 one mistake (``cluster``: merged into group_vars; ``hosts``: merged into a host's vars; ``remove``: variables
 deleted from group_vars; ``rename``: host renamed; ``head``: new vllm_head members; ``router``: merged into the
 vllm_router host's vars; ``no_router``: the vllm_router group removed; ``groups``: {host: its deployment groups};
-``group_vars``: merged into a deployment group's vars) and what the refusal must name
+``group_vars``: merged into a deployment group's vars; ``role_vars``: role variables set on a host or "all") and
+what the refusal must name
 (``variable``, optionally ``host`` and a fragment of ``fix``). One mistake gives one problem. Bases with several
 deployments (inventories/gb300-pd, gb300-fleet) keep each deployment's group_vars (group_vars/<group>.yml or the
 group's ``vars:``) under its hosts, as Ansible resolves them (a group's variables override vllm_cluster's).
@@ -19,7 +20,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology, vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data, role_variables
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -119,8 +120,15 @@ def apply(mistake, cluster, hosts, routers):
     return cluster, hosts, routers
 
 
-def plan(nodes, routers=()):
-    return topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, list(routers))
+def plan(nodes, routers=(), role_vars=None):
+    """The plan as the cluster_plan action makes it: topology, then the role variables the inventory sets
+    (``role_vars``: {host or "all": {variable: value}})."""
+    r = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, list(routers))
+    if not r["ok"] or not role_vars:
+        return r
+    hosts = [(n["host"], dict(role_vars.get("all", {}), **role_vars.get(n["host"], {}))) for n in nodes + list(routers)]
+    problems = role_variables.role_variable_problems(hosts, r["plans"])
+    return dict(r, ok=False, errors=problems, plans={}) if problems else r
 
 
 def test_the_corpus_is_large_enough_and_mistakes_are_distinct():
@@ -142,7 +150,7 @@ def test_every_base_renders_and_its_flag_snapshot_accepts_it(base):
 @pytest.mark.parametrize("path", CASES, ids=[os.path.basename(p)[:-4] for p in CASES])
 def test_mistake_is_refused_naming_the_variable(path):
     doc = _load(path)
-    r = plan(*nodes_of(*apply(doc["mistake"], *base_inventory(doc["base"]))))
+    r = plan(*nodes_of(*apply(doc["mistake"], *base_inventory(doc["base"]))), role_vars=doc["mistake"].get("role_vars"))
     lines = [plan_render.format_problem(e) for e in r["errors"]]
     assert not r["ok"], "%s: accepted" % doc["description"]
     assert len(r["errors"]) == 1, lines
