@@ -1,6 +1,5 @@
 """Role variables set in the inventory are checked by the plan from the roles' argument specs (their one
 declaration) and the roles' own value checks, before any host is contacted; each refusal names host, variable, fix."""
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
