@@ -103,6 +103,9 @@ notes:
     its own item (checked against the flag snapshot; flags the plan derives are refused). Allowed: -.'
   - 'C(kimi_k3_extra_env) (dict, deployment scope, default {}): Extra container environment NAME: value (no
     secrets, no removed variables). Allowed: -.'
+  - 'C(kimi_k3_extra_env_not_secret) (list, deployment scope, default []): Names in kimi_k3_extra_env that look
+    like secrets (recipe secret_env: *TOKEN*, *KEY*, ...) but hold none; their values are written to the plan
+    file. Allowed: an environment variable name ([A-Za-z_][A-Za-z0-9_]*).'
   - 'C(kimi_k3_internal_address) (str, host, router host too scope, default ansible_host): Cluster-internal
     address of the node (--master-addr / --data-parallel-address). Allowed: an IPv4/IPv6 address or a host name,
     without prefix length (/24), port (:8000) or brackets.'

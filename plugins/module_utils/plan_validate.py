@@ -570,21 +570,22 @@ def is_secret_env(recipe, name):
     return any(fnmatch.fnmatchcase(words, p.upper()) for p in spec.get("patterns", []))
 
 
-def _env_name_problem(recipe, name):
-    """``(message, fix)`` for a name kimi_k3_extra_env must not set (derived, secret, removed), else None."""
+def _env_name_problem(recipe, name, not_secret=()):
+    """``(message, fix)`` for a name kimi_k3_extra_env must not set (derived, secret, removed), else None.
+    ``not_secret``: names the operator declared non-secret (kimi_k3_extra_env_not_secret)."""
     upper = name.upper()
     if upper in recipe.get("reserved_env", {}):
         return ("%s is derived by the plan (per node or from a variable); kimi_k3_extra_env would override it."
                 % name, recipe["reserved_env"][upper] + " instead.")
-    if is_secret_env(recipe, name):
-        variable = recipe.get("secret_env", {}).get("variables", {}).get(upper)
+    variable = recipe.get("secret_env", {}).get("variables", {}).get(upper)
+    if is_secret_env(recipe, name) and (variable or name not in not_secret):
         if variable:
             return ("%s is a secret and would land in the plan file and the container's configuration." % name,
                     "remove it and set %s from a vault; the launch passes it through a mode-0400 file." % variable)
         return ("%s looks like a secret (data/recipes/kimi_k3.yml secret_env) and would land in the plan file and "
                 "the container's configuration." % name,
-                "remove it: kimi_k3_extra_env is not secret. If %s holds no secret, add the word that matched to "
-                "secret_env.not_secret_words in the recipe (docs/secrets.md)." % name)
+                "remove it: kimi_k3_extra_env is not secret. If %s holds no secret, list it in "
+                "kimi_k3_extra_env_not_secret (docs/secrets.md)." % name)
     if name in recipe.get("removed_env", {}):
         return "%s no longer exists in vLLM." % name, recipe["removed_env"][name] + "."
     return None
@@ -594,9 +595,10 @@ def validate_extra_env(ctx):
     """kimi_k3_extra_env: NAME: scalar entries, without derived, secret or removed variables."""
     recipe, where, errors = ctx["recipe"], ctx["where"], []
     extra_env = ctx["settings"]["extra_env"] or {}
+    not_secret = ctx["settings"]["extra_env_not_secret"] or []
     clean = {}
     for name, value in extra_env.items():
-        issue = _env_entry_problem(name, value) or _env_name_problem(recipe, name)
+        issue = _env_entry_problem(name, value) or _env_name_problem(recipe, name, not_secret)
         if issue:
             errors.append(problem(where, PREFIX + "extra_env", issue[0], issue[1]))
             continue

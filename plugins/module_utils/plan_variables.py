@@ -152,6 +152,9 @@ VARIABLES = (
        "against the flag snapshot; flags the plan derives are refused).", default_doc="[]"),
     _v("extra_env", "dict", DEPLOYMENT, "Extra container environment NAME: value (no secrets, no removed "
        "variables).", default_doc="{}"),
+    _v("extra_env_not_secret", "list", DEPLOYMENT, "Names in kimi_k3_extra_env that look like secrets (recipe "
+       "secret_env: *TOKEN*, *KEY*, ...) but hold none; their values are written to the plan file.", fmt="env_name",
+       default_doc="[]"),
     # Network.
     _v("internal_address", "str", HOST, "Cluster-internal address of the node (--master-addr / "
        "--data-parallel-address).", fmt="address", default_doc="ansible_host", on_router=True),
@@ -330,7 +333,7 @@ def _constraint(decl, value, recipe, snapshots):
         if probe not in allowed:
             return "%s is not one of %s." % (show(value), ", ".join(str(a) for a in allowed))
     texts = value if isinstance(value, list) else [value]
-    if decl["format"] and decl["type"] in ("str", "str_or_list", "size"):
+    if decl["format"] and decl["type"] in ("str", "str_or_list", "size", "list"):
         for text in texts:
             if not _format_ok(decl["format"], text):
                 shown = "the value" if decl["secret"] else show(text)

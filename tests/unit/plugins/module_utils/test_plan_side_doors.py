@@ -95,7 +95,24 @@ def test_secret_looking_names_are_refused(name):
     (p,) = refusals("kimi_k3_extra_env", kimi_k3_extra_env={name: SECRET})
     assert p["message"].startswith("%s looks like a secret" % name)
     assert p["fix"].startswith("remove it: kimi_k3_extra_env is not secret.")
-    assert "secret_env.not_secret_words" in p["fix"] and SECRET not in p["message"] + p["fix"]
+    assert p["fix"].endswith("If %s holds no secret, list it in kimi_k3_extra_env_not_secret (docs/secrets.md)."
+                             % name)
+    assert SECRET not in p["message"] + p["fix"]
+
+
+def test_a_name_declared_not_secret_passes_but_a_known_secret_never_does():
+    assert refusals("kimi_k3_extra_env", kimi_k3_extra_env={"S3_ACCESS_KEY_ID": "AKIA"},
+                    kimi_k3_extra_env_not_secret=["S3_ACCESS_KEY_ID"]) == []
+    (p,) = refusals("kimi_k3_extra_env", kimi_k3_extra_env={"HF_TOKEN": SECRET}, kimi_k3_extra_env_not_secret=["HF_TOKEN"])
+    assert "kimi_k3_hf_token" in p["fix"]
+    (p,) = refusals("kimi_k3_extra_env", kimi_k3_extra_env={"NCCL_SOCKET_IFNAME": "eth0"},
+                    kimi_k3_extra_env_not_secret=["NCCL_SOCKET_IFNAME"])
+    assert p["fix"] == "set kimi_k3_socket_ifname instead."
+
+
+def test_the_not_secret_list_holds_environment_names():
+    (p,) = refusals("kimi_k3_extra_env_not_secret", kimi_k3_extra_env_not_secret=["S3 KEY"])
+    assert p["fix"] == "set kimi_k3_extra_env_not_secret to an environment variable name ([A-Za-z_][A-Za-z0-9_]*)."
 
 
 @pytest.mark.parametrize("name", ["TOKENIZERS_PARALLELISM", "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE", "NCCL_DEBUG",
