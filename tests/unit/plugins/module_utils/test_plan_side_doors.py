@@ -176,3 +176,17 @@ def test_plan_files_are_written_for_the_owner_only(tmp_path):
     action._write(str(tmp_path), plan, {"node0": "#!/bin/sh\n"})
     for name, mode in (("node0.json", 0o600), ("node0.sh", 0o700)):
         assert stat.S_IMODE(os.stat(str(tmp_path / name)).st_mode) == mode, name
+
+
+@settings(max_examples=150, deadline=None)
+@given(flag=st.sampled_from(["--hf-token", "--api-key", "--config"]),
+       seps=st.lists(st.sampled_from(["-", "_"]), min_size=2, max_size=2),
+       inline=st.booleans(), value=st.from_regex(r"[A-Za-z0-9]{8,16}", fullmatch=True),
+       before=st.sampled_from([[], ["--max-num-seqs", "8"], ["--enforce-eager"]]))
+def test_every_spelling_of_a_refused_flag_is_refused_without_its_value(flag, seps, inline, value, before):
+    words = flag[2:].split("-")
+    spelled = "--" + words[0] + "".join(sep + word for sep, word in zip(seps, words[1:]))
+    items = before + ([spelled + "=" + value] if inline else [spelled, value])
+    found = refusals("kimi_k3_extra_args", kimi_k3_extra_args=items)
+    assert len(found) == 1 and found[0]["message"].startswith(spelled + " ")
+    assert value not in found[0]["message"] + found[0]["fix"]
