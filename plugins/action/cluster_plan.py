@@ -15,10 +15,13 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_contract, plan_render, topology
 from ansible_collections.gpufleet.kimi_k3.plugins.filter.plan import _FALLBACK_VARS as FALLBACK_VARS
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data, role_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
+WORKER_GROUP = "vllm_workers"
+PLAN_FILE_MODE = 0o600
+PLAN_SCRIPT_MODE = 0o700
 
 
 class ActionModule(ActionBase):
@@ -31,21 +34,59 @@ class ActionModule(ActionBase):
         node_vars.update(overrides)
         return {"host": host, "head": head, "vars": node_vars}
 
+    @staticmethod
+    def _deployment_groups(args, hostvars):
+        """{child group of the cluster group: its hosts}, head and worker groups left out; None when the inventory
+        is not reachable. ``groups`` flattens the hierarchy, so the inventory behind hostvars is asked."""
+        inventory = getattr(hostvars, "_inventory", None)
+        cluster = getattr(inventory, "groups", {}).get(args["group"]) if inventory is not None else None
+        if cluster is None:
+            return None
+        skip = (args["head_group"], WORKER_GROUP)
+        return dict((child.name, set(h.name for h in child.get_hosts()))
+                    for child in cluster.child_groups if child.name not in skip)
+
     def _cluster_nodes(self, args, task_vars):
         """(nodes, routers) as topology.build_cluster_plan takes them, from the groups and every host's variables."""
         groups, hostvars = task_vars.get("groups", {}), task_vars.get("hostvars", {})
         heads = set(groups.get(args["head_group"], []))
         nodes = [self._node(host, hostvars[host], host in heads, args["overrides"])
                  for host in groups.get(args["group"], [])]
+        deployment_groups = self._deployment_groups(args, hostvars)
+        for node in nodes if deployment_groups is not None else []:
+            node["deployment_groups"] = sorted(g for g, members in deployment_groups.items() if node["host"] in members)
         routers = [self._node(host, hostvars[host], False, {}) for host in groups.get(args["router_group"], [])]
         return nodes, routers
+
+    @staticmethod
+    def _role_vars(hv, options):
+        """The role variables set for a host, templated; one whose template needs a run's facts is the role's to
+        judge."""
+        out = {}
+        for key in hv:
+            if key in options or key.startswith(role_variables.ROLE_PREFIXES):
+                try:
+                    out[key] = to_plain(hv[key])
+                except Exception:  # pylint: disable=broad-except  # templating errors have no common base class
+                    continue
+        return out
+
+    def _with_role_variables(self, plan, task_vars, hosts):
+        """The plan, refused when a role variable the inventory sets is wrong (roles' argument specs)."""
+        hostvars, options = task_vars.get("hostvars", {}), role_variables.role_options()
+        problems = role_variables.role_variable_problems(
+            [(h, self._role_vars(hostvars[h], options)) for h in hosts if h in hostvars], plan["plans"])
+        if not problems:
+            return plan
+        return dict(plan, ok=False, errors=problems, plans={}, cluster={})
 
     def _write(self, dest, plan, scripts):
         """Write <dest>/<host>.json and .sh (and the copy kept by plan id); what the result says about them."""
         files = {}
         for host, node_plan in plan["plans"].items():
-            files["%s.json" % host] = (plan_render.plan_json(node_plan), 0o644)
-            files["%s.sh" % host] = (scripts[host], 0o755)
+            # Owner only: the plan names the cluster's addresses, ports and secret file paths.
+            files["%s.json" % host] = (plan_render.plan_json(node_plan), PLAN_FILE_MODE)
+            files["%s.sh" % host] = (scripts[host], PLAN_SCRIPT_MODE)
         plan_id, written = plan_files.write_plan(dest, files, plan["plans"], check_mode=self._task.check_mode)
         return {"plan_id": plan_id, "changed": bool(written), "written": written, "dest": dest}
 
@@ -71,6 +112,8 @@ class ActionModule(ActionBase):
         nodes, routers = self._cluster_nodes(args, task_vars)
         recipe = recipe_data.load_recipe(args["recipe"])
         plan = topology.build_cluster_plan(nodes, recipe, recipe_data.load_snapshots(), routers)
+        if plan["ok"]:
+            plan = self._with_role_variables(plan, task_vars, [n["host"] for n in nodes + routers])
         result.update(self._outcome(plan))
         scripts = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
         if plan["ok"] and args["dest"]:

@@ -88,8 +88,8 @@ notes:
     snapshot and per-release env names. Allowed: 0.27.1, 0.28.0, 0.32.0, 0.33.0.'
   - 'C(kimi_k3_image) (str, cluster scope, default required): The vLLM image, repo@sha256:<digest>. Allowed: non-
     empty text without control characters.'
-  - 'C(kimi_k3_allow_unpinned_image) (bool, cluster scope, default false): Accept an image tag instead of a digest
-    (not recommended). Allowed: true/false.'
+  - 'C(kimi_k3_allow_unpinned_image) (bool, cluster, router host too scope, default false): Accept an image tag
+    instead of a digest (not recommended). Allowed: true/false.'
   - 'C(kimi_k3_model_cache_dir) (str, cluster scope, default /data/hf-cache): Host directory of the weights / HF
     cache (same path on every node), mounted into the container. Allowed: an absolute path (starts with /, no
     '':'' and no control characters).'
@@ -101,17 +101,22 @@ notes:
     unlimited). Allowed: >= -1.'
   - 'C(kimi_k3_restart_policy) (str, cluster scope, default no): Docker restart policy of the container. Allowed:
     no, on-failure, always, unless-stopped.'
-  - 'C(kimi_k3_docker_host) (str, host scope, default unix:///var/run/docker.sock): Container engine URL on the
-    node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host.'
+  - 'C(kimi_k3_docker_host) (str, host, router host too scope, default unix:///var/run/docker.sock): Container
+    engine URL on the node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host[:port] (no
+    path).'
   - 'C(kimi_k3_extra_args) (list, deployment scope, default []): Extra vllm serve arguments, each flag and value
     its own item (checked against the flag snapshot; flags the plan derives are refused). Allowed: -.'
   - 'C(kimi_k3_extra_env) (dict, deployment scope, default {}): Extra container environment NAME: value (no
     secrets, no removed variables). Allowed: -.'
-  - 'C(kimi_k3_internal_address) (str, host scope, default ansible_host): Cluster-internal address of the node
-    (--master-addr / --data-parallel-address). Allowed: an IPv4/IPv6 address or a host name, without prefix length
-    (/24), port (:8000) or brackets.'
-  - 'C(kimi_k3_api_host) (str, host scope, default 0.0.0.0 (all)): Address the API binds to on the node. Allowed:
-    an IPv4/IPv6 address or a host name, without prefix length (/24), port (:8000) or brackets.'
+  - 'C(kimi_k3_extra_env_not_secret) (list, deployment scope, default []): Names in kimi_k3_extra_env that look
+    like secrets (recipe secret_env: *TOKEN*, *KEY*, ...) but hold none; their values are written to the plan
+    file. Allowed: an environment variable name ([A-Za-z_][A-Za-z0-9_]*).'
+  - 'C(kimi_k3_internal_address) (str, host, router host too scope, default ansible_host): Cluster-internal
+    address of the node (--master-addr / --data-parallel-address). Allowed: an IPv4/IPv6 address or a host name,
+    without prefix length (/24), port (:8000) or brackets.'
+  - 'C(kimi_k3_api_host) (str, host, router host too scope, default 0.0.0.0 (all)): Address the API binds to on
+    the node. Allowed: an IPv4/IPv6 address or a host name, without prefix length (/24), port (:8000) or
+    brackets.'
   - 'C(kimi_k3_api_port) (port, deployment scope, default 8000 (prefill 8001, decode 8002)): API port. Allowed:
     1-65535, distinct per node.'
   - 'C(kimi_k3_master_port) (port, deployment scope, default 29501): TP/PP rendezvous port (--master-port).
@@ -130,10 +135,13 @@ notes:
     sticky_least_loaded.'
   - 'C(kimi_k3_router_container_name) (str, router scope, default vllm-router): Name of the router container.
     Allowed: a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+).'
-  - 'C(kimi_k3_api_key) (str, cluster scope, default unset): API key (vault); reaches the container as a read-only
-    file (mode 0400, in a 0700 directory on the node; docs/secrets.md). Allowed: -.'
+  - 'C(kimi_k3_api_key) (str, cluster, router host too scope, default unset): API key (vault); reaches the
+    container as a read-only file (mode 0400, in a 0700 directory on the node; docs/secrets.md). Allowed: one line
+    without control characters or a trailing newline (vault strings made with echo end in one: use printf
+    ''%s'').'
   - 'C(kimi_k3_hf_token) (str, cluster scope, default unset): Hugging Face token (vault), for gated or private
-    repositories. Allowed: -.'
+    repositories. Allowed: one line without control characters or a trailing newline (vault strings made with echo
+    end in one: use printf ''%s'').'
   - 'C(kimi_k3_allow_unauthenticated_api) (bool, cluster scope, default false): Accept serving the API on a non-
     loopback address without kimi_k3_api_key. Allowed: true/false.'
   - 'C(kimi_k3_artifacts_dir) (str, cluster scope, default artifacts/ in ansible-playbook''s working directory):

@@ -34,8 +34,8 @@ try:  # Python 3
 except ImportError:  # pragma: no cover - Python 2 is not supported on nodes
     urlrequest = None
 
-REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}\Z")
 LINK_NEXT_RE = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 CHUNK = 1024 * 1024
 
@@ -78,7 +78,7 @@ def parse_tree(entries):
         if size < 0:
             raise StageError("the file list gives %s a negative size" % path)
         etag = str((lfs or {}).get("oid") or (lfs or {}).get("sha256") or e.get("oid") or "")
-        if not re.match(r"^[0-9a-f]{40}([0-9a-f]{24})?$", etag):
+        if not re.match(r"^[0-9a-f]{40}([0-9a-f]{24})?\Z", etag):
             raise StageError("the file list gives %s no usable blob id (oid %r)" % (path, etag))
         files.append({"path": path, "size": size, "etag": etag, "lfs": bool(lfs)})
     if not files:

@@ -16,12 +16,12 @@ import re
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-ID_RE = re.compile(r"^(sha256:)?([0-9a-f]{64})$")
-PATH_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
-TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+ID_RE = re.compile(r"^(sha256:)?([0-9a-f]{64})\Z")
+PATH_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*\Z")
+TAG_RE = re.compile(r"^[\w][\w.-]{0,127}\Z")
 DOMAIN_RE = re.compile(r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
-                       r"(?::[0-9]+)?$|^\[[0-9a-fA-F:]+\](?::[0-9]+)?$")
+                       r"(?::[0-9]+)?\Z|^\[[0-9a-fA-F:]+\](?::[0-9]+)?\Z")
 DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 VERIFY_HINT = ("Check that the registry is reachable from the node and that the digest exists "
                "(docker buildx imagetools inspect %s)")

@@ -49,6 +49,108 @@ def partition(nodes, recipe, snapshots):
     return [({"name": name, "several": several}, groups[name]) for name in order], errors
 
 
+def _free_name(taken, like):
+    """A deployment name not in ``taken``, shaped like ``like`` (replica-1 -> replica-2)."""
+    stem = like.rstrip("0123456789").rstrip("-") or "deployment"
+    return next("%s-%d" % (stem, i) for i in range(2, len(taken) + 3) if "%s-%d" % (stem, i) not in taken)
+
+
+def _in_two_groups(nodes):
+    out = []
+    for node in nodes:
+        groups = node.get("deployment_groups") or []
+        if len(groups) > 1:
+            out.append(problem(node["host"], PREFIX + "deployment", "the host is in %d deployment groups (%s); Ansible "
+                               "takes kimi_k3_deployment from one of them, so it joins deployment %s only."
+                               % (len(groups), ", ".join(groups), node["vars"].get(PREFIX + "deployment") or "main"),
+                               "list %s under one deployment group in hosts.yml (a node runs one deployment)."
+                               % node["host"]))
+    return out
+
+
+def _name_used_twice(nodes, default):
+    """Two deployment groups whose hosts carry one kimi_k3_deployment: Ansible merges them into one deployment."""
+    by_name, members = {}, {}
+    for node in nodes:
+        groups = node.get("deployment_groups") or []
+        if len(groups) == 1:
+            members.setdefault(groups[0], []).append(node["host"])
+            name = node["vars"].get(PREFIX + "deployment") or default
+            by_name.setdefault(str(name), [])
+            if groups[0] not in by_name[str(name)]:
+                by_name[str(name)].append(groups[0])
+    out = []
+    for name, groups in by_name.items():
+        if len(groups) > 1:
+            out.append(problem(members[groups[1]][0], PREFIX + "deployment", "%s is the name of %d deployment groups "
+                               "(%s), so their hosts (%s) would run as one deployment."
+                               % (name, len(groups), ", ".join(groups), ", ".join(h for g in groups for h in members[g])),
+                               "give group %s its own kimi_k3_deployment in its group_vars (e.g. %s)."
+                               % (groups[1], _free_name(by_name, name))))
+    return out
+
+
+def _outside_groups(nodes, default):
+    """A node in none of the deployment groups gets another deployment's name only by host variables."""
+    groups = sorted(set(g for n in nodes for g in (n.get("deployment_groups") or [])))
+    named = set(str(n["vars"].get(PREFIX + "deployment") or default) for n in nodes if n.get("deployment_groups"))
+    out = []
+    for node in nodes:
+        name = str(node["vars"].get(PREFIX + "deployment") or default)
+        if groups and not node.get("deployment_groups") and name not in named:
+            out.append(problem(node["host"], PREFIX + "deployment", "the host is in no deployment group (%s), so its "
+                               "kimi_k3_deployment is %s, a deployment of its own." % (", ".join(groups), name),
+                               "list %s in hosts.yml under the group of its deployment (one of %s), next to its head."
+                               % (node["host"], ", ".join(groups))))
+    return out
+
+
+def grouping_problems(nodes, recipe):
+    """Mistakes in how the hosts are grouped into deployments, each naming kimi_k3_deployment.
+
+    ``node["deployment_groups"]``: the child groups of vllm_cluster (other than vllm_head / vllm_workers) that
+    hold the host, as the inventory lists them (docs/deployments.md: one group per deployment); absent when the
+    caller does not know them (then nothing is checked here)."""
+    default = recipe["defaults"].get("deployment", "main")
+    return _in_two_groups(nodes) or _name_used_twice(nodes, default) or _outside_groups(nodes, default)
+
+
+def _router_scope_problems(nodes, routers):
+    """Router variables set on a vLLM node (and not merely shared with the router host, e.g. by group_vars/all).
+    Without a router host nothing tells a node's own value from one every host shares: nothing is judged."""
+    for decl in (d for d in plan_variables.VARIABLES if d["scope"] == plan_variables.ROUTER):
+        wanted = [r["vars"].get(decl["name"]) for r in routers]
+        for node in nodes if routers else []:
+            value = node["vars"].get(decl["name"])
+            if value is not None and value not in wanted:
+                return [problem(node["host"], decl["name"], "is a router variable (scope router: read on the %s "
+                                "host only); set on a vllm_cluster host it does nothing." % ROUTER_GROUP,
+                                "move %s to group_vars/%s.yml (or the router host's variables)."
+                                % (decl["name"], ROUTER_GROUP))]
+    return []
+
+
+def _serving_scope_problems(nodes, routers):
+    """vLLM-node variables set on the router host (and not merely shared with the nodes)."""
+    for decl in (d for d in plan_variables.VARIABLES if not d["on_router"] and d["plan"]):
+        wanted = [n["vars"].get(decl["name"]) for n in nodes]
+        for router in routers:
+            value = router["vars"].get(decl["name"])
+            if value is not None and value not in wanted:
+                where = "group_vars/vllm_cluster.yml" if decl["scope"] == plan_variables.CLUSTER else \
+                    "the vllm_cluster hosts or their deployment's group_vars"
+                return [problem(router["host"], decl["name"], "is a %s variable (scope %s: read on the vllm_cluster "
+                                "hosts); set on the router host it does nothing." % (decl["scope"], decl["scope"]),
+                                "move %s to %s, or remove it from the router host." % (decl["name"], where))]
+    return []
+
+
+def scope_problems(nodes, routers):
+    """A variable set on a host of the other kind (router vs vLLM node), where nothing reads it; the declaration's
+    scope says which. A value both kinds share (group_vars/all) is no mistake."""
+    return _router_scope_problems(nodes, routers) + _serving_scope_problems(nodes, routers)
+
+
 def _mode(ctxs):
     return "pd" if any(c["role_spec"].get("pd") for c in ctxs) else ("replicas" if len(ctxs) > 1 else "single")
 
@@ -99,7 +201,9 @@ def _replica_problems(ctxs):
 
 
 def _shown(decl, value):
-    return "hidden" if decl["secret"] else plan_variables.show(value)
+    if decl["secret"]:
+        return "set, value hidden" if value else "unset"
+    return plan_variables.show(value)
 
 
 def _cluster_value_problems(ctxs):
@@ -108,7 +212,8 @@ def _cluster_value_problems(ctxs):
     for decl in plan_variables.VARIABLES:
         if decl["scope"] != plan_variables.CLUSTER or not decl["plan"]:
             continue
-        read = (lambda c: c["settings"]["secrets"][decl["key"]]) if decl["secret"] \
+        # Secrets are compared by digest: two deployments with different keys are as wrong as one without.
+        read = (lambda c: c["settings"]["secret_digests"][decl["key"]]) if decl["secret"] \
             else (lambda c: c["settings"][decl["key"]])
         for ctx in ctxs[1:]:
             if read(ctx) != read(ctxs[0]):
@@ -116,7 +221,9 @@ def _cluster_value_problems(ctxs):
                                       "deployment %s (%s); it is cluster-wide."
                                       % (ctxs[0]["deployment"], _shown(decl, read(ctxs[0])), ctx["deployment"],
                                          _shown(decl, read(ctx))),
-                                      "set %s once in group_vars/vllm_cluster." % decl["name"]))
+                                      "set %s once in group_vars/vllm_cluster%s." % (
+                                          decl["name"], " (one vault value for every deployment)"
+                                          if decl["secret"] else "")))
                 break
     return errors
 
@@ -229,6 +336,22 @@ def _router_access_problems(router, ctxs):
                     "proxy, or set kimi_k3_allow_unauthenticated_api: true if a proxy already guards the port.")]
 
 
+def _router_key_problems(router, ctxs):
+    """The router host's kimi_k3_api_key (its own variables: it is outside vllm_cluster) is the deployments' key,
+    compared by digest: in PD mode vllm-router sends it to every backend; a different key fails every request."""
+    wanted = ctxs[0]["settings"]["secret_digests"]["api_key"]
+    own = plan_variables.secret_digest(router["vars"].get(PREFIX + "api_key"))
+    fix = ("give the router host the deployments' kimi_k3_api_key (group_vars/vllm_router.yml, from the same vault "
+           "variable as group_vars/vllm_cluster.yml).")
+    if _mode(ctxs) == "pd" and wanted and own is None:
+        return [problem(router["host"], PREFIX + "api_key", "is not set on the router host, but the PD router calls "
+                        "the backends with it (OPENAI_API_KEY) and they check it.", fix)]
+    if own is not None and own != wanted:
+        return [problem(router["host"], PREFIX + "api_key", "differs between the router host (%s) and the deployments "
+                        "(%s)." % ("set, value hidden", "set, value hidden" if wanted else "unset"), fix)]
+    return []
+
+
 def _router_problems(ctxs, routers, recipe, snapshots):
     backend_hosts = set(n["host"] for c in ctxs for n in c["nodes"])
     errors = _router_presence(ctxs, routers, backend_hosts)
@@ -240,7 +363,7 @@ def _router_problems(ctxs, routers, recipe, snapshots):
     if errors:
         return errors
     return (_router_image_problems(router, settings) + _router_port_problems(router, settings, ctxs, recipe)
-            + _router_access_problems(router, ctxs))
+            + _router_key_problems(router, ctxs) + _router_access_problems(router, ctxs))
 
 
 def _backends(built):

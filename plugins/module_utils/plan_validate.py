@@ -12,13 +12,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
 import re
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_variables, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool, version_key
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_variables import PREFIX
 
-DIGEST_RE = re.compile(r"^(?P<repo>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{64})$")
+DIGEST_RE = re.compile(r"^(?P<repo>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{64})\Z")
 SECRET_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
 SECRET_VARS = plan_variables.SECRET_KEYS
@@ -101,21 +102,34 @@ def _explicit_order(nodes, heads, errors):
     return ordered
 
 
+def _head_count_problem(nodes, heads, deployment):
+    """Not one head: the hosts in vllm_head, and the kimi_k3_deployment mistake that often causes it."""
+    names = ", ".join(n["host"] for n in heads) or "none"
+    if len(heads) > 1:
+        why = ("if %s head different deployments, kimi_k3_deployment gives them one name%s: give each deployment's "
+               "group its own kimi_k3_deployment" % (names, " (%s)" % deployment if deployment else ""))
+        return problem(nodes[0]["host"] if deployment else "vllm_head", "vllm_head",
+                       "%s has %d hosts in vllm_head (%s); a deployment has exactly one head."
+                       % ("deployment %s" % deployment if deployment else "the deployment", len(heads), names),
+                       "%s; otherwise keep only the rank-0 node of %s in vllm_head."
+                       % (why, "deployment %s" % deployment if deployment else "the deployment"))
+    if deployment:
+        hosts = ", ".join(n["host"] for n in nodes)
+        return problem(nodes[0]["host"] if nodes else "vllm_head", "vllm_head",
+                       "deployment %s (kimi_k3_deployment of %s) has no host in vllm_head." % (deployment, hosts),
+                       "if %s belong to another deployment, list them under that deployment's group (it sets "
+                       "kimi_k3_deployment); otherwise put the rank-0 node of deployment %s in vllm_head."
+                       % (hosts, deployment))
+    return problem("vllm_head", "vllm_head", "the head group holds no host.",
+                   "put the rank-0 node (alone) in the vllm_head group.")
+
+
 def order_nodes(nodes, errors, invalid=(), deployment=None):
     """Return nodes sorted by rank with ``rank`` set; exactly one head, head is rank 0, ranks unique.
     ``deployment``: the deployment's name when the inventory holds several (each has its own head)."""
     heads = [n for n in nodes if n.get("head")]
-    if len(heads) != 1 and deployment:
-        errors.append(problem(nodes[0]["host"] if nodes else "vllm_head", "vllm_head",
-                              "deployment %s has %d hosts in vllm_head (%s); each deployment needs exactly one."
-                              % (deployment, len(heads), ", ".join(n["host"] for n in heads) or "none"),
-                              "put the rank-0 node of deployment %s (alone among its hosts) in vllm_head."
-                              % deployment))
-    elif len(heads) != 1:
-        errors.append(problem("vllm_head", "vllm_head",
-                              "the head group must hold exactly one host, it holds %d (%s)."
-                              % (len(heads), ", ".join(n["host"] for n in heads) or "none"),
-                              "put the rank-0 node (alone) in the vllm_head group."))
+    if len(heads) != 1:
+        errors.append(_head_count_problem(nodes, heads, deployment))
     if "node_rank" in invalid:
         return _default_order(nodes, heads)
     explicit = [n for n in nodes if n["settings"]["node_rank"] is not None]
@@ -245,7 +259,7 @@ def validate_flag_values(ctx):
         if decl["choices"] != "snapshot" or value is None:
             continue
         choices = (snapshot["flags"].get(decl["flag"]) or {}).get("choices")
-        if choices and not vllm_flags.choice_ok(str(value), choices):
+        if choices and not vllm_flags.choice_ok(str(value), choices, decl["flag"]):
             errors.append(problem(ctx["where"], decl["name"], "%s is not a %s value vLLM %s accepts."
                                   % (value, decl["flag"], ctx["vllm_version"]),
                                   "use one of %s (vLLM %s)." % (", ".join(str(c) for c in choices),
@@ -527,28 +541,48 @@ def _reserved_fix(recipe, canonical, name):
     return None
 
 
+def _refused_arg(recipe, canonical, name):
+    """``(why, fix)`` for a flag kimi_k3_extra_args never carries (a secret, --config), else None."""
+    refused = recipe.get("refused_args", {})
+    for flag in (canonical, name):
+        if flag in refused:
+            return refused[flag]["why"], refused[flag]["fix"]
+    return None
+
+
+def _extra_arg_problem(recipe, snap, option):
+    """``(message, fix)`` for one option of kimi_k3_extra_args that must not be there, else None."""
+    name = option.split("=", 1)[0]
+    spelled = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+    canonical = (vllm_flags.canonical_flag(name, snap) if snap else None) or spelled
+    refused = _refused_arg(recipe, canonical, spelled)
+    if refused:
+        return "%s %s." % (name, refused[0]), refused[1] + "."
+    fix = _reserved_fix(recipe, canonical, name)
+    if fix:
+        return "%s must not be passed by hand: the plan derives it." % name, fix + "."
+    return None
+
+
 def validate_extra_args(ctx):
-    """kimi_k3_extra_args does not pass flags the collection derives (the table checked it is a string list)."""
-    recipe, errors = ctx["recipe"], []
+    """kimi_k3_extra_args passes no secret, no --config file and no flag the collection derives (the table checked
+    it is a string list). Items are named by position: a refused item may hold a secret."""
+    errors = []
     extra_args = ctx["settings"]["extra_args"] or []
-    snap = ctx["snapshot"]
-    for token in extra_args:
+    for index, token in enumerate(extra_args):
         if re.search(r"[\x00-\x1f\x7f]", token):
-            errors.append(problem(ctx["where"], PREFIX + "extra_args", "item %s contains a control character."
-                                  % plan_variables.show(token), "remove the newline/tab from the item."))
+            errors.append(problem(ctx["where"], PREFIX + "extra_args", "item %d contains a control character."
+                                  % (index + 1), "remove the newline/tab from the item."))
     for option, _values in vllm_flags.split_units(extra_args)[1]:
-        name = option.split("=", 1)[0]
-        canonical = vllm_flags.canonical_flag(name, snap) if snap else name
-        fix = _reserved_fix(recipe, canonical, name)
-        if fix:
-            errors.append(problem(ctx["where"], PREFIX + "extra_args", "%s must not be passed by hand: the plan "
-                                  "derives it." % name, fix + "."))
+        issue = _extra_arg_problem(ctx["recipe"], ctx["snapshot"], option)
+        if issue:
+            errors.append(problem(ctx["where"], PREFIX + "extra_args", issue[0], issue[1]))
     ctx["extra_args"] = list(extra_args)
     return errors
 
 
 def _env_entry_problem(name, value):
-    if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+    if not isinstance(name, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name):
         return ("key %s is not an environment variable name." % plan_variables.show(name),
                 "use NAME: value with NAME matching [A-Za-z_][A-Za-z0-9_]*.")
     if not plan_variables.is_scalar(value) and not isinstance(value, bool):
@@ -560,22 +594,46 @@ def _env_entry_problem(name, value):
     return None
 
 
+def is_secret_env(recipe, name):
+    """Whether an environment name looks like a secret's (recipe ``secret_env``: patterns minus non-secret words)."""
+    spec = recipe.get("secret_env", {})
+    allowed = set(spec.get("not_secret_words", []))
+    words = "_".join(w for w in str(name).upper().split("_") if w not in allowed)
+    return any(fnmatch.fnmatchcase(words, p.upper()) for p in spec.get("patterns", []))
+
+
+def _env_name_problem(recipe, name, not_secret=()):
+    """``(message, fix)`` for a name kimi_k3_extra_env must not set (derived, secret, removed), else None.
+    ``not_secret``: names the operator declared non-secret (kimi_k3_extra_env_not_secret)."""
+    upper = name.upper()
+    if upper in recipe.get("reserved_env", {}):
+        return ("%s is derived by the plan (per node or from a variable); kimi_k3_extra_env would override it."
+                % name, recipe["reserved_env"][upper] + " instead.")
+    variable = recipe.get("secret_env", {}).get("variables", {}).get(upper)
+    if is_secret_env(recipe, name) and (variable or name not in not_secret):
+        if variable:
+            return ("%s is a secret and would land in the plan file and the container's configuration." % name,
+                    "remove it and set %s from a vault; the launch passes it through a mode-0400 file." % variable)
+        return ("%s looks like a secret (data/recipes/kimi_k3.yml secret_env) and would land in the plan file and "
+                "the container's configuration." % name,
+                "remove it: kimi_k3_extra_env is not secret. If %s holds no secret, list it in "
+                "kimi_k3_extra_env_not_secret (docs/secrets.md)." % name)
+    if name in recipe.get("removed_env", {}):
+        return "%s no longer exists in vLLM." % name, recipe["removed_env"][name] + "."
+    return None
+
+
 def validate_extra_env(ctx):
-    """kimi_k3_extra_env: NAME: scalar entries, without removed or secret variables."""
+    """kimi_k3_extra_env: NAME: scalar entries, without derived, secret or removed variables."""
     recipe, where, errors = ctx["recipe"], ctx["where"], []
     extra_env = ctx["settings"]["extra_env"] or {}
+    not_secret = ctx["settings"]["extra_env_not_secret"] or []
     clean = {}
     for name, value in extra_env.items():
-        issue = _env_entry_problem(name, value)
+        issue = _env_entry_problem(name, value) or _env_name_problem(recipe, name, not_secret)
         if issue:
             errors.append(problem(where, PREFIX + "extra_env", issue[0], issue[1]))
             continue
-        if name in recipe.get("removed_env", {}):
-            errors.append(problem(where, PREFIX + "extra_env", "%s no longer exists in vLLM." % name,
-                                  recipe["removed_env"][name] + "."))
-        if name in SECRET_ENV.values():
-            errors.append(problem(where, PREFIX + "extra_env", "%s is a secret and would land in the plan." % name,
-                                  "set kimi_k3_api_key / kimi_k3_hf_token (vault) instead."))
         clean[name] = env_str(value)
     ctx["extra_env"] = clean
     return errors
@@ -587,7 +645,7 @@ LOOPBACK_NAMES = ("localhost", "ip6-localhost", "ip6-loopback")
 def is_loopback(address):
     """True for 127.0.0.0/8, ::1 and the loopback host names."""
     text = str(address).lower()
-    return text in LOOPBACK_NAMES or text == "::1" or re.match(r"^127\.\d+\.\d+\.\d+$", text) is not None
+    return text in LOOPBACK_NAMES or text == "::1" or re.match(r"^127\.\d+\.\d+\.\d+\Z", text) is not None
 
 
 def serves_http(ctx, node):
@@ -608,14 +666,17 @@ def api_access(ctx):
 def validate_api_exposure(ctx):
     """An API on a non-loopback address needs kimi_k3_api_key unless the operator opts out explicitly."""
     ctx["api_access"] = api_access(ctx)
-    if ctx["api_access"] != "unauthenticated" or ctx["settings"]["allow_unauthenticated_api"]:
+    if ctx["api_access"] != "unauthenticated" or ctx["settings"]["allow_unauthenticated_api"] \
+            or "api_key" in ctx["invalid"]:  # a refused key is the one mistake
         return []
     exposed = ["%s (%s)" % (n["host"], api_host(n)) for n in ctx["nodes"]
                if serves_http(ctx, n) and not is_loopback(api_host(n))]
     return [problem(ctx["where"], PREFIX + "api_key",
                     "is not set (or empty), but %s would serve the API without authentication on %s."
                     % ("these nodes" if len(exposed) > 1 else "this node", ", ".join(exposed)),
-                    "set kimi_k3_api_key (from a vault), or bind kimi_k3_api_host to a loopback address, or set "
+                    "set kimi_k3_api_key from a vault (e.g. \"{{ vault_kimi_k3_api_key }}\"; the example inventories "
+                    "read it from the environment: export KIMI_K3_API_KEY before ansible-playbook), or bind "
+                    "kimi_k3_api_host to a loopback address, or set "
                     "kimi_k3_allow_unauthenticated_api: true if an authenticating proxy guards the port.")]
 
 
@@ -656,7 +717,7 @@ def validate_host_names(ctx):
         if issue:
             errors.append(issue)
         host = node["host"]
-        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$", host):  # no leading dot: "." and ".." too
+        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*\Z", host):  # no leading dot: "." and ".." too
             errors.append(problem(plan_variables.show(host), "inventory_hostname",
                                   "the host name is used as a file name (<host>.json) and holds a path separator, "
                                   "a control character or a leading dot/dash.",

@@ -19,7 +19,14 @@ __metaclass__ = type
 
 import copy
 import difflib
+import hashlib
+import os
 import re
+
+try:
+    from urllib.parse import urlparse
+except ImportError:  # pragma: no cover - Python 2 is not supported
+    from urlparse import urlparse
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import FALSE_WORDS, TRUE_WORDS
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
@@ -28,11 +35,12 @@ PREFIX = "kimi_k3_"
 
 
 def _v(name, vtype, scope, meaning, default=None, default_doc=None, choices=None, fmt=None, minimum=None,
-       required=False, flag=None, plan=True, secret=False, env=None):
+       required=False, flag=None, plan=True, secret=False, on_router=None, env=None):
     """``env``: the container environment variable a set value renders (per node for host-scope variables)."""
     return {"name": PREFIX + name, "key": name, "type": vtype, "scope": scope, "meaning": meaning,
             "default": default, "default_doc": default_doc, "choices": choices, "format": fmt, "minimum": minimum,
-            "required": required, "flag": flag, "plan": plan, "secret": secret, "env": env}
+            "required": required, "flag": flag, "plan": plan, "secret": secret,
+            "on_router": scope == "router" if on_router is None else on_router, "env": env}
 
 
 # Named formats of free-text values: (regular expression, what an operator reads in the docs and the fix).
@@ -51,8 +59,8 @@ FORMATS = {
     "hf_model": (r"(?:[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*|/[^:\x00-\x1f\x7f]*)",
                  "a Hugging Face repository id (org/name) or an absolute path inside the container"),
     "shm_size": (r"[1-9][0-9]*[bkmgBKMG]?", "a size in bytes or with unit b/k/m/g, e.g. 64g"),
-    "docker_host": (r"(?:unix://|tcp://|ssh://|https?://)\S+",
-                    "an engine URL: unix:///path, tcp://host:port or ssh://user@host"),
+    "docker_host": (r"(?:unix://|tcp://|ssh://|https?://)[^\s\x00-\x1f\x7f]+",
+                    "an engine URL: unix:///path, tcp://host:port or ssh://user@host[:port] (no path)"),
     "env_name": (r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
     "text": (r"[^\x00-\x1f\x7f]+", "non-empty text without control characters"),
     "deployment": (r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?",
@@ -61,6 +69,9 @@ FORMATS = {
     "cpu_list": (r"(?:auto|nobind|[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)",
                  "auto, nobind, or a list of cores and core ranges, e.g. 0-3 or 0,2,4-7 "
                  "(vLLM's VLLM_CPU_OMP_THREADS_BIND)"),
+    # A secret travels in an env file and in an HTTP header: one line, no trailing newline.
+    "secret": (r"[^\x00-\x1f\x7f]*", "one line without control characters or a trailing newline (vault strings "
+               "made with echo end in one: use printf '%s')"),
 }
 
 # cluster: identical on every node of the inventory; deployment: identical on every node of one deployment
@@ -133,7 +144,7 @@ VARIABLES = (
        choices="snapshots", default_doc="recipe default (0.28.0)"),
     _v("image", "str", CLUSTER, "The vLLM image, repo@sha256:<digest>.", required=True, fmt="text"),
     _v("allow_unpinned_image", "bool", CLUSTER, "Accept an image tag instead of a digest (not recommended).",
-       default=False),
+       default=False, on_router=True),
     # Node resources and container.
     _v("model_cache_dir", "str", CLUSTER, "Host directory of the weights / HF cache (same path on every node), "
        "mounted into the container.", fmt="abs_path", default_doc="/data/hf-cache"),
@@ -146,16 +157,19 @@ VARIABLES = (
     _v("restart_policy", "str", CLUSTER, "Docker restart policy of the container.", default="no",
        choices=["no", "on-failure", "always", "unless-stopped"]),
     _v("docker_host", "str", HOST, "Container engine URL on the node.", fmt="docker_host",
-       default=DEFAULT_DOCKER_HOST),
+       default=DEFAULT_DOCKER_HOST, on_router=True),
     _v("extra_args", "list", DEPLOYMENT, "Extra vllm serve arguments, each flag and value its own item (checked "
        "against the flag snapshot; flags the plan derives are refused).", default_doc="[]"),
     _v("extra_env", "dict", DEPLOYMENT, "Extra container environment NAME: value (no secrets, no removed "
        "variables).", default_doc="{}"),
+    _v("extra_env_not_secret", "list", DEPLOYMENT, "Names in kimi_k3_extra_env that look like secrets (recipe "
+       "secret_env: *TOKEN*, *KEY*, ...) but hold none; their values are written to the plan file.", fmt="env_name",
+       default_doc="[]"),
     # Network.
     _v("internal_address", "str", HOST, "Cluster-internal address of the node (--master-addr / "
-       "--data-parallel-address).", fmt="address", default_doc="ansible_host"),
+       "--data-parallel-address).", fmt="address", default_doc="ansible_host", on_router=True),
     _v("api_host", "str", HOST, "Address the API binds to on the node.", fmt="address",
-       default_doc="0.0.0.0 (all)"),
+       default_doc="0.0.0.0 (all)", on_router=True),
     _v("api_port", "port", DEPLOYMENT, "API port.", default_doc="8000 (prefill 8001, decode 8002)"),
     _v("master_port", "port", DEPLOYMENT, "TP/PP rendezvous port (--master-port).", default_doc="29501"),
     _v("dp_rpc_port", "port", DEPLOYMENT, "Data-parallel RPC port (--data-parallel-rpc-port).",
@@ -171,9 +185,10 @@ VARIABLES = (
        default_doc="vllm-router"),
     # Secrets and safety switches.
     _v("api_key", "str", CLUSTER, "API key (vault); reaches the container as a read-only file (mode 0400, in a "
-       "0700 directory on the node; docs/secrets.md).", secret=True, default_doc="unset"),
+       "0700 directory on the node; docs/secrets.md).", secret=True, fmt="secret", default_doc="unset",
+       on_router=True),
     _v("hf_token", "str", CLUSTER, "Hugging Face token (vault), for gated or private repositories.",
-       secret=True, default_doc="unset"),
+       secret=True, fmt="secret", default_doc="unset"),
     _v("allow_unauthenticated_api", "bool", CLUSTER, "Accept serving the API on a non-loopback address without "
        "kimi_k3_api_key.", default=False),
     # Controller side (read by the roles, not by the plan).
@@ -223,7 +238,7 @@ def _bool_value(value):
 def _int_value(value):
     if isinstance(value, int) and not isinstance(value, bool):
         return value, None
-    if isinstance(value, str) and re.match(r"^-?[0-9]+$", value.strip()):
+    if isinstance(value, str) and re.match(r"^-?[0-9]+\Z", value.strip()):
         return int(value.strip()), None
     return None, "is not an integer (%s)." % show(value)
 
@@ -274,7 +289,30 @@ def _typed(decl, value):
 
 def _format_ok(fmt, text):
     pattern = FORMATS[fmt][0]
-    return re.match(r"^(?:%s)$" % pattern, text) is not None
+    return re.fullmatch(pattern, text) is not None
+
+
+def engine_url_problem(url):
+    """Why the Docker SDK (docker.utils.parse_host, which community.docker uses) refuses an engine URL, else None.
+
+    Its rules: no query, fragment, parameters or password; tcp (and http/https, its aliases) needs a host and a
+    port; ssh takes no path (``ssh://user@host/path`` is refused; the port defaults to 22)."""
+    parsed = urlparse(url)
+    try:
+        port = parsed.port
+    except ValueError:
+        return "its port is not a number 1-65535"
+    if parsed.params or parsed.query or parsed.fragment or parsed.password:
+        return "the Docker SDK refuses a query, fragment or password in an engine URL"
+    if parsed.scheme == "ssh" and parsed.path:
+        return "the Docker SDK allows no path in an ssh:// engine URL (it runs `docker system dial-stdio` on the host)"
+    if parsed.scheme in ("tcp", "http", "https") and (not parsed.netloc or not port):
+        return "a %s:// engine URL needs a port (the Docker SDK has no default port)" % parsed.scheme
+    return None
+
+
+# Checks a pattern cannot say, by format: a function returning why the text is refused, or None.
+FORMAT_CHECKS = {"docker_host": engine_url_problem}
 
 
 def allowed_values(decl, recipe, snapshots, version=None):
@@ -307,11 +345,15 @@ def _constraint(decl, value, recipe, snapshots):
         if probe not in allowed:
             return "%s is not one of %s." % (show(value), ", ".join(str(a) for a in allowed))
     texts = value if isinstance(value, list) else [value]
-    if decl["format"] and decl["type"] in ("str", "str_or_list", "size"):
+    if decl["format"] and decl["type"] in ("str", "str_or_list", "size", "list"):
         for text in texts:
             if not _format_ok(decl["format"], text):
                 shown = "the value" if decl["secret"] else show(text)
                 return "%s is not %s." % (shown, FORMATS[decl["format"]][1])
+            semantic = FORMAT_CHECKS.get(decl["format"], lambda _text: None)(text)
+            if semantic:
+                shown = show(text) if urlparse(text).password is None else "the URL (password hidden)"
+                return "%s: %s." % (shown, semantic)
     return None
 
 
@@ -409,7 +451,23 @@ def read_settings(nodes, recipe, snapshots, deployment=None):
         _read_shared_variable(decl, nodes, (recipe, snapshots, deployment), settings, errors, invalid)
     settings["secrets"] = dict((k, bool(settings.pop(k) and any(n["vars"].get(PREFIX + k) for n in nodes)))
                                for k in SECRET_KEYS)
+    settings["secret_digests"] = dict((k, secret_digest(_first_value(nodes, PREFIX + k))) for k in SECRET_KEYS)
     return settings, invalid, errors
+
+
+_DIGEST_SALT = os.urandom(16)
+
+
+def secret_digest(value):
+    """A salted digest that tells two secrets apart without keeping or showing them (None: unset or empty).
+    Surrounding whitespace does not count: the launch trims the value it writes."""
+    if value is None or str(value).strip() == "":
+        return None
+    return hashlib.sha256(_DIGEST_SALT + str(value).strip().encode("utf-8")).hexdigest()
+
+
+def _first_value(nodes, name):
+    return next((n["vars"][name] for n in nodes if n["vars"].get(name) is not None), None)
 
 
 def _read_shared_variable(decl, nodes, inputs, settings, errors, invalid):
@@ -446,8 +504,10 @@ def read_router_settings(routers, recipe, snapshots):
     """The router variables (and the host variables) of the vllm_router hosts: ``(settings, errors)``."""
     errors, settings = unknown_variables(routers), {}
     for decl in VARIABLES:
+        if not decl["on_router"]:
+            continue  # set on the router host it is a scope mistake (plan_fleet.scope_problems)
         if decl["scope"] == HOST:
             _read_host_variable(decl, routers, recipe, snapshots, errors, set())
-        elif decl["scope"] == ROUTER or decl["key"] == "allow_unpinned_image":
+        else:
             _read_shared_variable(decl, routers, (recipe, snapshots, None), settings, errors, set())
     return settings, errors

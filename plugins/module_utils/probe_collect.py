@@ -216,7 +216,7 @@ def _norm_bus_id(bus_id):
     """``00000008:06:00.0`` / ``0008:06:00.0`` -> ``0008:06:00.0`` (lower case)."""
     if not bus_id:
         return None
-    m = re.match(r"^([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-9a-fA-F])$", bus_id.strip())
+    m = re.match(r"^([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-9a-fA-F])\Z", bus_id.strip())
     if not m:
         return bus_id.strip().lower()
     return "%04x:%s:%s.%s" % (int(m.group(1), 16), m.group(2).lower(), m.group(3).lower(), m.group(4).lower())

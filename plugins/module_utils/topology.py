@@ -444,6 +444,7 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None):
         return _refused([problem("vllm_cluster", "vllm_cluster", "the group has no hosts%s." % what,
                                  "list the nodes under vllm_head and vllm_workers.")], [])
     parts, errors = plan_fleet.partition(nodes, recipe, snapshots)
+    errors = errors or plan_fleet.grouping_problems(nodes, recipe) or plan_fleet.scope_problems(nodes, routers)
     if errors:
         return _refused(errors, [])
     built = [_build_deployment(part, recipe, snapshots, deployment) for deployment, part in parts]

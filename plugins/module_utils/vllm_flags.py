@@ -89,11 +89,22 @@ def _arity(spec, negated):
     return int(nargs), int(nargs)
 
 
-def choice_ok(value, choices):
-    if value in [str(c) for c in choices]:
-        return True
-    norm = value.lower().replace("-", "_")
-    return norm in [str(c).lower().replace("-", "_") for c in choices]
+# Flags whose argparse ``type`` normalises the value before argparse compares it with the choices (vLLM's
+# EngineArgs: --moe-backend is lower-cased with '-' turned into '_'; reference kimi-k3-on-vllm.md 9.2). Every
+# other flag is compared exactly, as argparse does: the real parser refuses ``--scheduling-policy PRIORITY``.
+NORMALISED_CHOICE_FLAGS = ("--moe-backend",)
+
+
+def normalised_choice(flag, value):
+    """``value`` as vLLM's parser hands it to the choices check of ``flag`` (canonical name)."""
+    if flag in NORMALISED_CHOICE_FLAGS:
+        return value.lower().replace("-", "_")
+    return value
+
+
+def choice_ok(value, choices, flag=None):
+    """argparse's own test: the (type-converted) value is one of the choices exactly."""
+    return normalised_choice(flag, value) in [str(c) for c in choices]
 
 
 def check_argv(argv, snapshot, model_positional=True):
@@ -127,7 +138,7 @@ def check_argv(argv, snapshot, model_positional=True):
         choices = spec.get("choices")
         if choices and not negated and not dotted:
             for value in values:
-                if not choice_ok(value, choices):
+                if not choice_ok(value, choices, canonical):
                     problems.append("%s %s: invalid choice for vllm serve %s (choose from %s)"
                                     % (option, value, version, ", ".join(str(c) for c in choices)))
         if canonical == "--tool-call-parser" and snapshot.get("tool_parsers"):

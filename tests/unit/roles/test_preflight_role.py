@@ -116,14 +116,15 @@ def test_nothing_to_stop_is_one_skipped_task_not_one_per_node(tmp_path):
     assert r.stats["failures"] == {}
 
 
-def test_a_bad_probe_option_on_another_node_is_refused_for_that_node(tmp_path):
-    """The argument-spec check runs once (first host); a per-node probe option set wrong on another node is
-    refused by node_probe's own argument check - that node fails, named, with the option in the message."""
-    r, report = preflight(tmp_path, host_vars={"node02": {"preflight_command_timeout": "soon"}})
-    probe = by(report, "node02", "probe")
-    assert probe and probe[0]["status"] == "fail" and "command_timeout" in probe[0]["observed"], probe
-    assert not by(report, "node01", "probe") or by(report, "node01", "probe")[0]["status"] != "fail"
-    assert "node02" in r.stats["failures"]
+def test_a_bad_probe_option_on_another_node_is_refused_by_the_plan_naming_that_node(tmp_path):
+    """The role's argument-spec check runs once (first host); the plan checks every host's role variables against
+    the same spec first, so a per-node option set wrong on another node is refused before any node is probed."""
+    r = run_playbook("preflight.yml", inventory(tmp_path, {"node02": {"preflight_command_timeout": "soon"}}),
+                     extravars={"preflight_artifacts_dir": str(tmp_path / "art")})
+    (failure,) = [f for f in failed_tasks(r) if f[1] == "Validate the inventory and render every node's launch plan"]
+    assert "node02: preflight_command_timeout: argument 'preflight_command_timeout' is of type str" in failure[2]
+    assert "roles/preflight/meta/argument_specs.yml" in failure[2]
+    assert not os.path.exists(str(tmp_path / "art" / "preflight-report.json"))
 
 
 def test_probe_arguments_come_from_the_plan(healthy_gpu_less):

@@ -207,8 +207,13 @@ def test_the_head_group_must_hold_exactly_one_host(heads):
     _ctx, errors, _w = resolve(listed)
     p = only(errors, "vllm_head")
     assert p["host"] == "vllm_head"
-    assert p["message"] == "the head group must hold exactly one host, it holds %d (%s)." % (
-        len(heads), ", ".join("node%d" % i for i in heads) or "none")
+    assert p["message"] == ("the head group holds no host." if not heads else
+                            "the deployment has 2 hosts in vllm_head (node0, node1); a deployment has exactly one "
+                            "head.")
+    assert p["fix"] == ("put the rank-0 node (alone) in the vllm_head group." if not heads else
+                        "if node0, node1 head different deployments, kimi_k3_deployment gives them one name: give "
+                        "each deployment's group its own kimi_k3_deployment; otherwise keep only the rank-0 node of "
+                        "the deployment in vllm_head.")
 
 
 def test_a_clean_cluster_resolves_without_problems():
@@ -546,7 +551,7 @@ def test_extra_args_that_the_plan_derives_are_refused_with_the_recipes_fix():
 def test_extra_args_with_a_control_character():
     _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_args=["--max-num-seqs\n", "8"]))
     p = only(errors, "kimi_k3_extra_args")
-    assert p["message"] == "item '--max-num-seqs\\n' contains a control character."
+    assert p["message"] == "item 1 contains a control character."
     assert (p["host"], p["fix"]) == ("node0", "remove the newline/tab from the item.")
 
 
@@ -588,7 +593,7 @@ def test_extra_env_refusals():
                                         RECIPE["removed_env"]["VLLM_MOE_DP_CHUNK_SIZE"] + ".")
     _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_env={"HF_TOKEN": "x"}))
     p = only(errors, "kimi_k3_extra_env")
-    assert p["message"] == "HF_TOKEN is a secret and would land in the plan."
+    assert p["message"] == "HF_TOKEN is a secret and would land in the plan file and the container's configuration."
     _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_extra_env={"A": "x\ny"}))
     p = only(errors, "kimi_k3_extra_env")
     assert (p["host"], p["message"]) == ("node0", "A contains a control character (it would break the env file).")
@@ -598,7 +603,8 @@ def test_every_bad_extra_env_entry_is_reported_not_only_the_first():
     _ctx, errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200",
                                      kimi_k3_extra_env={"1BAD": "x", "HF_TOKEN": "y", "GOOD": "z"}))
     assert [e["message"] for e in errors if e["variable"] == "kimi_k3_extra_env"] == [
-        "key '1BAD' is not an environment variable name.", "HF_TOKEN is a secret and would land in the plan."]
+        "key '1BAD' is not an environment variable name.",
+        "HF_TOKEN is a secret and would land in the plan file and the container's configuration."]
 
 
 def test_extra_env_with_a_recipe_that_removed_nothing():

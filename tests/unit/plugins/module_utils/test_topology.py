@@ -378,7 +378,7 @@ def test_rule_secrets_and_removed_env_refused_in_extra_env():
                         kimi_k3_extra_args=["--api-key", "x"]))
     text = " ".join(e["message"] + e["fix"] for e in r["errors"])
     assert "VLLM_ALL2ALL_BACKEND no longer exists" in text and "HF_TOKEN is a secret" in text
-    assert "--api-key must not be passed by hand" in text
+    assert "--api-key is a secret" in text and "set kimi_k3_api_key (vault)" in text
 
 
 def test_rule_cluster_vars_must_agree():

@@ -6,6 +6,7 @@ import copy
 import json
 import shlex
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract, topology, vllm_flags
@@ -129,7 +130,7 @@ def test_golden_two_replica_fleet_behind_the_router():
 
 def test_pd_router_passes_the_backend_key_as_secret_env_never_argv():
     prefill = {"kimi_k3_api_key": "s3cret"}
-    r = pd_cluster(prefill=prefill, decode=prefill, routers=router(kimi_k3_api_host="127.0.0.1"))
+    r = pd_cluster(prefill=prefill, decode=prefill, routers=router(kimi_k3_api_host="127.0.0.1", **prefill))
     assert r["ok"], r["errors"]
     rp = r["plans"]["router"]
     assert rp["secret_env"] == ["OPENAI_API_KEY"] and rp["router"]["secret_sources"] == {
@@ -253,8 +254,53 @@ def test_router_host_that_is_also_a_vllm_node_is_refused():
 
 def test_pd_router_without_client_authentication_on_a_public_address_is_refused():
     key = {"kimi_k3_api_key": "s3cret", "kimi_k3_allow_unauthenticated_api": False}
-    e = only(pd_cluster(prefill=key, decode=key))
+    e = only(pd_cluster(prefill=key, decode=key, routers=router(kimi_k3_api_key="s3cret")))
     assert (e["host"], e["variable"]) == ("router", "kimi_k3_api_host") and "loopback" in e["fix"]
+
+
+# ----------------------------------------------------------------------------- secrets across deployments
+
+
+def replicas(first, second, routers=None):
+    nodes = deployment("replica-1", "replica", 2, 1, kimi_k3_strategy="multi_node_tp", **first) + \
+        deployment("replica-2", "replica", 2, 3, kimi_k3_strategy="multi_node_tp", **second)
+    return topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, router() if routers is None else routers)
+
+
+@pytest.mark.parametrize("variable", ["kimi_k3_api_key", "kimi_k3_hf_token"])
+def test_two_replicas_with_different_secrets_are_refused_without_the_values(variable):
+    e = only(replicas({variable: "first-secret"}, {variable: "second-secret"}))
+    assert (e["host"], e["variable"]) == ("replica-2-0", variable)
+    assert e["message"] == ("differs between deployment replica-1 (set, value hidden) and deployment replica-2 (set, "
+                            "value hidden); it is cluster-wide.")
+    assert e["fix"] == "set %s once in group_vars/vllm_cluster (one vault value for every deployment)." % variable
+    assert "first-secret" not in json.dumps(e) and "second-secret" not in json.dumps(e)
+
+
+def test_a_secret_set_on_one_replica_only_is_refused():
+    e = only(replicas({"kimi_k3_api_key": "k"}, {"kimi_k3_api_key": ""}))
+    assert e["message"] == ("differs between deployment replica-1 (set, value hidden) and deployment replica-2 "
+                            "(unset); it is cluster-wide.")
+
+
+def test_equal_secrets_pass_and_surrounding_blanks_do_not_count():
+    assert replicas({"kimi_k3_api_key": "k"}, {"kimi_k3_api_key": " k "})["ok"]
+
+
+def test_a_pd_router_without_the_key_is_refused_naming_the_router_host():
+    key = {"kimi_k3_api_key": "s3cret"}
+    e = only(pd_cluster(prefill=key, decode=key, routers=router(kimi_k3_api_host="127.0.0.1")))
+    assert (e["host"], e["variable"]) == ("router", "kimi_k3_api_key")
+    assert e["message"].startswith("is not set on the router host, but the PD router calls the backends with it")
+    assert e["fix"].startswith("give the router host the deployments' kimi_k3_api_key (group_vars/vllm_router.yml")
+
+
+def test_a_router_with_another_key_is_refused_without_the_values():
+    e = only(replicas({"kimi_k3_api_key": "k1"}, {"kimi_k3_api_key": "k1"}, router(kimi_k3_api_key="k2")))
+    assert (e["host"], e["variable"]) == ("router", "kimi_k3_api_key")
+    assert e["message"] == "differs between the router host (set, value hidden) and the deployments (set, value " \
+                           "hidden)."
+    assert "k2" not in e["message"] + e["fix"]
 
 
 def test_each_deployment_needs_its_own_head():

@@ -189,7 +189,8 @@ RULES = [
     ("host-name-path", "inventory_hostname", "file-safe host name", nodes(names=["tray01", "racks/tray02"]),
      "'racks/tray02'", "used as a file name", "rename the host"),
     ("head-group", "vllm_head", "exactly one head",
-     [dict(n, head=True) for n in nodes()], "vllm_head", "exactly one host, it holds 2", "alone"),
+     [dict(n, head=True) for n in nodes()], "vllm_head", "has 2 hosts in vllm_head (tray01, tray02)",
+     "give each deployment's group its own kimi_k3_deployment"),
 ]
 
 

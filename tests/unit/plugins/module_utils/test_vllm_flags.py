@@ -26,6 +26,10 @@ def test_accepted_spellings(argv):
     (["m", "--headless", "yes"], "takes no value"),
     (["m", "--tensor-parallel-size"], "takes 1 value"),
     (["m", "--kv-cache-dtype", "fp9"], "invalid choice"),
+    (["m", "--scheduling-policy", "PRIORITY"], "choose from fcfs, priority"),
+    (["m", "--kv-cache-dtype", "FP8"], "invalid choice"),
+    (["m", "--kv-cache-dtype", "fp8-e4m3"], "invalid choice"),
+    (["m", "--dcp-comm-backend", "AG-RS"], "invalid choice"),
     (["m", "--tool-call-parser", "kimi_k9"], "not registered"),
     (["--trust-remote-code"], "exactly one positional"),
 ])
@@ -46,3 +50,15 @@ def test_dedupe_keeps_last_occurrence_across_spellings():
     out = vllm_flags.dedupe_args(argv, SNAP["0.28.0"])
     assert out == ["m", "--tensor-parallel-size", "8", "--gpu-memory-utilization", "0.90",
                    "--no-enable-prefix-caching"]
+
+
+@pytest.mark.parametrize("flag, value", [("--scheduling-policy", "Priority"), ("--scheduling-policy", "FCFS"),
+                                         ("--kv-cache-dtype", "Fp8"), ("--kv-cache-dtype", "fp8-e5m2")])
+def test_choices_are_compared_exactly_like_argparse(flag, value):
+    assert vllm_flags.check_argv(["m", flag, value], SNAP["0.28.0"])
+    assert vllm_flags.check_argv(["m", flag, value.lower().replace("-", "_")], SNAP["0.28.0"]) == []
+
+
+def test_only_flags_whose_type_normalises_fold_case():
+    assert vllm_flags.normalised_choice("--moe-backend", "Deep-Gemm") == "deep_gemm"
+    assert vllm_flags.normalised_choice("--scheduling-policy", "PRIORITY") == "PRIORITY"

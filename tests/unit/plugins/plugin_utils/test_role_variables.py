@@ -1,0 +1,117 @@
+"""Role variables set in the inventory are checked by the plan from the roles' argument specs (their one
+declaration) and the roles' own value checks, before any host is contacted; each refusal names host, variable, fix."""
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpufleet.kimi_k3.plugins.action import cluster_plan as cluster_plan_action
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import role_variables as rv
+
+IMAGE = "vllm/vllm-openai@sha256:" + "a" * 64
+PLANS = {"tray01": {"image": IMAGE}}
+
+
+def problems(**role_vars):
+    return rv.role_variable_problems([("tray01", role_vars)], PLANS)
+
+
+def test_every_role_option_is_loaded_once_with_its_role():
+    options = rv.role_options()
+    assert options["image_mirror"][0] == "image" and options["smoke_ca_path"][0] == "smoke"
+    assert options["image_registry_credentials"][1]["type"] == "list"
+
+
+def test_an_image_mirror_of_the_wrong_type():
+    (p,) = problems(image_mirror="harbor.example/mirror")
+    assert (p["host"], p["variable"]) == ("tray01", "image_mirror")
+    assert p["message"] == ("argument 'image_mirror' is of type str and we were unable to convert to dict: dictionary "
+                            "requested, could not parse JSON or key=value.")
+    assert p["fix"] == ("set image_mirror as roles/image/meta/argument_specs.yml declares it (docs: ansible-doc -t "
+                        "role gpufleet.kimi_k3.image).")
+
+
+def test_an_image_mirror_rule_the_role_would_refuse():
+    (p,) = problems(image_mirror={"docker.io/": "harbor.example/dockerhub"})
+    assert (p["host"], p["variable"]) == ("tray01", "image_mirror")
+    assert p["message"] == ("image_mirror['docker.io/']: the mirror 'harbor.example/dockerhub' must be a prefix "
+                            "ending in / as the source is.")
+    assert "prefix ending in / to a prefix ending in /" in p["fix"]
+
+
+def test_a_good_mirror_passes():
+    assert problems(image_mirror={"docker.io/vllm/vllm-openai": "harbor.example/mirror/vllm-openai"}) == []
+
+
+def test_a_credentials_entry_without_password_is_named_by_index():
+    (p,) = problems(image_registry_credentials=[{"registry": "docker.io", "username": "ops"}])
+    assert (p["host"], p["variable"]) == ("tray01", "image_registry_credentials")
+    assert p["message"] == "image_registry_credentials[0] (docker.io) has no password."
+    assert p["fix"] == "give every entry registry, username and password (the password from a vault)."
+
+
+def test_credentials_of_the_wrong_type_never_repeat_the_value():
+    (p,) = problems(image_registry_credentials="hunter2")
+    assert p["message"] == "is not what role image takes (list)." and "hunter2" not in p["message"] + p["fix"]
+
+
+def test_the_credentials_are_judged_against_the_mirror_the_pull_uses():
+    creds = [{"registry": "harbor.example", "username": "ops", "password": "pw"}, {"registry": "bad host"}]
+    (p,) = problems(image_mirror={"docker.io/vllm/vllm-openai": "harbor.example/mirror/vllm-openai"},
+                    image_registry_credentials=creds)
+    assert p["message"] == "image_registry_credentials[1] (bad host) has no username / password."
+
+
+def test_a_smoke_ca_file_missing_on_the_controller(tmp_path):
+    (p,) = problems(smoke_ca_path=str(tmp_path / "ca.pem"))
+    assert (p["host"], p["variable"]) == ("tray01", "smoke_ca_path")
+    assert p["message"] == "%r is not a file on the controller." % str(tmp_path / "ca.pem")
+    assert p["fix"] == "set smoke_ca_path to the CA bundle's path on the controller (empty: the system CAs)."
+    (tmp_path / "ca.pem").write_text("x")
+    assert problems(smoke_ca_path=str(tmp_path / "ca.pem"), smoke_validate_certs=True) == []
+
+
+def test_a_smoke_tls_switch_that_is_no_boolean():
+    (p,) = problems(smoke_validate_certs="maybe")
+    assert p["variable"] == "smoke_validate_certs" and "not a valid boolean" in p["message"]
+    assert "roles/smoke/meta/argument_specs.yml" in p["fix"]
+
+
+def test_a_near_miss_of_a_role_variable_name():
+    (p,) = problems(image_mirorr={})
+    assert (p["variable"], p["message"]) == ("image_mirorr", "is not a variable of role image.")
+    assert p["fix"] == "did you mean image_mirror? (roles/image/meta/argument_specs.yml)"
+
+
+def test_other_inventory_variables_are_not_judged():
+    assert problems(ansible_host="10.0.0.1", router_rack="r1", my_var=3) == []
+
+
+def test_one_mistake_shared_by_every_host_is_reported_once():
+    hosts = [("tray%02d" % i, {"image_api_timeout_s": "ten"}) for i in (1, 2, 3)]
+    assert len(rv.role_variable_problems(hosts, {})) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(sorted(rv.role_options())),
+       value=st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
+                       st.lists(st.text(max_size=4), max_size=2),
+                       st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2)))
+def test_any_value_of_any_role_variable_is_judged_without_raising(name, value):
+    for p in problems(**{name: value}):
+        assert p["variable"] == name and p["host"] == "tray01" and p["fix"]
+
+
+def test_the_action_refuses_the_plan_before_writing_anything():
+    action = object.__new__(cluster_plan_action.ActionModule)
+    plan = {"ok": True, "errors": [], "warnings": [], "plans": dict(PLANS), "cluster": {"x": 1}}
+    hostvars = {"tray01": {"image_mirror": "harbor.example", "ansible_host": "10.0.0.1"}}
+    refused = action._with_role_variables(plan, {"hostvars": hostvars}, ["tray01"])
+    assert refused["ok"] is False and refused["plans"] == {} and refused["cluster"] == {}
+    assert [e["variable"] for e in refused["errors"]] == ["image_mirror"]
+    assert action._with_role_variables(plan, {"hostvars": {"tray01": {}}}, ["tray01"]) is plan
+
+
+def test_a_template_that_needs_a_run_is_left_to_the_role():
+    class Lazy(dict):
+        def __getitem__(self, key):
+            raise RuntimeError("undefined")
+    assert cluster_plan_action.ActionModule._role_vars(Lazy(smoke_base_url="x"), rv.role_options()) == {}
