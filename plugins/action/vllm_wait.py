@@ -49,9 +49,12 @@ def private_dir(path):
     if st.st_uid != os.geteuid():
         raise AnsibleActionFail("vllm_wait: %s belongs to uid %d, not to this user (uid %d): %s" % (
             path, st.st_uid, os.geteuid(), fix))
-    if st.st_mode & 0o077:
+    if st.st_mode & 0o022:
         raise AnsibleActionFail("vllm_wait: %s is open to other users (mode %04o, must be 0700): %s" % (
             path, stat.S_IMODE(st.st_mode), fix))
+    if st.st_mode & 0o077:
+        # ours and writable by nobody else (an earlier release made its boards 0755): nothing in it can be forged
+        os.chmod(path, 0o700)
     return path
 
 

@@ -81,6 +81,15 @@ def test_a_board_root_open_to_other_users_is_refused(tmp_path, monkeypatch):
     assert os.listdir(_root(tmp_path)) == []
 
 
+def test_an_own_board_root_only_readable_by_others_is_made_private(tmp_path, monkeypatch):
+    """0755, as an earlier release of the collection left it: nobody else could write into it, so it is tightened."""
+    monkeypatch.setattr(vllm_wait.tempfile, "gettempdir", lambda: str(tmp_path))
+    os.mkdir(_root(tmp_path))
+    os.chmod(_root(tmp_path), 0o755)
+    path = vllm_wait.board_dir("launch-1")
+    assert (_mode(_root(tmp_path)), _mode(path)) == (0o700, 0o700)
+
+
 def test_a_board_root_that_is_a_symlink_is_refused(tmp_path, monkeypatch):
     """Another user's symlink to a directory of theirs (or of ours): never followed."""
     monkeypatch.setattr(vllm_wait.tempfile, "gettempdir", lambda: str(tmp_path))
