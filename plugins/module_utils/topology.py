@@ -206,6 +206,8 @@ def _node_env(ctx, recipe):
     if ctx["nnodes"] > 1 and s["socket_ifname"]:
         for key, value in recipe.get("multi_node_env", {}).items():
             env[key] = value.replace("{socket_ifname}", str(s["socket_ifname"]))
+    if ctx["nnodes"] > 1:
+        env.update(recipe.get("multi_node_host_env", {}))
     env.update(override.get("env", {}))
     for item in override.get("versioned_env", []):
         name = pick_versioned(item["names"], ctx["vllm_version"])

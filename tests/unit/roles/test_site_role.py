@@ -147,7 +147,7 @@ def test_rehearsal_inventories_only_when_asked(tmp_path):
     rc, out = _site_init(tmp_path, "-e", "site_dir=%s" % (tmp_path / "s"), "-e", "site_rehearsal_inventories=true")
     assert rc == 0, out
     got = sorted(os.listdir(str(tmp_path / "s" / "inventories")))
-    assert got == sorted(EXAMPLES + ["sim-gb300", "sim-gb300-fleet", "sim-gb300-pd", "sim-mi355x"])
+    assert got == sorted(EXAMPLES + ["sim-cpu", "sim-cpu-single", "sim-gb300", "sim-gb300-fleet", "sim-gb300-pd", "sim-mi355x"])
 
 
 def test_rehearsal_inventories_refused_where_none_ship(tmp_path):

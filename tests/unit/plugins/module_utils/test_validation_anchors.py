@@ -29,6 +29,7 @@ SAMPLES = {
     "deployment": "replica-1",
     "path": "artifacts/x",
     "secret": "sk-test-0123",
+    "cpu_list": "0-3",
 }
 # Variants of one mistake: a control character where an editor, a heredoc or a template leaves one.
 VARIANTS = ("{}\n", "{}\r\n", "{}\n\n", "\n{}", "{}\r", "{}\t", "{}\x00", "{}\n ", "{}\x7f", "{}\x0b", "{}\x0c")
