@@ -42,9 +42,11 @@ def eplb_communicator(args):
             found = value
         elif name == "--eplb-config":
             try:
-                found = (json.loads(value) or {}).get("communicator", found)
-            except (ValueError, AttributeError):
+                parsed = json.loads(value)
+            except ValueError:
                 continue
+            if isinstance(parsed, dict) and isinstance(parsed.get("communicator"), str):
+                found = parsed["communicator"]
     return found
 
 

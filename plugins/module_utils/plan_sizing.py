@@ -111,7 +111,19 @@ def _unchecked(ctx, what, weights):
                     "config.json and model.safetensors.index.json), or watch the engine's KV cache line.")
 
 
-def _fit_problem(ctx, figures, layout):
+def copy_strategies(recipe, accelerator):
+    """Strategies that spread one copy of the weights over every node of a deployment on this hardware."""
+    out = []
+    for name, spec in recipe["strategies"].items():
+        spread = spec.get("launch") != "single" and (str(spec["sizes"]["dp"]) == "1" or spec.get("expert_parallel"))
+        allowed = accelerator not in spec.get("unsupported_hardware", []) and \
+            accelerator in spec.get("only_hardware", [accelerator])
+        if spread and allowed:
+            out.append(name)
+    return out
+
+
+def _fit_problem(ctx, recipe, figures, layout):
     """The refusal when one copy of the weights does not fit its GPUs (None when it does)."""
     hw, gpus = ctx["hw"], layout["tp"] * layout["pp"] * (layout["dp"] if layout["ep"] else 1)
     mem, util, reserve = figures["memory_bytes"], layout["utilisation"], figures["reserve_bytes"]
@@ -121,14 +133,15 @@ def _fit_problem(ctx, figures, layout):
             if layout["dp"] > 1 and not layout["ep"] else "one copy spans TP %d x PP %d%s" % (
                 layout["tp"], layout["pp"], " x DP %d (expert parallel)" % layout["dp"] if layout["ep"] else ""))
     nodes = pc.nodes_needed(figures["weights_bytes"], mem, util, reserve, hw.get("gpus_per_node", 0))
-    return _problem(ctx["where"], PREFIX + "strategy", "the weights do not fit: %.0f GB (%s) on %d GPUs, while %s: "
-                    "%d x %.0f GB x %.2f = %.0f GB usable, %.1f GB weights per GPU + %.0f GiB reserve > %.1f GB "
-                    "usable per GPU." % (figures["weights_bytes"] / pc.GB, figures["weights_source"], gpus, copy,
-                                         gpus, mem / pc.GB, util, gpus * mem * util / pc.GB,
-                                         figures["weights_gpu"] / pc.GB, reserve / pc.GIB, mem * util / pc.GB),
-                    "spread one copy over at least %s %s nodes: multi_node_tp / multi_node_tep / multi_node_dep over "
-                    "enough nodes (TP x DP and DP replicas need one copy per replica), or kimi_k3_variant nvfp4."
-                    % (nodes or "more", ctx["accelerator"]))
+    return _problem(ctx["where"], PREFIX + "strategy", "the weights do not fit: {:,.0f} GB ({}) against {:d} x "
+                    "{:.0f} GB x {:.2f} = {:,.0f} GB usable, because {}; that is {:.1f} GB of weights + {:.0f} GiB "
+                    "reserve per GPU, above its {:.1f} GB usable.".format(
+                        figures["weights_bytes"] / pc.GB, figures["weights_source"], gpus, mem / pc.GB, util,
+                        gpus * mem * util / pc.GB, copy, figures["weights_gpu"] / pc.GB, reserve / pc.GIB,
+                        mem * util / pc.GB),
+                    "spread one copy over at least %s %s nodes with %s, or serve kimi_k3_variant nvfp4 if it fits."
+                    % (nodes or "more", ctx["accelerator"],
+                       " / ".join(copy_strategies(recipe, ctx["accelerator"])) or "a multi-node strategy"))
 
 
 def _budget_figures(ctx, recipe, layout, weights_bytes):
@@ -188,7 +201,7 @@ def _record(figures, layout, sources, engines):
     return {"weights_gb": round(figures["weights_bytes"] / pc.GB, 1) if figures["weights_bytes"] else None,
             "weights_source": sources[0], "architecture_source": sources[1], "budget_rule": figures["rule"]["rule"],
             "engines": engines, "gpu_memory_utilization": layout["utilisation"],
-            "kv_cache_dtype": layout["kv_cache_dtype"],
+            "kv_cache_dtype": layout["kv_cache_dtype"], "max_num_seqs": layout["max_num_seqs"],
             "per_gpu": {"memory_gib": round(figures["memory_bytes"] / pc.GIB, 2),
                         "weights_gib": round(figures["weights_gpu"] / pc.GIB, 2),
                         "reserve_gib": round(figures["reserve_bytes"] / pc.GIB, 2),
@@ -243,7 +256,7 @@ def assess(ctx, recipe, args, facts=None):
                                         % ctx["accelerator"], "add the hardware's rule to the recipe data."))
         return out
     figures["weights_source"] = wsource
-    problem = None if figures["fixed"] else _fit_problem(ctx, figures, layout)
+    problem = None if figures["fixed"] else _fit_problem(ctx, recipe, figures, layout)
     if problem or arch is None or figures["budget"] is None:
         out["errors"] += [problem] if problem else []
         return out
@@ -269,7 +282,8 @@ def with_length(args, length, snapshot):
             skip = False
             continue
         name = token.split("=", 1)[0]
-        is_len = vllm_flags.is_flag(name) and vllm_flags.canonical_flag(name, snapshot) == "--max-model-len"
+        canonical = vllm_flags.canonical_flag(name, snapshot) if snapshot else name
+        is_len = vllm_flags.is_flag(name) and canonical == "--max-model-len"
         if is_len and "=" in token:
             out.append("%s=%d" % (name, length) if parse_length(token.split("=", 1)[1]) == "auto" else token)
         elif is_len and i + 1 < len(args) and parse_length(args[i + 1]) == "auto":
@@ -293,8 +307,10 @@ def capacity_lines(name, cap, timeouts=None):
                          g["state_bytes_per_sequence"] / float(pc.MIB), cap["engines"]))
         at = cap.get("at_max_model_len")
         if at:
-            lines.append("  at max-model-len {:,}: {:,} KV tokens, {:.2f}x per engine, {:.2f} per deployment".format(
-                at["max_model_len"], at["kv_cache_size_tokens"], at["max_concurrency"], at["deployment_concurrency"]))
+            lines.append("  at max-model-len {:,}: {:,} KV tokens, {:.2f}x per engine, {:.2f} per deployment{}".format(
+                at["max_model_len"], at["kv_cache_size_tokens"], at["max_concurrency"], at["deployment_concurrency"],
+                "; --max-num-seqs {:d} admits at most {:d} per engine".format(cap["max_num_seqs"], cap["max_num_seqs"])
+                if cap.get("max_num_seqs") else ""))
         lines.append("  max-model-len   KV tokens/engine  concurrency/engine  deployment")
         for row in cap["table"]:
             lines.append("  {:>13,}  {:>16,}  {:>18.2f}  {:>10.2f}".format(
