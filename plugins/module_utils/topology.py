@@ -21,8 +21,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import (plan_combos, plan_derived, plan_fleet,
-                                                                      plan_validate, vllm_flags)
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_combos, plan_derived, plan_fleet
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_validate, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pick_versioned, to_bool
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)

@@ -55,7 +55,7 @@ options:
     description:
       - When the weights are present, read this many MiB of their shards (direct I/O where the filesystem allows it,
         else through the cache with the files' cached pages dropped first) and report the throughput in
-        RV(ansible_facts.node_probe.weights.read). The plan derives its launch timeouts from it
+        C(weights.read) of RV(ansible_facts.node_probe). The plan derives its launch timeouts from it
         (C(kimi_k3_weight_read_mib_s)). V(0) reads nothing.
     type: int
     default: 0

@@ -72,9 +72,12 @@ def test_every_rule_has_a_refused_example():
 
 
 def test_extra_args_rules_name_the_extra_args_variable():
-    r = plan(make_nodes(1, **dict(B300_TP8, kimi_k3_extra_args=["--dcp-comm-backend", "a2a"])))
+    by_rule = dict((rule, (count, variables)) for rule, count, variables, _fragment in RULES)
+    count, variables = by_rule["dcp_a2a_without_dcp"]
+    r = plan(make_nodes(count, **variables))
     assert [e["variable"] for e in r["errors"]] == ["kimi_k3_extra_args"]
-    r = plan(make_nodes(2, **dict(GB300_TEP, kimi_k3_all2all_backend="flashinfer_nvlink_one_sided")))
+    count, variables = by_rule["all2all_with_one_dp_rank"]
+    r = plan(make_nodes(count, **variables))
     assert [e["variable"] for e in r["errors"]] == ["kimi_k3_all2all_backend"]
 
 
@@ -96,10 +99,18 @@ def test_pd_roles_get_the_devices_of_their_transports():
     assert devices == ["/dev/nvidia-caps-imex-channels/channel0:/dev/nvidia-caps-imex-channels/channel0:rwm"]
 
 
-@pytest.mark.parametrize("variables,count", [
-    (GB300_DEP, 4), (B300_DEP, 2), (dict(GB300_DEP, kimi_k3_dp_lb_mode="internal", kimi_k3_extra_args=ELASTIC), 4),
-    (dict(B300_TP8, kimi_k3_features={"dcp": True}), 1), (dict(GB300_TEP, kimi_k3_moe_backend="deep_gemm_mega_moe",
-                                                           kimi_k3_all2all_backend="flashinfer_nvlink_one_sided"), 2)])
+VALID = [
+    (GB300_DEP, 4),
+    (B300_DEP, 2),
+    (dict(GB300_DEP, kimi_k3_dp_lb_mode="internal", kimi_k3_extra_args=ELASTIC), 4),
+    (dict(B300_TP8, kimi_k3_features={"dcp": True}), 1),
+    # MegaMoE with TP > 1 turns sequence parallelism on: the all2all kernels run with one DP rank
+    (dict(GB300_TEP, kimi_k3_moe_backend="deep_gemm_mega_moe", kimi_k3_all2all_backend="flashinfer_nvlink_one_sided"),
+     2),
+]
+
+
+@pytest.mark.parametrize("variables,count", VALID)
 def test_valid_combinations_pass(variables, count):
     r = plan(make_nodes(count, **variables))
     assert r["ok"], r["errors"]
