@@ -18,14 +18,22 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_variables import PREFIX
 
 
-def _values(args, flag, snapshot):
-    return vllm_flags.flag_value(args, flag, snapshot)
+def flag_map(args, snapshot):
+    """{canonical flag: values of its last occurrence} of an argv, read once for every rule."""
+    out = {}
+    for name, values in vllm_flags.split_units(args)[1]:
+        out[vllm_flags.canonical_flag(name, snapshot) if snapshot else name] = values
+    return out
 
 
-def _size(args, key, snapshot):
+def _values(flags, flag, snapshot):
+    return flags.get(vllm_flags.canonical_flag(flag, snapshot) if snapshot else flag)
+
+
+def _size(flags, key, snapshot):
     flag = {"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size", "dp": "--data-parallel-size",
             "dcp": "--decode-context-parallel-size"}[key]
-    values = _values(args, flag, snapshot)
+    values = _values(flags, flag, snapshot)
     try:
         return int(values[-1]) if values else 1
     except ValueError:
@@ -63,7 +71,7 @@ def ucx_missing(env, container, recipe, _hw=None):
 
 def _holds(cond, view):
     """Whether one condition of a rule holds for ``view`` (the node's argv and deployment facts)."""
-    args, snap = view["args"], view["snapshot"]
+    args, snap = view["flags"], view["snapshot"]
     if "flag" in cond:
         values = _values(args, cond["flag"], snap)
         value = values[-1] if values else None
@@ -80,7 +88,7 @@ def _holds(cond, view):
               "kind": lambda: view["kind"] in cond["kind"],
               "lb_mode": lambda: view["lb_mode"] in cond["lb_mode"],
               "dcp_not_dividing_tp": lambda: _size(args, "tp", snap) % _size(args, "dcp", snap) != 0,
-              "eplb_communicator": lambda: eplb_communicator(args) in cond["eplb_communicator"],
+              "eplb_communicator": lambda: eplb_communicator(view["args"]) in cond["eplb_communicator"],
               "ucx_without_device": lambda: bool(view["ucx_missing"])}
     return all(check() for key, check in checks.items() if key in cond)
 
@@ -89,7 +97,7 @@ def _shown_value(rule, view):
     if any("ucx_without_device" in c for c in rule["when"]):
         return ", ".join(view["ucx_missing"])
     first = rule["when"][0].get("flag")
-    values = _values(view["args"], first, view["snapshot"]) if first else None
+    values = _values(view["flags"], first, view["snapshot"]) if first else None
     return values[-1] if values else ""
 
 
@@ -104,7 +112,7 @@ def _variable(rule, sources, snapshot):
 
 def check(node, args, sources, ctx, recipe, container):
     """Problems of one node's final argv under the recipe's combination rules."""
-    view = {"args": args, "snapshot": ctx["snapshot"], "interconnect": ctx["interconnect"], "nnodes": ctx["nnodes"],
+    view = {"args": args, "flags": flag_map(args, ctx["snapshot"]), "snapshot": ctx["snapshot"], "interconnect": ctx["interconnect"], "nnodes": ctx["nnodes"],
             "kind": ctx["kind"], "lb_mode": ctx["lb_mode"],
             "ucx_missing": ucx_missing(ctx.get("env") or {}, container, recipe, ctx["hw"])}
     problems = []

@@ -235,6 +235,22 @@ def _predict(ctx, recipe, layout, figures, out):
                 issue["message"] += (" (predicted from estimates - %s: refused only once the hardware's reserve is "
                                      "calibrated and the model's config.json is read)" % figures["estimates"])
                 out["warnings"].append(issue)
+        elif layout["max_model_len"] != "auto":
+            _target_warning(ctx, recipe, figures, (at, engines), out["warnings"])
+
+
+def _target_warning(ctx, recipe, figures, predicted, warnings):
+    """A fixed max-model-len at which the deployment is predicted to hold fewer than kimi_k3_target_concurrency."""
+    target, (at, engines) = ctx["settings"].get("target_concurrency"), predicted
+    if not target or at["deployment_concurrency"] >= target:
+        return
+    longest = pc.auto_length(figures["pool"], figures["token"], figures["state"], int(math.ceil(target / float(engines))),
+                             recipe.get("capacity", {}).get("auto_len_multiple", 1024), figures["ceiling"])
+    warnings.append(_problem(ctx["where"], PREFIX + "target_concurrency", "%d concurrent sequences of %d tokens are "
+                             "wanted, the deployment is predicted to hold %.2f." % (target, at["max_model_len"],
+                                                                                     at["deployment_concurrency"]),
+                             "set kimi_k3_max_model_len to %s (or auto), or add nodes." % (
+                                 longest if longest else "a shorter length")))
 
 
 def assess(ctx, recipe, args, facts=None):

@@ -198,6 +198,16 @@ def test_a_target_no_length_holds_is_refused():
     assert e["variable"] == "kimi_k3_target_concurrency" and "do not fit at any length" in e["message"]
 
 
+def test_a_fixed_length_below_the_target_is_a_warning_naming_the_length_that_meets_it():
+    r = plan(make_nodes(2, kimi_k3_accelerator="gb300", kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="nvlink",
+                        kimi_k3_target_concurrency=20))
+    assert r["ok"], r["errors"]
+    (w,) = [w for w in r["warnings"] if w["variable"] == "kimi_k3_target_concurrency"]
+    assert w["message"] == ("20 concurrent sequences of 1048576 tokens are wanted, the deployment is predicted to "
+                            "hold 5.46.")
+    assert w["fix"] == "set kimi_k3_max_model_len to 282624 (or auto), or add nodes."
+
+
 def test_auto_for_an_unknown_model_stays_with_vllm():
     r = plan(auto_nodes(kimi_k3_model="example-org/other-model"))
     assert r["ok"] and vllm_flags.flag_value(r["plans"]["node0"]["vllm_args"], "--max-model-len") == ["auto"]
