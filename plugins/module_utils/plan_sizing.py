@@ -246,9 +246,9 @@ def _target_warning(ctx, recipe, figures, predicted, warnings):
         return
     longest = pc.auto_length(figures["pool"], figures["token"], figures["state"], int(math.ceil(target / float(engines))),
                              recipe.get("capacity", {}).get("auto_len_multiple", 1024), figures["ceiling"])
+    held = (target, at["max_model_len"], at["deployment_concurrency"])
     warnings.append(_problem(ctx["where"], PREFIX + "target_concurrency", "%d concurrent sequences of %d tokens are "
-                             "wanted, the deployment is predicted to hold %.2f." % (target, at["max_model_len"],
-                                                                                     at["deployment_concurrency"]),
+                             "wanted, the deployment is predicted to hold %.2f." % held,
                              "set kimi_k3_max_model_len to %s (or auto), or add nodes." % (
                                  longest if longest else "a shorter length")))
 
