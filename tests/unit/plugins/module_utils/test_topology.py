@@ -81,8 +81,9 @@ def test_golden_gb300_dep16_four_trays():
         assert "--headless" not in r["plans"]["node%d" % i]["vllm_args"]
         assert r["plans"]["node%d" % i]["serves_http"] is True  # hybrid LB: every node serves HTTP
     expected_env = dict(IFACE_ENV, **BLACKWELL_ENV)
-    expected_env.update(MNNVL_ENV)
+    expected_env.update(MNNVL_ENV, VLLM_HOST_IP="10.9.0.1")
     assert r["plans"]["node0"]["env"] == expected_env
+    assert r["plans"]["node3"]["env"]["VLLM_HOST_IP"] == "10.9.0.4"  # each node its own address
     assert r["cluster"]["endpoints"] == ["http://10.9.0.%d:8000" % i for i in (1, 2, 3, 4)]
 
 
@@ -135,7 +136,7 @@ def test_golden_b200_tp8_pp2():
     assert units(r["plans"]["node0"]["vllm_args"]) == units(recipe_cmd(base.replace("{rank}", "0")))
     assert units(r["plans"]["node1"]["vllm_args"]) == units(recipe_cmd(base.replace("{rank}", "1")) + ["--headless"])
     env = dict(IFACE_ENV, **BLACKWELL_ENV)
-    env.update({"NCCL_CUMEM_ENABLE": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"})
+    env.update({"NCCL_CUMEM_ENABLE": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800", "VLLM_HOST_IP": "10.9.0.1"})
     assert r["plans"]["node0"]["env"] == env
     assert "/dev/infiniband:/dev/infiniband:rwm" in r["plans"]["node1"]["container"]["devices"]
 
