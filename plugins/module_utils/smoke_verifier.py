@@ -49,7 +49,10 @@ def wilson_interval(k, n, z=Z95):
     centre = p + z2 / (2.0 * n)
     half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n))
     denom = 1.0 + z2 / n
-    return max(0.0, (centre - half) / denom), min(1.0, (centre + half) / denom)
+    # the bounds are exactly 0 at k = 0 and 1 at k = n; floating point would land a hair off
+    low = 0.0 if k == 0 else (centre - half) / denom
+    high = 1.0 if k == n else (centre + half) / denom
+    return low, high
 
 
 def _schema_of(tools, name):
