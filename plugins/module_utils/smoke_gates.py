@@ -10,8 +10,8 @@ Policy keys (role variables ``smoke_<key>``, docs/smoke.md):
 - ``fail_on_pd`` (bool, default true): the prefill/decode verdict (recompute, KV transfer failures);
 - ``min_schema_accuracy`` (default 1.0, the official API's score in K2-Vendor-Verifier) and ``min_tool_call_f1``
   (default 0.73, its K2-thinking pass mark), over the ``tool_verifier`` group's first attempts;
-- ``max_tool_call_failure_rate`` (0..1, off when absent): no failure class above it;
-- ``max_regression`` (off when absent): no verifier figure below the previous run's by more than this.
+- ``max_tool_call_failure_rate`` (0..1, off when absent or negative): no failure class above it;
+- ``max_regression`` (off when absent or negative): no verifier figure below the previous run's by more than this.
 
 Criteria whose group did not run (or whose judgement is off, ``judge_accuracy: false``) are not applied.
 """
@@ -79,13 +79,13 @@ def _tool_verifier(facts, policy):
     out = _below("schema_accuracy", t["schema_accuracy"], float(_get(policy, "min_schema_accuracy")))
     out += _below("tool_call_f1", t["tool_call_f1"], float(_get(policy, "min_tool_call_f1")))
     max_rate = policy.get("max_tool_call_failure_rate")
-    if max_rate is not None:
+    if max_rate is not None and float(max_rate) >= 0:
         for cls, r in sorted(t["failure_rates"].items()):
             if r["rate"] is not None and r["rate"] > float(max_rate):
                 out.append("tool_verifier: %s in %s/%s attempts (%s, 95 %% CI %s..%s) above %s"
                            % (cls, r["k"], r["n"], r["rate"], r["ci95"][0], r["ci95"][1], max_rate))
     max_reg = policy.get("max_regression")
-    if max_reg is not None:
+    if max_reg is not None and float(max_reg) >= 0:
         for key, cmp in sorted((t.get("comparison") or {}).items()):
             if cmp["delta"] is not None and cmp["delta"] < -float(max_reg):
                 out.append("tool_verifier: %s fell from %s to %s (more than %s)"

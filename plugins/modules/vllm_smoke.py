@@ -71,8 +71,9 @@ options:
     type: bool
     default: true
   expected_served_name:
-    description: The plan's served model name, compared with C(/v1/models) by the C(api) group.
-    type: str
+    description: The plan's served model name (a string, or a list whose first entry counts), compared with
+      C(/v1/models) by the C(api) group.
+    type: raw
   expected_version:
     description: The plan's vLLM release, compared with C(/version) by the C(api) group.
     type: str
@@ -139,7 +140,10 @@ options:
     description:
       - Evaluated into RV(ansible_facts.vllm_smoke.policy). Keys C(fail_on_group_failure) (bool, default true),
         C(min_tool_call_success_rate) (0..1), C(max_ttft_s) (0 = off), C(fail_on_log_errors) (bool),
-        C(fail_on_preemptions) (bool). The module never fails because of it.
+        C(fail_on_preemptions) (bool); for the full profile C(min_accuracy), C(min_agreement) (0..1, default 1.0),
+        C(fail_on_api_behaviour), C(fail_on_pd) (bool, default true), C(min_schema_accuracy) (default 1.0),
+        C(min_tool_call_f1) (default 0.73), C(max_tool_call_failure_rate) and C(max_regression) (off when absent or
+        negative). The module never fails because of it.
       - The container logs of the smoke window exist only after the requests, so this module has none;
         C(fail_on_log_errors) is violated here. Add the logs with M(gpufleet.kimi_k3.vllm_smoke_finalise), which
         evaluates the policy again (the smoke role does).
@@ -271,7 +275,7 @@ ARGUMENT_SPEC = endpoint_args.argument_spec(
     correctness_seed=dict(type="int", default=0),
     backends=dict(type="list", elements="dict", default=[]),
     judge_accuracy=dict(type="bool", default=True),
-    expected_served_name=dict(type="str"),
+    expected_served_name=dict(type="raw"),
     expected_version=dict(type="str"),
     reasoning_key=dict(type="str", choices=["reasoning", "reasoning_content"], default="reasoning"),
     needle_token_budget=dict(type="int", default=131072, no_log=False),
