@@ -46,8 +46,9 @@ def judge_served_name(model_ids, expected):
     want = expected[0] if isinstance(expected, (list, tuple)) and expected else expected
     if not want:
         return _result([], expected=None, served=list(model_ids or []))
-    errors = [] if want in (model_ids or []) else ["/v1/models serves %s, the plan's name is %s"
-                                                    % (list(model_ids or []), want)]
+    errors = []
+    if want not in (model_ids or []):
+        errors.append("/v1/models serves %s, the plan's name is %s" % (list(model_ids or []), want))
     return _result(errors, expected=want, served=list(model_ids or []))
 
 

@@ -97,9 +97,16 @@ async def _target(client, ctx, items, needle):
             "failed_requests": sum(1 for a in answers if a["error"])}
 
 
+def direct_backends(backends):
+    """Backends the suite runs against directly. A PD decode instance is left out: asked directly it prefills the
+    prompt itself, which the prefill/decode verdict would count as recompute; its answers are judged through the
+    router."""
+    return [b for b in backends if b.get("kind") != "decode"]
+
+
 def _clients(ctx):
     out = [(ENDPOINT, ctx["client"], False)]
-    for backend in ctx["backends"]:
+    for backend in direct_backends(ctx["backends"]):
         spec = ctx["spec"]
         client = sc.make_client(backend["url"], spec["api_key"], spec["timeout"], ctx["correctness_concurrency"],
                                 spec["tls"])

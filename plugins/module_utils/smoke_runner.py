@@ -359,7 +359,7 @@ def _pd_facts(decode_urls, before, after, p):
     if not decode_urls:
         return None
     limits = p.get("pd_limits") or {}
-    verdict = smoke_pd.judge_pd({u: before[u] for u in before}, {u: after[u] for u in after},
+    verdict = smoke_pd.judge_pd(before, after,
                                 float(limits.get("max_recompute_fraction", smoke_pd.DEFAULT_MAX_RECOMPUTE_FRACTION)),
                                 int(limits.get("max_kv_transfer_failures", 0)))
     missing = [u for u in decode_urls if u not in before and u not in after]

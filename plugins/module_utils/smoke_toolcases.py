@@ -41,8 +41,9 @@ TOOLS = [
     _fn("create_event", "Create a calendar event.",
         {"title": {"type": "string", "minLength": 1}, "start": {"type": "string", "format": "date-time"},
          "attendees": {"type": "array", "items": _EMAIL, "minItems": 1},
-         "location": {"type": "object", "properties": {"room": {"type": "string"},
-                                                        "floor": {"type": "integer", "minimum": 0, "maximum": 50}},
+         "location": {"type": "object",
+                      "properties": {"room": {"type": "string"},
+                                     "floor": {"type": "integer", "minimum": 0, "maximum": 50}},
                       "required": ["room"], "additionalProperties": False}},
         ["title", "start", "attendees"]),
     _fn("book_flight", "Book a flight between two airports.",
@@ -56,9 +57,9 @@ TOOLS = [
          "mode": {"type": "string", "enum": ["heat", "cool", "fan"]}}, ["zone", "target_c"]),
     _fn("search_docs", "Search the documentation.",
         {"query": {"type": "string", "minLength": 2},
-         "filters": {"type": "object", "properties": {"lang": {"type": "string", "enum": ["en", "de", "fr"]},
-                                                       "max_results": {"type": "integer", "minimum": 1,
-                                                                       "maximum": 50}},
+         "filters": {"type": "object",
+                     "properties": {"lang": {"type": "string", "enum": ["en", "de", "fr"]},
+                                    "max_results": {"type": "integer", "minimum": 1, "maximum": 50}},
                      "additionalProperties": False}}, ["query"]),
     _fn("transfer_funds", "Transfer money between accounts.",
         {"from_account": {"type": "string"}, "to_account": {"type": "string"},
@@ -81,11 +82,11 @@ TOOLS = [
         {"value": {"type": "number"}, "from_unit": {"type": "string", "enum": ["km", "mi", "m", "ft"]},
          "to_unit": {"type": "string", "enum": ["km", "mi", "m", "ft"]}}, ["value", "from_unit", "to_unit"]),
     _fn("create_ticket", "Open a support ticket.",
-        {"title": {"type": "string", "minLength": 3}, "priority": {"type": "string",
-                                                                    "enum": ["low", "medium", "high", "urgent"]},
+        {"title": {"type": "string", "minLength": 3},
+         "priority": {"type": "string", "enum": ["low", "medium", "high", "urgent"]},
          "labels": {"type": "array", "items": {"type": "string"}},
-         "assignee": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1},
-                                                        "team": {"type": "string"}},
+         "assignee": {"type": "object",
+                      "properties": {"id": {"type": "integer", "minimum": 1}, "team": {"type": "string"}},
                       "required": ["id"], "additionalProperties": False}}, ["title", "priority"]),
 ]
 TOOL_NAMES = [t["function"]["name"] for t in TOOLS]
@@ -182,6 +183,6 @@ def id_format_errors(calls, messages):
     for pos, call in enumerate(calls):
         m = ID_PATTERN.match(call.get("id") or "")
         if not m or m.group("name") != call.get("name") or int(m.group("n")) != start + pos:
-            errors.append("call %d: id %r is not functions.%s:%d" % (pos, call.get("id"), call.get("name"),
-                                                                      start + pos))
+            errors.append("call %d: id %r is not functions.%s:%d"
+                          % (pos, call.get("id"), call.get("name"), start + pos))
     return errors

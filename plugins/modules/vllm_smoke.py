@@ -277,7 +277,7 @@ ARGUMENT_SPEC = endpoint_args.argument_spec(
     judge_accuracy=dict(type="bool", default=True),
     expected_served_name=dict(type="raw"),
     expected_version=dict(type="str"),
-    reasoning_key=dict(type="str", choices=["reasoning", "reasoning_content"], default="reasoning"),
+    reasoning_key=dict(type="str", choices=["reasoning", "reasoning_content"], default="reasoning", no_log=False),
     needle_token_budget=dict(type="int", default=131072, no_log=False),
     previous_tool_figures=dict(type="dict"),
     pd_limits=dict(type="dict"),

@@ -1,13 +1,15 @@
 """Serving faults of the stand-in that the smoke's correctness and API gates must catch (environment variables,
 read once at start-up). Each breaks one behaviour and nothing else:
 
-| Variable | Fault |
-| --- | --- |
-| `VLLM_STANDIN_WRONG_ANSWERS_ABOVE=N` | checkable prompts (solver.py) get a wrong answer while N or more requests are in flight on this instance (set it on one replica, or on the decode instance of a PD pair) |
-| `VLLM_STANDIN_REASONING_LEAK=1` | the reasoning text lands in `content`, followed by `</think>` (a reasoning parser that is not wired) |
-| `VLLM_STANDIN_SERVED_NAME=<name>` | `/v1/models` and responses use this name instead of `--served-model-name` |
-| `VLLM_STANDIN_INVALID_PARAM_STATUS=<code>` | request-validation errors are answered with this status (e.g. 500) instead of 400 |
-| `VLLM_STANDIN_DECODE_RECOMPUTE=1` | a decode instance reads the remote KV but prefills the prompt itself again (metrics count it as `local_compute`) |
+- `VLLM_STANDIN_WRONG_ANSWERS_ABOVE=N`: checkable prompts (solver.py) get a wrong answer while N or more requests
+  are in flight on this instance (set it on one replica, or on the decode instance of a PD pair);
+- `VLLM_STANDIN_REASONING_LEAK=1`: the reasoning text lands in `content`, followed by `</think>` (a reasoning
+  parser that is not wired);
+- `VLLM_STANDIN_SERVED_NAME=<name>`: `/v1/models` and responses use this name instead of `--served-model-name`;
+- `VLLM_STANDIN_INVALID_PARAM_STATUS=<code>`: request-validation errors are answered with this status (e.g. 500)
+  instead of 400;
+- `VLLM_STANDIN_DECODE_RECOMPUTE=1`: a decode instance reads the remote KV but prefills the prompt itself again
+  (its metrics count the prompt as `local_compute`).
 
 A stale `/version` is `VLLM_STANDIN_REPORTED_VERSION`; tool-call parser failures are `VLLM_STANDIN_TOOL_FAULT` with
 `VLLM_STANDIN_TOOL_FAULT_RATE` (chat.py).

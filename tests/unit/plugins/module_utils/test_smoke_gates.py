@@ -100,3 +100,14 @@ def test_report_sections():
     assert "| tool_call_f1 | 0.95 | 1.0 | 0.05 |" in md
     not_judged = smoke_report.render_markdown(dict(facts(correctness=correctness(judged=False)), server={}))
     assert "- accuracy not judged: ..." in not_judged
+
+
+def test_decode_backends_are_judged_through_the_router_only():
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_groups
+    backends = [{"url": "http://p:8001", "kind": "prefill"}, {"url": "http://d:8002", "kind": "decode"},
+                {"url": "http://w:8000", "kind": "worker"}]
+    assert [b["url"] for b in smoke_groups.direct_backends(backends)] == ["http://p:8001", "http://w:8000"]
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner
+    assert smoke_runner.decode_metrics_urls(backends) == ["http://d:8002/metrics"]
+    assert smoke_runner.effective_groups(["text"], "full") == ["text", "correctness", "api", "tool_verifier"]
+    assert smoke_runner.effective_groups(["tool_calling", "text"], "quick") == ["text", "tool_calling"]
