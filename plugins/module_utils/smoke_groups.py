@@ -148,6 +148,7 @@ async def group_correctness(ctx):
     errors = sorted({a["error"] for r in raw.values() for a in r["answers"] if a["error"]})[:5]
     return {"status": "failed" if failed else "ok", "error": "; ".join(errors) or None, "retries": {},
             "requests": sum(t["requests"] for t in targets.values()), "failed_requests": failed,
+            "wall_s": max([t["wall_s"] for t in targets.values()] or [None]),
             "correctness": {"judged": bool(ctx["judge_accuracy"]), "note": None if ctx["judge_accuracy"]
                             else NOT_JUDGED, "concurrency": ctx["correctness_concurrency"], "prompts": len(items),
                             "targets": targets}}
