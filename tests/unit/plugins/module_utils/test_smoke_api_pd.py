@@ -132,3 +132,88 @@ def test_pd_counters_refuse_garbage_cleanly(text):
         pd.pd_counters(text)
     except ValueError:
         pass  # prometheus_client's parser refuses malformed text with ValueError; the caller reports it
+
+
+def test_pd_counters_exact_from_text_with_and_without_total_suffix():
+    text = metrics(local=4, external=96, computed=300.0, prompts=3000.0) + "\n".join([
+        "# TYPE vllm:nixl_num_failed_notifications counter",
+        'vllm:nixl_num_failed_notifications{engine="0",model_name="m"} 2.0',
+        'vllm:nixl_num_failed_notifications{engine="1",model_name="m"} 1.0',
+        "# TYPE vllm:nixl_num_kv_expired_reqs_total counter",
+        'vllm:nixl_num_kv_expired_reqs_total{engine="0",model_name="m"} 5.0',
+        "# TYPE vllm:prompt_tokens_by_source_total counter",
+        'vllm:prompt_tokens_by_source_total{engine="0",model_name="m",source="other"} 7.0']) + "\n"
+    assert pd.pd_counters(text) == {
+        "by_source": {"local_compute": 4.0, "local_cache_hit": 0.0, "external_kv_transfer": 96.0},
+        "kv_computed_sum": 300.0, "prompt_tokens_sum": 3000.0, "vllm:nixl_num_failed_transfers": None,
+        "vllm:nixl_num_failed_notifications": 3.0, "vllm:nixl_num_kv_expired_reqs": 5.0}
+
+
+def test_pd_delta_exact():
+    before = {"by_source": {"local_compute": 1.0, "local_cache_hit": 2.0, "external_kv_transfer": 3.0},
+              "kv_computed_sum": 10.0, "prompt_tokens_sum": None, "vllm:nixl_num_failed_transfers": 1.0}
+    after = {"by_source": {"local_compute": 2.0, "local_cache_hit": 2.0, "external_kv_transfer": 13.0},
+             "kv_computed_sum": 15.0, "prompt_tokens_sum": 40.0, "vllm:nixl_num_failed_transfers": 4.0,
+             "vllm:nixl_num_failed_notifications": None, "vllm:nixl_num_kv_expired_reqs": 0.0}
+    assert pd.pd_delta(before, after) == {
+        "by_source": {"local_compute": 1.0, "local_cache_hit": 0.0, "external_kv_transfer": 10.0},
+        "kv_computed_sum": 5.0, "prompt_tokens_sum": 40.0, "vllm:nixl_num_failed_transfers": 3.0,
+        "vllm:nixl_num_failed_notifications": None, "vllm:nixl_num_kv_expired_reqs": 0.0}
+    assert pd.pd_delta({}, dict(after, by_source=None))["by_source"] is None
+    assert pd.pd_delta({}, after)["by_source"] == after["by_source"]
+
+
+def test_judge_decode_exact_and_limits():
+    delta = {"by_source": {"local_compute": 10.0, "local_cache_hit": 0.0, "external_kv_transfer": 90.0},
+             "vllm:nixl_num_failed_transfers": 1.0, "vllm:nixl_num_failed_notifications": 0.0}
+    assert pd.judge_decode(delta, max_fraction=0.1, max_failures=1) == {
+        "recompute_fraction": 0.1, "basis": "vllm:prompt_tokens_by_source",
+        "kv_transfer_failures": {"nixl_num_failed_transfers": 1.0, "nixl_num_failed_notifications": 0.0},
+        "errors": []}
+    assert pd.judge_decode(delta, max_fraction=0.0999, max_failures=0)["errors"] == [
+        "decode prefilled 10.0 % of its prompt tokens itself (> 10.0 %): the prefill was recomputed, not transferred",
+        "1 KV transfer failure(s) in the window (nixl_num_failed_transfers 1)"]
+    hist = pd.recompute_fraction({"by_source": None, "kv_computed_sum": 0.0, "prompt_tokens_sum": 500.0})
+    assert hist == (0.0, "vllm:request_prefill_kv_computed_tokens")
+    assert pd.recompute_fraction({"by_source": None, "kv_computed_sum": 5.0, "prompt_tokens_sum": 0.0})[0] is None
+    out = pd.judge_pd({"a": {"by_source": None}, "b": {"by_source": None}}, {"b": {"by_source": None}}, 0.05, 0)
+    assert out["errors"] == [
+        "a: no /metrics after the window",
+        "b: recompute not measurable: neither vllm:prompt_tokens_by_source nor "
+        "vllm:request_prefill_kv_computed_tokens is exported"]
+    assert sorted(out["instances"]) == ["b"]
+
+
+def test_api_verdicts_exact():
+    assert api.judge_invalid_parameter(None) == {
+        "ok": False, "error": "no HTTP status for the invalid-parameter request (transport error)", "status": None}
+    assert api.judge_invalid_parameter(499)["error"] == "an invalid parameter was answered with HTTP 499 instead of 400"
+    assert api.judge_invalid_parameter(501)["error"].startswith("an invalid parameter was answered with HTTP 501")
+    assert api.judge_invalid_parameter(299)["error"] == (
+        "an invalid parameter was accepted (HTTP 299) instead of refused with 400")
+    assert api.judge_invalid_parameter(300)["error"] == "an invalid parameter was answered with HTTP 300 instead of 400"
+    assert api.judge_version("v0.28.0+cu129", "0.28.0") == {"ok": True, "error": None, "reported": "v0.28.0+cu129",
+                                                            "planned": "0.28.0"}
+    assert api.judge_version("0.28.1", "0.28.0") == {
+        "ok": False, "error": "/version reports 0.28.1, the plan deploys 0.28.0", "reported": "0.28.1",
+        "planned": "0.28.0"}
+    assert api.judge_version(None, None) == {"ok": True, "error": None, "reported": None, "planned": None}
+    assert api.judge_version(None, "0.28.0") == {"ok": False, "error": "/version did not answer", "reported": None,
+                                                 "planned": "0.28.0"}
+    assert [api.release_of(v) for v in ("V1.2.3", "1.2.3 (dev)", None, "", "v", "0.33.0+cpu.x")] == [
+        "1.2.3", "1.2.3", "", "", "", "0.33.0"]
+    assert api.judge_served_name(["x"], []) == {"ok": True, "error": None, "expected": None, "served": ["x"]}
+    assert api.judge_served_name(None, "m") == {"ok": False, "error": "/v1/models serves [], the plan's name is m",
+                                                "expected": "m", "served": []}
+    assert api.judge_served_name(("m",), ("m", "n")) == {"ok": True, "error": None, "expected": "m", "served": ["m"]}
+    assert api.judge_prompt_tokens(0, 2000) == {
+        "ok": False, "error": "usage.prompt_tokens 0 for a 2000-character prompt is outside 250..1845",
+        "prompt_tokens": 0, "bounds": [250, 1845]}
+    assert api.judge_reasoning_split("ok", "", None, "reasoning") == {
+        "ok": False, "error": "no reasoning text although thinking is on", "markers": [], "keys": []}
+    assert api.judge_reasoning_split("ok", " \n", ["reasoning"], "reasoning")["ok"] is False
+    assert api.judge_reasoning_split("ok", "t", None, "reasoning") == {
+        "ok": False, "error": "reasoning arrived under no key, the release's key is reasoning", "markers": [],
+        "keys": []}
+    assert api.judge_reasoning_split("<think>x</think>42", "t", ["reasoning"], "reasoning")["error"] == (
+        "reasoning markers </think>, <think> in content: the reasoning parser is not wired")

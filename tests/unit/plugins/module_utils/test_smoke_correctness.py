@@ -104,3 +104,39 @@ def test_needle_prompt_places_the_needle_in_the_middle():
 def test_judges_never_raise(answer):
     for item in c.build_prompts(seed=0, per_kind=1, ocr_tokens=["A"]):
         assert c.judge(item, answer)["ok"] in (True, False)
+
+
+def test_generated_prompts_exact_for_seed_0():
+    items = c.build_prompts(seed=0, per_kind=1)
+    assert [i["id"] for i in items] == ["arith-0", "fact-0", "json-0"]
+    for item in items:
+        assert c.judge(item, str(item["expected"]) if item["kind"] != "json" else
+                       __import__("json").dumps(item["expected"]))["ok"], item
+    arith, fact, rec = items
+    a, b, op, cc = __import__("re").match(r"What is (\d+) \* (\d+) ([+-]) (\d+)\?", arith["prompt"]).groups()
+    assert 11 <= int(a) <= 99 and 11 <= int(b) <= 99 and 2 <= int(cc) <= 40
+    assert arith["expected"] == int(a) * int(b) + (int(cc) if op == "+" else -int(cc))
+    assert fact["prompt"].count("'s ") == 5 and fact["prompt"].endswith("Answer with the code only.")
+    assert __import__("re").fullmatch(r"[A-Z]{2}-\d{4}", fact["expected"])
+    assert "%s." % fact["expected"] in fact["prompt"]
+    assert set(rec["expected"]) == {"id", "qty", "colour"} and 1 <= rec["expected"]["qty"] <= 60
+    assert rec["prompt"] == ("Return this record as JSON: id=%s, qty=%d, colour=%s. Answer with JSON only, numbers as "
+                             "numbers." % (rec["expected"]["id"], rec["expected"]["qty"], rec["expected"]["colour"]))
+    assert c.build_prompts(seed=0, per_kind=0) == []
+
+
+def test_number_and_needle_edges():
+    assert c.last_number("v1.5 then 2,500.25") == 2500.25
+    assert c.last_number("-3 and -4") == -4
+    assert c.last_number(None) is None
+    assert c.judge_needle("", "K3-1", None, 100) == {
+        "found": False, "fraction": None, "ok": False,
+        "error": "needle K3-1 missed (answer: ''); needle prompt was None prompt tokens, None of the 100-token "
+                 "effective context (< 0.9)"}
+    assert c.judge_needle("K3-1", "K3-1", 90, 100)["ok"] is True
+    assert c.judge_needle("K3-1", "K3-1", 89, 100)["ok"] is False
+    assert c.fit_tokens_per_rep(10, 300, 20, 550) == (25.0, 50.0)
+    with pytest.raises(ValueError):
+        c.fit_tokens_per_rep(10, 300, 20, 300)
+    assert c.needle_reps(1000, 10.0, 0.0, answer_tokens=0) == 91
+    assert c.needle_reps(1000, 10.0, 5000.0) == 1
