@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import ipaddress
 
 PROTOCOL = "kimi-k3-fabric/1"
@@ -178,7 +179,7 @@ def _node_spec(plan, head, nodes, names, plan_result, fabric_data, opts, name):
         "node_rank": int(plan["node_rank"]), "nnodes": len(nodes), "local_ranks": per,
         "world_size": per * len(nodes), "backend": profile["backend"],
         "master_host": head["host"], "master_addr": head["internal_address"], "master_port": int(head["master_port"]),
-        "ifnames": socket_ifnames(plan.get("env")), "nodes": nodes, "names": names,
+        "ifnames": socket_ifnames(plan.get("env")), "nodes": copy.deepcopy(nodes), "names": list(names),
         "sizes": message_sizes(plan, profile, fabric_data), "ep_kernel": ep_kernel(plan, len(nodes), fabric_data),
         "timeout_s": float(opts["timeout_s"]), "port_share": float(opts["port_share"]),
         "ep_timeout_s": float(opts["ep_timeout_s"]), "collect_env": bool(opts["collect_env"]),

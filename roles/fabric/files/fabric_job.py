@@ -628,18 +628,20 @@ def ep_kernel_phase(spec, deadline, runner=None, exists=os.path.exists):
 
 def run_job(spec):
     """Every phase in order; the whole result document."""
+    began = time.time()
+    result = {"protocol": PROTOCOL, "host": spec["host"], "deployment": spec["deployment"],
+              "node_rank": spec["node_rank"], "address": spec["address"]}
+    # First, as it imports torch (seconds): the timeout then counts from when every node can answer its peers.
+    result["provenance"] = provenance(spec)
     started = time.time()
     deadline = started + float(spec["timeout_s"])
     port_deadline = started + float(spec["timeout_s"]) * float(spec.get("port_share", 0.5))
-    result = {"protocol": PROTOCOL, "host": spec["host"], "deployment": spec["deployment"],
-              "node_rank": spec["node_rank"], "address": spec["address"]}
     result["interfaces"] = interface_checks(spec)
     result["names"] = resolve_names(spec.get("names") or [])
     result["listen"], result["pairs"] = port_phase(spec, port_deadline)
-    result["provenance"] = provenance(spec)
     result["collective"] = collective_phase(spec, deadline)
     result["ep_kernel"] = ep_kernel_phase(spec, deadline + float(spec.get("ep_timeout_s", 0)))
-    result["duration_s"] = round(time.time() - started, 3)
+    result["duration_s"] = round(time.time() - began, 3)
     return result
 
 
