@@ -196,3 +196,126 @@ def test_without_torch_the_protocol_still_answers(tmp_path):
         ("n0", "not run: no torch in image"), ("n1", "not run: no torch in image")]
     # the vLLM the stand-in reports is what the plan targets
     assert report["nodes"]["n0"]["vllm"] == "0.28.0"
+
+
+# ----------------------------------------------------------------------------- the job's pieces, without torch
+
+
+def job_module():
+    sys.path.insert(0, os.path.dirname(JOB))
+    try:
+        import fabric_job
+    finally:
+        sys.path.pop(0)
+    return fabric_job
+
+
+def test_interface_checks_on_scripted_addresses():
+    job = job_module()
+    addresses = {"lo": ["127.0.0.1", "::1"], "eth0": ["10.0.0.5"], "ib0": ["192.168.7.5"]}
+    names = ["eth0", "ib0", "lo"]
+    spec = {"address": "10.0.0.5", "ifnames": {"GLOO_SOCKET_IFNAME": ["ib0"], "NCCL_SOCKET_IFNAME": ["eth9", "eth0"],
+                                               "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME": ["eth9"]}}
+    checks = dict((c["variable"], c) for c in job.interface_checks(spec, addresses, names))
+    assert checks["GLOO_SOCKET_IFNAME"] == {
+        "variable": "GLOO_SOCKET_IFNAME", "ifnames": ["ib0"], "missing": [], "carries_address": False,
+        "address": "10.0.0.5", "interface_addresses": ["192.168.7.5"], "address_on": ["eth0"], "status": "failed"}
+    assert checks["NCCL_SOCKET_IFNAME"]["status"] == "ok" and checks["NCCL_SOCKET_IFNAME"]["missing"] == ["eth9"]
+    assert checks["NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME"]["missing"] == ["eth9"]
+    # Linux routes all of 127.0.0.0/8 to lo: the rehearsal cluster's 127.0.0.11 is carried by lo
+    assert job.carries("lo", "127.0.0.11", addresses) and not job.carries("eth0", "127.0.0.11", addresses)
+
+
+def test_listener_handshake_and_refused_port():
+    job = job_module()
+    port, dead = free_ports(2)
+    lst = job.Listener("n0", "127.0.0.1", {"port": port, "name": "master"}, ["n1"], barrier=True)
+    assert lst.bind()
+    deadline = time.time() + 5
+    server = job._start(lst.serve, deadline)
+    target = {"host": "n0", "address": "127.0.0.1"}
+    ok = job.connect_pair("n1", target, {"port": port, "name": "master"}, deadline, barrier=True)
+    server.join(6)
+    assert (ok["status"], ok["go"], ok["detail"]) == ("ok", True, None)
+    assert lst.report()["peers_seen"] == ["n1"] and lst.report()["peers_missing"] == []
+    refused = job.connect_pair("n1", target, {"port": dead, "name": "dp_rpc"}, time.time() + 0.5)
+    assert (refused["status"], refused["connect_ms"]) == ("refused", None)
+    wrong = job.connect_pair("n1", {"host": "n7", "address": "127.0.0.1"}, {"port": port, "name": "x"},
+                             time.time() + 0.5)
+    assert wrong["status"] in ("refused", "wrong_peer")  # the listener is closed once its peer came
+
+
+def test_bind_in_use_and_foreign_address_say_so():
+    job = job_module()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    try:
+        lst = job.Listener("n0", "127.0.0.1", {"port": port, "name": "master"}, ["n1"])
+        assert not lst.bind()
+        assert lst.report()["error"] == "port %d is already in use on 127.0.0.1 (another process listens there)" % port
+    finally:
+        holder.close()
+    lst = job.Listener("n0", "192.0.2.123", {"port": port, "name": "master"}, ["n1"])
+    assert not lst.bind()
+    assert lst.report()["error"] == "address 192.0.2.123 is not on this node (cannot bind 192.0.2.123:%d)" % port
+
+
+def test_provenance_falls_back_to_the_cli_and_summarises_collect_env():
+    job = job_module()
+    calls = []
+
+    def runner(argv, timeout):
+        calls.append(argv)
+        if argv == ["vllm", "--version"]:
+            return 0, "INFO something\n0.28.0\n"
+        return 0, "PyTorch version: 2.13.0+cu130\nvLLM Version: 0.28.0\nNoise: x\nROCM used to build PyTorch: N/A\n"
+
+    info = job.provenance({"collect_env": True}, runner=runner)
+    if info["vllm_source"] == "vllm.__version__":
+        pytest.skip("this interpreter has a vllm package")
+    assert (info["vllm"], info["vllm_source"]) == ("0.28.0", "vllm --version")
+    assert info["collect_env"] == {"PyTorch version": "2.13.0+cu130", "vLLM Version": "0.28.0",
+                                   "ROCM used to build PyTorch": "N/A"}
+    assert calls == [["vllm", "--version"], ["vllm", "collect-env"]]
+
+
+def test_ep_kernel_phase_runs_the_test_the_image_carries_else_says_what_was_not_tested():
+    job = job_module()
+    spec = {"master_addr": "10.0.0.1", "master_port": 29501, "nnodes": 2, "node_rank": 1,
+            "ep_kernel": {"backend": "deepep_v2", "module": "deep_ep", "runner": "script", "scope": "internode",
+                          "tests": ["/opt/DeepEP/tests/test_internode.py"]}}
+    missing = job.ep_kernel_phase(spec, time.time() + 5, runner=lambda argv, t: (1, "ModuleNotFoundError: deep_ep"))
+    assert missing == {"backend": "deepep_v2", "status": "not_tested", "detail": (
+        "the image has no deep_ep package (import deep_ep failed: ModuleNotFoundError: deep_ep): the deepep_v2 kernels "
+        "were not tested")}
+    no_tests = job.ep_kernel_phase(spec, time.time() + 5, runner=lambda argv, t: (0, ""), exists=lambda p: False)
+    assert no_tests["status"] == "not_tested" and no_tests["detail"].startswith(
+        "deep_ep is installed but its tests are not in the image (looked for /opt/DeepEP/tests/test_internode.py)")
+    calls = []
+
+    def runner(argv, timeout):
+        calls.append(argv)
+        return 0, "passed"
+
+    ran = job.ep_kernel_phase(spec, time.time() + 5, runner=runner, exists=lambda p: True)
+    assert ran == {"backend": "deepep_v2", "status": "ok", "test": "/opt/DeepEP/tests/test_internode.py",
+                   "detail": None}
+    assert calls[1] == ["env", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29501", "WORLD_SIZE=2", "RANK=1",
+                        sys.executable, "/opt/DeepEP/tests/test_internode.py"]
+
+
+def test_bus_bandwidth_figures():
+    job = job_module()
+    assert job._figures(1000000000, 0.5, 2.0 * 3 / 4, True, 10.0) == {
+        "bytes": 1000000000, "time_us": 500000.0, "algbw_gbps": 2.0, "busbw_gbps": 3.0, "correct": True,
+        "expected_value": 10.0}
+
+
+def test_a_spec_of_another_protocol_is_refused(tmp_path):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"protocol": "kimi-k3-fabric/0"}))
+    proc = subprocess.run([sys.executable, JOB, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == "fabric_job: spec protocol 'kimi-k3-fabric/0', this job speaks kimi-k3-fabric/1\n"
