@@ -54,9 +54,9 @@ def vendor_profile(fabric_data, plan):
     vendors = fabric_data.get("vendors") or {}
     vendor = plan.get("vendor")
     if vendor not in vendors:
+        known = ", ".join(sorted(vendors))
         raise FabricSpecError("%s: the fabric step has no backend for vendor %r (known: %s). Fix: add it under "
-                              "fabric.vendors in data/recipes/kimi_k3.yml." % (plan.get("host"), vendor,
-                                                                             ", ".join(sorted(vendors))))
+                              "fabric.vendors in data/recipes/kimi_k3.yml." % (plan.get("host"), vendor, known))
     return vendors[vendor]
 
 

@@ -94,8 +94,8 @@ def check_pairs(host, result):
             continue
         label = "%s -> %s %s:%d (%s)" % (p["from"], p["to"], p["address"], p["port"], p["name"])
         fix = PAIR_FIXES.get(p["status"], PAIR_FIXES["error"]) % p
-        out.append(finding(host, "port", "fail", "%s: %s%s" % (label, p["status"], (" - " + p["detail"])
-                                                                if p.get("detail") else ""),
+        detail = (" - " + p["detail"]) if p.get("detail") else ""
+        out.append(finding(host, "port", "fail", "%s: %s%s" % (label, p["status"], detail),
                            "TCP connect answered by %s" % p["to"], fix, PORT_VARIABLES.get(p["name"]),
                            pair=[p["from"], p["to"], p["port"]]))
     return out

@@ -345,11 +345,9 @@ def provenance(spec, runner=None):
         code, out = runner(["vllm", "--version"], 30)
         if code == 0 and out.strip():
             info["vllm"], info["vllm_source"] = out.strip().splitlines()[-1].strip(), "vllm --version"
-    torch = _torch()
-    if torch is not None:
-        info["torch"] = str(torch.__version__)
-        info["torch_cuda"] = getattr(torch.version, "cuda", None)
-        info["torch_hip"] = getattr(torch.version, "hip", None)
+    build = torch_build_info()
+    if build is not None:
+        info["torch"], info["torch_cuda"], info["torch_hip"] = build
     if spec.get("collect_env"):
         code, out = runner(["vllm", "collect-env"], 120)
         info["collect_env"] = _collect_env_summary(out) if code == 0 else None
@@ -376,6 +374,25 @@ def _run(argv, timeout):
         return 127, str(exc)
 
 
+def torch_build_info(find_spec=None):
+    """(torch.__version__, torch.version.cuda, torch.version.hip) read from torch/version.py without importing
+    torch (seconds per import; only the rank processes need it); None when the image has no torch."""
+    import importlib.util
+    spec = (find_spec or importlib.util.find_spec)("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    names = {}
+    try:
+        with open(path) as handle:
+            exec(compile(handle.read(), path, "exec"), names)  # nosec B102 - the image's own generated constants
+    except Exception:  # pylint: disable=broad-except  # an unusual torch: import it after all
+        torch = _torch()
+        return None if torch is None else (str(torch.__version__), getattr(torch.version, "cuda", None),
+                                           getattr(torch.version, "hip", None))
+    return str(names.get("__version__")), names.get("cuda"), names.get("hip")
+
+
 def _torch():
     try:
         import torch  # pylint: disable=import-error
@@ -389,7 +406,7 @@ def _torch():
 
 def collective_phase(spec, deadline, torch_present=None):
     """One process per local rank (killed at the deadline); their reports merged into this node's result."""
-    present = _torch() is not None if torch_present is None else torch_present
+    present = torch_build_info() is not None if torch_present is None else torch_present
     if not present:
         return {"status": "not_run", "reason": "no torch in image", "backend": spec["backend"]}
     budget = deadline - time.time()
@@ -589,9 +606,10 @@ def _ping_pong(torch, dist, spec, a, b, leader, device):
     t_bulk = _timed(torch, device, bulk, iters)
     if not leader:
         return None
-    one_way = max(t_bulk - t_rtt / 2.0, 1e-9)
+    # Bytes over the whole bulk round (its one small acknowledgement included): a lower bound that noise in the
+    # latency sample cannot inflate.
     return {"latency_us": round(t_rtt / 2.0 * 1e6, 1), "bytes": big.numel() * 4,
-            "bandwidth_gbps": round(big.numel() * 4 / one_way / 1e9, 4)}
+            "bandwidth_gbps": round(big.numel() * 4 / max(t_bulk, 1e-9) / 1e9, 4)}
 
 
 # ----------------------------------------------------------------------------- expert-parallel kernels
@@ -634,14 +652,18 @@ def run_job(spec):
     # First, as it imports torch (seconds): the timeout then counts from when every node can answer its peers.
     result["provenance"] = provenance(spec)
     started = time.time()
+    marks = [("provenance", started - began)]
     deadline = started + float(spec["timeout_s"])
     port_deadline = started + float(spec["timeout_s"]) * float(spec.get("port_share", 0.5))
     result["interfaces"] = interface_checks(spec)
     result["names"] = resolve_names(spec.get("names") or [])
     result["listen"], result["pairs"] = port_phase(spec, port_deadline)
+    marks.append(("ports", time.time() - started))
     result["collective"] = collective_phase(spec, deadline)
+    marks.append(("collective", time.time() - started - marks[-1][1]))
     result["ep_kernel"] = ep_kernel_phase(spec, deadline + float(spec.get("ep_timeout_s", 0)))
     result["duration_s"] = round(time.time() - began, 3)
+    result["phases_s"] = dict((name, round(value, 3)) for name, value in marks)
     return result
 
 

@@ -121,10 +121,11 @@ def test_two_nodes_over_gloo_join_reduce_and_answer_every_port(tmp_path):
         assert results[host]["provenance"]["torch_cuda"] is None
         assert results[host]["provenance"]["vllm"] == "0.32.0"
         assert results[host]["provenance"]["vllm_source"] == "vllm --version"
-    assert [(p["from"], p["to"], p["name"], p["status"]) for p in results["n1"]["pairs"]] == [
-        ("n1", "n0", "master", "ok"), ("n1", "n0", "dp_rpc", "ok")]
+    assert sorted((p["from"], p["to"], p["name"], p["status"]) for p in results["n1"]["pairs"]) == [
+        ("n1", "n0", "dp_rpc", "ok"), ("n1", "n0", "master", "ok")]
     assert results["n0"]["pairs"] == []
     assert [lst["peers_seen"] for lst in results["n0"]["listen"]] == [["n1"], ["n1"]]
+    assert sorted(results["n0"]["phases_s"]) == ["collective", "ports", "provenance"]
     (pair,) = results["n0"]["collective"]["pairs"]
     assert (pair["from"], pair["to"], pair["bytes"]) == ("n0", "n1", 64 * 7168) and pair["bandwidth_gbps"] > 0
     report = fabric_report.build_report(specs, results)

@@ -25,8 +25,8 @@ def test_sim_gb300_pd_specs_per_deployment():
     worker = out["specs"]["gb300-tray34"]
     assert (worker["deployment"], worker["node_rank"], worker["nnodes"], worker["local_ranks"], worker["world_size"],
             worker["backend"]) == ("decode-1", 1, 2, 4, 8, "nccl")
-    assert (worker["master_host"], worker["master_addr"], worker["master_port"]) == ("gb300-tray33", "127.0.0.33",
-                                                                                   29501)
+    master = (worker["master_host"], worker["master_addr"], worker["master_port"])
+    assert master == ("gb300-tray33", "127.0.0.33", 29501)
     # decode: DEP over both trays -> the head serves DP RPC; NIXL side channel 5558 on every node
     assert worker["nodes"] == [
         {"host": "gb300-tray33", "address": "127.0.0.33", "node_rank": 0,
@@ -42,8 +42,8 @@ def test_sim_gb300_pd_specs_per_deployment():
                                 "image": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64}
     assert worker["ep_kernel"] is None and worker["names"] == [] and worker["timeout_s"] == 60.0
     prefill = out["specs"]["gb300-tray31"]
-    assert prefill["nodes"][0]["ports"] == [{"port": 5557, "name": "nixl_side_channel"},
-                                           {"port": 29501, "name": "master"}]  # TEP: no DP RPC
+    # TEP: no DP RPC
+    assert prefill["nodes"][0]["ports"] == [{"port": 5557, "name": "nixl_side_channel"}, {"port": 29501, "name": "master"}]
 
 
 def test_mi355x_mori_plan_names_mori_tests_and_rccl_through_nccl():
