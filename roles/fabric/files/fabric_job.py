@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -368,7 +367,7 @@ def _collect_env_summary(text, keys=("PyTorch version", "Is debug build", "CUDA 
 
 def _run(argv, timeout):
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         return proc.returncode, proc.stdout.decode("utf-8", "replace")
     except (OSError, subprocess.SubprocessError) as exc:
         return 127, str(exc)
@@ -519,7 +518,7 @@ def _timed(torch, device, fn, iterations):
     fn()
     _sync(torch, device)
     times = []
-    for _ in range(iterations):
+    for _iteration in range(iterations):
         t0 = time.time()
         fn()
         _sync(torch, device)

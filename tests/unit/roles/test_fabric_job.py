@@ -35,7 +35,7 @@ def torch_python():
     if not os.path.exists(candidate):
         return None
     probe = subprocess.run([candidate, "-c", "import torch.distributed as d; assert d.is_gloo_available()"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return candidate if probe.returncode == 0 else None
 
 
@@ -45,7 +45,7 @@ needs_torch = pytest.mark.skipif(TORCH_PYTHON is None, reason="no Python with to
 
 
 def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
+    socks = [socket.socket() for _index in range(n)]
     for s in socks:
         s.bind(("127.0.0.1", 0))
     ports = [s.getsockname()[1] for s in socks]
@@ -177,7 +177,7 @@ def test_fault_interface_without_the_address_and_a_port_nobody_listens_on(tmp_pa
 def test_without_torch_the_protocol_still_answers(tmp_path):
     """The GPU stand-in images have python3 and no torch: ports and names real, the collective not run."""
     probe = subprocess.run([sys.executable, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+                           stderr=subprocess.DEVNULL, check=False)
     if probe.returncode == 0:
         pytest.skip("this interpreter has torch")
     plan = cpu_plan()
@@ -317,6 +317,7 @@ def test_bus_bandwidth_figures():
 def test_a_spec_of_another_protocol_is_refused(tmp_path):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps({"protocol": "kimi-k3-fabric/0"}))
-    proc = subprocess.run([sys.executable, JOB, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run([sys.executable, JOB, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          check=False)
     assert proc.returncode == 2
     assert proc.stderr.decode() == "fabric_job: spec protocol 'kimi-k3-fabric/0', this job speaks kimi-k3-fabric/1\n"
