@@ -55,8 +55,8 @@ def main():
                                                for k, v in sorted(row.items()))))
     ok = [r for r in rows if "failed" not in r]
     if ok:
-        print("median of %d: %s" % (len(ok), ", ".join("%s=%.4g" % (k, statistics.median(r[k] for r in ok))
-                                                      for k in sorted(ok[0]))))
+        medians = ["%s=%.4g" % (k, statistics.median(r[k] for r in ok)) for k in sorted(ok[0])]
+        print("median of %d: %s" % (len(ok), ", ".join(medians)))
     print("failed runs: %d of %d; load average %s" % (len(rows) - len(ok), len(rows), os.getloadavg()))
 
 
