@@ -396,6 +396,8 @@ def _node_plan(ctx, recipe, node, env, secret_env, args):
         "timeouts": dict(ctx.get("timeouts") or {}),
     }
     plan.update(_serving_keys(ctx, recipe, node))
+    if ctx["hw"].get("judge_accuracy") is False:
+        plan["judge_accuracy"] = False
     if plan["serves_http"]:
         host = api_host(node)
         host = node_address(node) if host in ("0.0.0.0", "::", "") else host
