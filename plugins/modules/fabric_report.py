@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: fabric_report
 short_description: Judge every node's fabric job result and write the fabric section of the preflight report
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs on the controller (action plugin), once for the whole cluster (C(run_once)); contacts no host.
   - Reads each host's fabric job outcome (O(outcome_var), a dict with C(result) - the job's JSON document - and
