@@ -15,7 +15,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_contract, plan_render, topology
 from ansible_collections.gpufleet.kimi_k3.plugins.filter.plan import _FALLBACK_VARS as FALLBACK_VARS
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data, role_variables
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import model_facts, plan_files, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import role_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
@@ -111,7 +112,8 @@ class ActionModule(ActionBase):
         args = action_specs.null_is_default(args, action_specs.CLUSTER_PLAN)
         nodes, routers = self._cluster_nodes(args, task_vars)
         recipe = recipe_data.load_recipe(args["recipe"])
-        plan = topology.build_cluster_plan(nodes, recipe, recipe_data.load_snapshots(), routers)
+        plan = topology.build_cluster_plan(nodes, recipe, recipe_data.load_snapshots(), routers,
+                                           model_facts=model_facts.read)
         if plan["ok"]:
             plan = self._with_role_variables(plan, task_vars, [n["host"] for n in nodes + routers])
         result.update(self._outcome(plan))

@@ -66,6 +66,9 @@ notes:
     on/off: {feature: true/false}. Allowed: keys: tool_calling, reasoning, spec_decoding, text_only, dcp.'
   - 'C(kimi_k3_max_model_len) (int_or_auto, cluster scope, default recipe): --max-model-len: a positive integer or
     auto. Allowed: >= 1 or auto.'
+  - 'C(kimi_k3_target_concurrency) (int, deployment scope, default unset (required with kimi_k3_max_model_len:
+    auto)): Concurrent full-length sequences the deployment must hold: kimi_k3_max_model_len auto becomes the
+    longest length whose predicted concurrency meets it. Allowed: >= 1.'
   - 'C(kimi_k3_kv_cache_dtype) (str, cluster scope, default recipe (fp8 on Blackwell)): --kv-cache-dtype. Allowed:
     a --kv-cache-dtype choice of the target release (auto, bfloat16, float16, fp8, fp8_ds_mla, fp8_e4m3, fp8_e5m2,
     fp8_inc, fp8_per_token_head, int4_per_token_head, int8_per_token_head, nvfp4, nvfp4_4over6, nvfp4_ds_mla,
@@ -101,6 +104,9 @@ notes:
     unlimited). Allowed: >= -1.'
   - 'C(kimi_k3_restart_policy) (str, cluster scope, default no): Docker restart policy of the container. Allowed:
     no, on-failure, always, unless-stopped.'
+  - 'C(kimi_k3_weight_read_mib_s) (int, host scope, default unset (timeouts at their ceilings)): Measured read
+    throughput of the node''s weights (MiB/s, preflight''s weight-read sample); the slowest node of a deployment
+    sets its launch timeouts. Allowed: >= 1.'
   - 'C(kimi_k3_docker_host) (str, host, router host too scope, default unix:///var/run/docker.sock): Container
     engine URL on the node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host[:port] (no
     path).'

@@ -34,6 +34,13 @@ PREFLIGHT_REPORT = dict(
     recipe=dict(type="str", default="kimi_k3"),
 )
 
+FABRIC_REPORT = dict(
+    specs=dict(type="dict", required=True),
+    hosts=dict(type="list", elements="str"),
+    outcome_var=dict(type="str", default="fabric_job_outcome"),
+    dest=dict(type="path"),
+)
+
 VLLM_WAIT = dict(
     container=dict(type="str", required=True),
     docker_host=dict(type="str", default=DEFAULT_DOCKER_HOST),

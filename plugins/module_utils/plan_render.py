@@ -12,7 +12,7 @@ import hashlib
 import json
 import shlex
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_sizing, vllm_flags
 
 
 API_ACCESS_TEXT = {
@@ -137,6 +137,8 @@ def summary_table(result):
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:
         lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip())
+    for d in c.get("deployments") or [{"name": "main", "capacity": c.get("capacity"), "timeouts": c.get("timeouts")}]:
+        lines += plan_sizing.capacity_lines(d["name"], d.get("capacity"), d.get("timeouts"))
     for w in result["warnings"]:
         lines.append("warning: " + format_problem(w))
     return "\n".join(lines)

@@ -409,6 +409,13 @@ def all2all_kernel(recipe, vendor, interconnect):
     return ((recipe.get("all2all_by_vendor", {}).get(vendor) or {}).get(interconnect) or {}).get("backend")
 
 
+def uses_all2all(sizes, moe_backend):
+    """Whether vLLM dispatches an expert-parallel layout's tokens with the all2all kernels: with more than one
+    data-parallel rank, or sequence parallel (TP > 1 with MegaMoE). vllm/model_executor/layers/fused_moe/config.py
+    FusedMoEParallelConfig.use_all2all_kernels; reference §9.2."""
+    return sizes["dp"] > 1 or (sizes["tp"] > 1 and moe_backend == "deep_gemm_mega_moe")
+
+
 def exclusive_vendor(recipe, setting, value):
     """(vendor, source) when ``value`` of ``setting`` exists for one vendor only (recipe vendor_exclusive)."""
     for entry in recipe.get("vendor_exclusive", {}).get(setting, []):
@@ -443,7 +450,8 @@ def validate_interconnect(ctx):
                               "use rdma between %s nodes." % ctx["accelerator"]))
     ctx["interconnect"] = interconnect
     ctx["all2all_backend"] = s["all2all_backend"]
-    if s["all2all_backend"] is None and ctx["expert_parallel"] and nnodes > 1 and interconnect:
+    if s["all2all_backend"] is None and ctx["expert_parallel"] and nnodes > 1 and interconnect and \
+            uses_all2all(ctx["sizes"], s["moe_backend"]):
         ctx["all2all_backend"] = all2all_kernel(recipe, ctx["vendor"], interconnect)
     ctx["moe_backend_override"] = s["moe_backend"]
     if nnodes > 1 and not s["socket_ifname"]:

@@ -124,6 +124,9 @@ VARIABLES = (
        default_doc="tool_calling, reasoning on; others off"),
     _v("max_model_len", "int_or_auto", CLUSTER, "--max-model-len: a positive integer or auto.", minimum=1,
        flag="--max-model-len", default_doc="recipe"),
+    _v("target_concurrency", "int", DEPLOYMENT, "Concurrent full-length sequences the deployment must hold: "
+       "kimi_k3_max_model_len auto becomes the longest length whose predicted concurrency meets it.", minimum=1,
+       default_doc="unset (required with kimi_k3_max_model_len: auto)"),
     _v("kv_cache_dtype", "str", CLUSTER, "--kv-cache-dtype.", choices="snapshot", flag="--kv-cache-dtype",
        default_doc="recipe (fp8 on Blackwell)"),
     _v("v2_model_runner", "bool", CLUSTER, "Force VLLM_USE_V2_MODEL_RUNNER on/off.", default_doc="recipe"),
@@ -156,6 +159,9 @@ VARIABLES = (
        default_doc="-1"),
     _v("restart_policy", "str", CLUSTER, "Docker restart policy of the container.", default="no",
        choices=["no", "on-failure", "always", "unless-stopped"]),
+    _v("weight_read_mib_s", "int", HOST, "Measured read throughput of the node's weights (MiB/s, preflight's "
+       "weight-read sample); the slowest node of a deployment sets its launch timeouts.", minimum=1,
+       default_doc="unset (timeouts at their ceilings)"),
     _v("docker_host", "str", HOST, "Container engine URL on the node.", fmt="docker_host",
        default=DEFAULT_DOCKER_HOST, on_router=True),
     _v("extra_args", "list", DEPLOYMENT, "Extra vllm serve arguments, each flag and value its own item (checked "

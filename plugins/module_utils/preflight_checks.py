@@ -465,6 +465,17 @@ def check_memlock(n):
     return [n.f("memlock", "pass" if ok else "fail", fmt_bytes(ml), ">= %s" % fmt_bytes(want), FIX["memlock"])]
 
 
+def weight_read_text(read):
+    """The sample read's throughput for the disk finding: the node's value for kimi_k3_weight_read_mib_s."""
+    if not read:
+        return ""
+    if read.get("mib_s") is None:
+        return "; weight read sample failed (%s)" % (read.get("error") or "nothing read")
+    return "; read %s MiB/s (%s of %d shard(s), %s; kimi_k3_weight_read_mib_s: %d sets the launch timeouts)" % (
+        read["mib_s"], fmt_bytes(read.get("bytes")), read.get("files") or 0,
+        "direct I/O" if read.get("direct") else "through the page cache, cached pages dropped", int(read["mib_s"]))
+
+
 def check_disk(n):
     disk, weights, gb = n.get("disk", {}), n.get("weights", {}), n.th["min_free_disk_gb"]
     model = n.exp.get("model") or "the model"
@@ -473,7 +484,7 @@ def check_disk(n):
     want = ">= %s GB free or weights of %s present" % (gb, model)
     if weights.get("present"):
         obs = "weights present at %s (%s)" % (weights.get("path"), fmt_bytes(weights.get("bytes")))
-        return [n.f("disk", "pass", obs, want)]
+        return [n.f("disk", "pass", obs + weight_read_text(weights.get("read")), want)]
     free = disk.get("free_bytes")
     if free is None:
         return [n.f("disk", "fail", "unknown", want, FIX["disk"])]

@@ -29,6 +29,7 @@ import time
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_access
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import weight_read
 
 SCHEMA_VERSION = 1
 
@@ -532,12 +533,13 @@ def _weight_candidates(io, cache_dir, model, revision):
     return out
 
 
-def collect_weights(io, cache_dir, model, revision=None):
+def collect_weights(io, cache_dir, model, revision=None, sample=None):
     """Are the model's weights (at ``revision`` when pinned) already on disk? Looks at ``model`` as a local path,
     then at the HF cache layout ``<cache>/hub/models--<org>--<name>/snapshots/*/`` (and ``<cache>/models--...``).
-    Present = a ``model.safetensors.index.json`` whose every shard exists."""
+    Present = a ``model.safetensors.index.json`` whose every shard exists. ``sample``: ``{"mib", "seconds"}`` - read
+    that much of the present shards (module_utils.weight_read) and report the throughput as ``read``."""
     res = {"model": model, "revision": revision, "present": False, "path": None, "bytes": None,
-           "missing_shards": None}
+           "missing_shards": None, "read": None}
     if not model:
         return res
     for cand in _weight_candidates(io, cache_dir, model, revision):
@@ -553,6 +555,9 @@ def collect_weights(io, cache_dir, model, revision=None):
         res.update({"path": cand, "missing_shards": len(missing), "bytes": sum(z for z in sizes if z)})
         if shards and not missing:
             res["present"] = True
+            if sample and sample.get("mib"):
+                res["read"] = weight_read.sample([os.path.join(cand, s) for s in shards], sample["mib"] * weight_read.MIB,
+                                                 sample.get("seconds", 5.0))
             return res
     return res
 
@@ -640,7 +645,9 @@ def collect_host(ctx, options):
         "memlock_hard": hard,
         "disk": {"path": cache_dir, "checked_path": checked, "exists": checked == os.path.abspath(cache_dir),
                  "free_bytes": st["free"] if st else None, "total_bytes": st["total"] if st else None},
-        "weights": collect_weights(io, cache_dir, options.get("model"), options.get("model_revision")),
+        "weights": collect_weights(io, cache_dir, options.get("model"), options.get("model_revision"),
+                                   {"mib": options.get("weight_read_sample_mib") or 0,
+                                    "seconds": options.get("weight_read_max_seconds") or 5.0}),
         "time_sync": collect_time_sync(ctx),
         "python": collect_python(io),
         "interfaces": collect_interfaces(ctx, options.get("interfaces") or []),

@@ -38,7 +38,7 @@ def new_result(stream):
     return {"ok": False, "error": None, "stream": bool(stream), "ttft_s": None, "ttft_content_s": None,
             "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "", "reasoning": "",
             "tool_calls": [], "prompt_tokens": None, "output_tokens": None, "finish_reason": None,
-            "client_queue_s": None, "done": False}
+            "client_queue_s": None, "done": False, "reasoning_keys": []}
 
 
 class StreamMeasure(object):
@@ -82,6 +82,9 @@ class StreamMeasure(object):
         delta = choice.get("delta") or {}
         c = delta.get("content") or ""
         r = delta.get("reasoning") or delta.get("reasoning_content") or ""
+        for key in ("reasoning", "reasoning_content"):
+            if delta.get(key) and key not in self.res["reasoning_keys"]:
+                self.res["reasoning_keys"].append(key)
         tcs = delta.get("tool_calls") or []
         if not (c or r or tcs):
             return

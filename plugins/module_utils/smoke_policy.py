@@ -8,9 +8,12 @@ Policy keys (role variables ``smoke_<key>``, docs/smoke.md):
 - ``max_ttft_s`` (seconds, 0 = off): no group's mean TTFT may exceed it;
 - ``fail_on_log_errors`` (bool): no error line in any node's container log of the smoke window; a log that could
   not be read (or no log at all) violates it too, because its errors could not be counted;
-- ``fail_on_preemptions`` (bool): no preemption on the server during the smoke window.
+- ``fail_on_preemptions`` (bool): no preemption on the server during the smoke window;
+- the full profile's gates (correctness, API behaviour, prefill/decode, tool-call verifier figures): ``smoke_gates``.
 """
 from __future__ import annotations
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_gates
 
 
 def _group_failures(facts, policy):
@@ -67,7 +70,7 @@ def _preemptions(facts, policy):
     return ["%d preemption(s) during the smoke window" % pre] if pre else []
 
 
-CHECKS = (_group_failures, _tool_call_rate, _max_ttft, _log_errors, _preemptions)
+CHECKS = (_group_failures, _tool_call_rate, _max_ttft, _log_errors, _preemptions) + smoke_gates.CHECKS
 
 
 def evaluate_policy(facts, policy):

@@ -41,6 +41,12 @@ def text_table(header, rows):
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols)
 
 
+def _full_profile_sections(facts):
+    # imported here: smoke_report_sections uses this module's table helpers
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report_sections
+    return smoke_report_sections.render(facts)
+
+
 def render_markdown(facts, violations=None):
     s = facts.get("server") or {}
     lines = ["# Kimi-K3 smoke report", "",
@@ -60,6 +66,7 @@ def render_markdown(facts, violations=None):
                       tc.get("first_attempt_success_rate"), tc.get("final_success_rate")),
                   "- failures per class: %s" % (tc.get("failures") or {}),
                   "- retries per class: %s" % (tc.get("retries") or {}), ""]
+    lines += _full_profile_sections(facts)
     win = s.get("window") or {}
     if win:
         lines += ["## Server during the smoke window", "",

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
-"""The smoke groups (vision, text, long_context, tool_calling) and the run that assembles ``vllm_smoke`` facts.
+"""The smoke groups (vision, text, long_context, tool_calling; the full profile adds correctness, api and
+tool_verifier, ``smoke_groups``) and the run that assembles ``vllm_smoke`` facts.
 
 Groups run one after another (so their timings do not disturb each other); inside a group requests run concurrently
 up to ``concurrency``. Every failure ends up as ``status: failed`` with ``error`` text; nothing here raises.
@@ -14,6 +15,8 @@ import time
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_groups
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_pd
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards
@@ -21,7 +24,9 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_visi
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
 
-GROUPS = ("vision", "text", "long_context", "tool_calling")
+QUICK_GROUPS = ("vision", "text", "long_context", "tool_calling")
+GROUPS = QUICK_GROUPS + smoke_groups.FULL_GROUPS
+PROFILES = ("quick", "full")
 
 TOOLS = [
     {"type": "function", "function": {
@@ -55,8 +60,7 @@ TOOL_CASES = [
     ("Use the lookup_order tool to look up order B-2041 including its items.", "lookup_order"),
 ]
 TEXT_PROMPT = "In two short sentences, explain what a KV cache is in LLM serving."
-VISION_PROMPT = ("Transcribe all text in this receipt image exactly, line by line, including every number. "
-                 "Output only the transcription.")
+VISION_PROMPT = smoke_vision.PROMPT
 FILLER = ("The quick brown fox jumps over the lazy dog while the GPU cluster hums quietly in the data hall. ")
 FILLER_TOKENS = 22  # rough token count of FILLER for typical BPE vocabularies (checked against usage afterwards)
 
@@ -219,6 +223,27 @@ async def group_tool_calling(ctx):
 
 GROUP_FUNCS = {"vision": group_vision, "text": group_text, "long_context": group_long_context,
                "tool_calling": group_tool_calling}
+GROUP_FUNCS.update(smoke_groups.GROUP_FUNCS)
+
+
+def effective_groups(groups, profile):
+    """The groups to run: ``groups``, plus the full profile's correctness, api and tool_verifier groups."""
+    names = list(groups or [])
+    if profile == "full":
+        names += [g for g in smoke_groups.FULL_GROUPS if g not in names]
+    return [g for g in GROUPS if g in names]
+
+
+def decode_metrics_urls(backends):
+    """/metrics of the decode backends (PD) from the ``backends`` option."""
+    return [b["url"].rstrip("/") + "/metrics" for b in backends or [] if b.get("kind") == "decode"]
+
+
+def _image_url_or_none(image):
+    try:
+        return image_url(image)
+    except ValueError:
+        return None
 
 
 def _context(p, client, model, info, tls):
@@ -231,6 +256,15 @@ def _context(p, client, model, info, tls):
         "image": p.get("image"), "image_expected_tokens": p.get("image_expected_tokens"),
         "tool_call_retries": int(p["tool_call_retries"]), "tool_choice": p.get("tool_choice") or "auto",
         "tool_call_rounds": int(p.get("tool_call_rounds") or 1),
+        "info": info, "image_url": _image_url_or_none(p.get("image")),
+        "correctness_concurrency": int(p.get("correctness_concurrency") or 32),
+        "tool_verifier_concurrency": int(p.get("correctness_concurrency") or 32),
+        "correctness_seed": int(p.get("correctness_seed") or 0),
+        "backends": list(p.get("backends") or []), "judge_accuracy": p.get("judge_accuracy", True) is not False,
+        "expected_served_name": p.get("expected_served_name"), "expected_version": p.get("expected_version"),
+        "reasoning_key": p.get("reasoning_key") or "reasoning",
+        "needle_token_budget": int(p.get("needle_token_budget", 131072)),
+        "previous_tool_figures": p.get("previous_tool_figures"),
     }
 
 
@@ -276,7 +310,8 @@ async def _measure(p, model, info, metrics_urls, tls):
         before = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)
         sampler = smoke_server.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5), tls=tls)
         sampler.start()
-        groups = await _run_groups(_context(p, client, model, info, tls), p["groups"], info)
+        groups = await _run_groups(_context(p, client, model, info, tls),
+                                   effective_groups(p["groups"], p.get("profile")), info)
     finally:
         peaks = await sampler.stop() if sampler is not None else {}
         if client is not None:
@@ -293,7 +328,10 @@ async def run_smoke_async(p):
     info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0, tls)
     model = p.get("model") or info["model"]
     metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+    decode_urls = decode_metrics_urls(p.get("backends"))
+    pd_before = await asyncio.to_thread(smoke_groups.pd_scrape, decode_urls, tls)
     groups, before, after, peaks = await _measure(p, model, info, metrics_urls, tls)
+    pd_after = await asyncio.to_thread(smoke_groups.pd_scrape, decode_urls, tls)
     reproduction = dict(p.get("reproduction") or {})
     reproduction.setdefault("vllm_version", info["version"])
     reproduction.setdefault("model", model)
@@ -304,12 +342,30 @@ async def run_smoke_async(p):
         "started_epoch": int(started),
         "duration_s": round(time.time() - started, 3),
         "groups": groups, "server": server_facts(info, before, after, peaks, metrics_urls),
+        "pd": _pd_facts(decode_urls, pd_before, pd_after, p),
         "reproduction": reproduction,
         "settings": {"max_tokens": p["max_tokens"], "reasoning_effort": p.get("reasoning_effort"),
                      "concurrency": p["concurrency"], "long_context_tokens": p["long_context_tokens"],
-                     "tool_call_retries": p["tool_call_retries"], "groups": list(p["groups"])},
+                     "tool_call_retries": p["tool_call_retries"], "groups": list(p["groups"]),
+                     "profile": p.get("profile") or "quick",
+                     "correctness_concurrency": p.get("correctness_concurrency"),
+                     "judge_accuracy": p.get("judge_accuracy", True) is not False},
     }
     return smoke_finalise.finalise(facts, reproduction=p.get("reproduction"), fail_policy=p.get("fail_policy"))
+
+
+def _pd_facts(decode_urls, before, after, p):
+    """The prefill/decode verdict (None without decode backends)."""
+    if not decode_urls:
+        return None
+    limits = p.get("pd_limits") or {}
+    verdict = smoke_pd.judge_pd(before, after,
+                                float(limits.get("max_recompute_fraction", smoke_pd.DEFAULT_MAX_RECOMPUTE_FRACTION)),
+                                int(limits.get("max_kv_transfer_failures", 0)))
+    missing = [u for u in decode_urls if u not in before and u not in after]
+    verdict["errors"] += ["%s: /metrics unreadable before and after the window" % u for u in missing]
+    verdict["decode_metrics_urls"] = list(decode_urls)
+    return verdict
 
 
 def run_smoke(p):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+PROMPT = ("Transcribe all text in this receipt image exactly, line by line, including every number. "
+          "Output only the transcription.")
+
 
 def normalise_text(text):
     """Upper-case and drop everything except letters, digits and '.' (so '4471 - K3' matches '4471-K3')."""

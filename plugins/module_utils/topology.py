@@ -21,7 +21,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_fleet, plan_validate, plan_variables, vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_combos, plan_derived, plan_fleet
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_validate, plan_variables, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pick_versioned, to_bool
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)
@@ -267,6 +268,7 @@ def _container(ctx, recipe, node):
         c["security_opts"] = ["seccomp=unconfined"]
     if ctx["interconnect"] == "rdma" and ctx["nnodes"] > 1:
         c["devices"].append("/dev/infiniband:/dev/infiniband:rwm")
+    c["devices"] += [d for d in plan_combos.container_devices(ctx, recipe) if d not in c["devices"]]
     return c
 
 
@@ -391,8 +393,11 @@ def _node_plan(ctx, recipe, node, env, secret_env, args):
         "secret_env": list(secret_env),
         "container": _container(ctx, recipe, node),
         "vllm_args": args,
+        "timeouts": dict(ctx.get("timeouts") or {}),
     }
     plan.update(_serving_keys(ctx, recipe, node))
+    if ctx["hw"].get("judge_accuracy") is False:
+        plan["judge_accuracy"] = False
     if plan["serves_http"]:
         host = api_host(node)
         host = node_address(node) if host in ("0.0.0.0", "::", "") else host
@@ -412,21 +417,27 @@ def _once(problems):
     return out
 
 
-def _build_deployment(nodes, recipe, snapshots, deployment=None):
-    """Validate and render one deployment: ``(ctx, plans, errors, warnings)``."""
+def _build_deployment(nodes, recipe, snapshots, deployment=None, model_facts=None):
+    """Validate and render one deployment: ``(ctx, plans, errors, warnings)``.
+
+    ``model_facts``: ``f(model, revision, cache_dir)`` -> what the controller found in the model cache, or None."""
     errors, warnings = [], []
     ctx = plan_validate.resolve(nodes, recipe, snapshots, errors, warnings, deployment)
     plans = {}
     if not errors:
-        env = _node_env(ctx, recipe)
-        ctx["env"] = env
+        ctx["env"] = _node_env(ctx, recipe)
         secret_env = [SECRET_ENV[k] for k in SECRET_VARS if ctx["settings"]["secrets"][k]]
         node_errors = []
+        rendered = []
         for node in ctx["nodes"]:
             args, sources = _node_args(ctx, node, recipe)
-            args = vllm_flags.dedupe_args(args, ctx["snapshot"])
+            rendered.append((node, vllm_flags.dedupe_args(args, ctx["snapshot"]), sources))
+        rendered = plan_derived.apply(ctx, recipe, rendered, model_facts, node_errors, warnings)
+        for node, args, sources in rendered:
             _check_node_args(node, args, sources, ctx, recipe, node_errors)
-            plans[node["host"]] = _node_plan(ctx, recipe, node, node_env(env, node), secret_env, args)
+            plan = _node_plan(ctx, recipe, node, node_env(ctx["env"], node), secret_env, args)
+            node_errors += plan_combos.check(node, args, sources, ctx, recipe, plan["container"])
+            plans[node["host"]] = plan
         errors.extend(_once(node_errors))
     return ctx, plans, errors, warnings
 
@@ -435,10 +446,11 @@ def _refused(errors, warnings):
     return {"ok": False, "errors": errors, "warnings": warnings, "plans": {}, "cluster": {}}
 
 
-def build_cluster_plan(nodes, recipe, snapshots, routers=None):
+def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None):
     """Validate the inventory and render every node's plan (and the router's). See the module docstring.
 
-    ``routers``: the hosts of group vllm_router, in the shape of ``nodes`` (module_utils.plan_fleet)."""
+    ``routers``: the hosts of group vllm_router, in the shape of ``nodes`` (module_utils.plan_fleet).
+    ``model_facts``: what the controller finds in the model cache (plugin_utils.model_facts), or None."""
     routers = routers or []
     if not nodes:
         what = " while vllm_router has %s: the router needs backends" % ", ".join(r["host"] for r in routers) \
@@ -449,7 +461,7 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None):
     errors = errors or plan_fleet.grouping_problems(nodes, recipe) or plan_fleet.scope_problems(nodes, routers)
     if errors:
         return _refused(errors, [])
-    built = [_build_deployment(part, recipe, snapshots, deployment) for deployment, part in parts]
+    built = [_build_deployment(part, recipe, snapshots, deployment, model_facts) for deployment, part in parts]
     errors = _once([e for b in built for e in b[2]])
     warnings = _once([w for b in built for w in b[3]])
     if not errors:
@@ -459,6 +471,10 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None):
     plans = dict((host, p) for b in built for host, p in b[1].items())
     cluster = _cluster_summary(built[0][0], built[0][1])
     cluster.update(plan_fleet.fleet_summary(built))
+    for entry, (ctx, _plans, _errors, _warnings) in zip(cluster["deployments"], built):
+        entry.update(capacity=ctx.get("capacity"), timeouts=ctx.get("timeouts"))
+    if len(built) > 1:
+        cluster.update(capacity=None, timeouts=None)  # per deployment: cluster.deployments[].capacity
     if routers:
         router = plan_fleet.router_plan(routers[0], built, recipe)
         plans[router["host"]] = router
@@ -511,4 +527,6 @@ def _cluster_summary(ctx, plans):
         "endpoints": endpoints,
         "api_access": ctx["api_access"],
         "order": [n["host"] for n in ctx["nodes"]],
+        "capacity": ctx.get("capacity"),
+        "timeouts": ctx.get("timeouts"),
     }

@@ -22,6 +22,11 @@ description:
     the fix. Any problem fails the task, so nothing further runs.
   - Every argument is checked against the flag snapshot of the target vLLM version
     (C(data/vllm_flags/vllm-<version>.json)).
+  - The weights are weighed against the GPUs that hold one copy and the KV capacity is predicted per deployment
+    (C(data/recipes/kimi_k3.yml) C(capacity); the model's own C(config.json) and C(model.safetensors.index.json)
+    when the controller holds them under C(kimi_k3_model_cache_dir)); C(kimi_k3_max_model_len=auto) becomes the
+    longest length that holds C(kimi_k3_target_concurrency) sequences. Combinations vLLM refuses or ignores are
+    judged on each node's final argv (recipe C(combination_rules)).
   - Every C(kimi_k3_*) variable is checked against its declaration (type, allowed values or format, scope) before
     anything is derived; the declarations are listed in the notes below and in C(docs/variables.md).
 extends_documentation_fragment:
@@ -107,7 +112,15 @@ nodes:
   type: int
   sample: 18
 cluster:
-  description: Cluster summary (strategy, sizes, head, endpoints, node order).
+  description:
+    - Cluster summary (strategy, sizes, head, endpoints, node order).
+    - C(capacity) (one deployment; with several, each of C(deployments[]) has its own) - the weights and KV budget
+      per GPU, bytes per token (MLA KV) and per sequence (KDA state), and the predicted KV tokens and concurrency
+      at the plan's max-model-len (C(at_max_model_len)) and over 32k .. 1M (C(table)); null for a model the
+      collection cannot size (see docs/capacity.md).
+    - C(timeouts) - engine ready (C(VLLM_ENGINE_READY_TIMEOUT_S)), launch ready and stall window in seconds, derived
+      from the slowest node's C(kimi_k3_weight_read_mib_s) (their ceilings without one); each node plan carries its
+      deployment's as C(timeouts).
   returned: always
   type: dict
 scripts:

@@ -51,6 +51,18 @@ options:
       - Revision of O(model) the deployment pins (a commit hash, or a branch/tag the cache's C(refs/) resolves). Only
         that snapshot counts as the weights being present. Unset - any snapshot.
     type: str
+  weight_read_sample_mib:
+    description:
+      - When the weights are present, read this many MiB of their shards (direct I/O where the filesystem allows it,
+        else through the cache with the files' cached pages dropped first) and report the throughput in
+        C(weights.read) of RV(ansible_facts.node_probe). The plan derives its launch timeouts from it
+        (C(kimi_k3_weight_read_mib_s)). V(0) reads nothing.
+    type: int
+    default: 0
+  weight_read_max_seconds:
+    description: Stop the sample read after this many seconds, whatever O(weight_read_sample_mib) says.
+    type: float
+    default: 5.0
   ports:
     description:
       - TCP ports that must be free. An element is a port number, or a dict with C(port), C(name) and optionally
@@ -205,7 +217,8 @@ ansible_facts:
           description: path, checked_path (nearest existing parent), exists, free_bytes, total_bytes.
           type: dict
         weights:
-          description: present, path, bytes, missing_shards - weights already in the cache.
+          description: present, path, bytes, missing_shards - weights already in the cache; read - the sample
+            read of O(weight_read_sample_mib) (bytes, seconds, mib_s, direct, files, error), null without one.
           type: dict
         kernel:
           description: C(uname -r).
@@ -263,6 +276,8 @@ ARGUMENT_SPEC = dict(
     interfaces=dict(type="list", elements="str", default=[]),
     probe_root=dict(type="path", fallback=(env_fallback, ["KIMI_K3_PROBE_ROOT"])),
     access_paths=dict(type="list", elements="path", default=[]),
+    weight_read_sample_mib=dict(type="int", default=0),
+    weight_read_max_seconds=dict(type="float", default=5.0),
 )
 
 

@@ -23,6 +23,14 @@ description:
     preemptions).
   - Server errors, timeouts and HTTP 4xx/5xx make the group C(failed) with the error text; the module itself does
     not fail for them. Apply O(fail_policy) and check RV(ansible_facts.vllm_smoke.policy.passed) to fail a play.
+  - O(profile=full) adds the groups C(correctness) (checkable prompts at temperature 0, O(correctness_concurrency)
+    at once, judged by the normalised answer; a needle at 90 % of the effective context; through O(base_url) and
+    directly against every O(backends) entry, with per-target accuracy and the agreement of each backend with the
+    endpoint), C(api) (reasoning/content split, served name, C(usage.prompt_tokens), HTTP 400 for an invalid
+    parameter, C(/version)) and C(tool_verifier) (53 tool cases streaming and non-streaming; K2-Vendor-Verifier's
+    C(schema_accuracy) and C(tool_call_f1), failure rate per class with a 95 % Wilson interval, first-attempt and
+    after-retry rates). With C(decode) entries in O(backends), the decode instances' C(/metrics) before and after
+    the run give the C(pd) verdict (recomputed prefill, KV transfer failures). docs/smoke.md has the definitions.
 requirements:
   - jsonschema >= 4.18
 extends_documentation_fragment:
@@ -34,8 +42,58 @@ options:
     description: Groups to run.
     type: list
     elements: str
-    choices: [vision, text, long_context, tool_calling]
+    choices: [vision, text, long_context, tool_calling, correctness, api, tool_verifier]
     default: [vision, text, long_context, tool_calling]
+  profile:
+    description: C(quick) runs O(groups); C(full) adds C(correctness), C(api) and C(tool_verifier).
+    type: str
+    choices: [quick, full]
+    default: quick
+  correctness_concurrency:
+    description: Requests the C(correctness) group sends at once per target, and the parallel cases of the
+      C(tool_verifier) group.
+    type: int
+    default: 32
+  correctness_seed:
+    description: Seed of the correctness prompts (the same seed gives the same prompts, so runs compare).
+    type: int
+    default: 0
+  backends:
+    description: The endpoints behind O(base_url) (a router's backends) as dicts with C(url) (API root) and
+      C(kind) (C(worker), C(prefill) or C(decode)). The C(correctness) group runs against each directly; the
+      C(decode) ones give the C(pd) verdict.
+    type: list
+    elements: dict
+    default: []
+  judge_accuracy:
+    description: False for a model whose answers mean nothing (random rehearsal weights, from the plan's
+      C(judge_accuracy)); the C(correctness) group then reports "accuracy not judged" and its gates are off.
+    type: bool
+    default: true
+  expected_served_name:
+    description: The plan's served model name (a string, or a list whose first entry counts), compared with
+      C(/v1/models) by the C(api) group.
+    type: raw
+  expected_version:
+    description: The plan's vLLM release, compared with C(/version) by the C(api) group.
+    type: str
+  reasoning_key:
+    description: The delta key the release streams reasoning under.
+    type: str
+    choices: [reasoning, reasoning_content]
+    default: reasoning
+  needle_token_budget:
+    description: Cap of the effective context the needle is placed in (0 = max_model_len itself).
+    type: int
+    default: 131072
+  previous_tool_figures:
+    description: The C(tool_verifier) figures of an earlier run (C(schema_accuracy), C(tool_call_f1),
+      C(first_attempt_success), C(after_retry_success)) to compare with, e.g. before an upgrade.
+    type: dict
+  pd_limits:
+    description: C(max_recompute_fraction) (default 0.05) and C(max_kv_transfer_failures) (default 0) of the
+      C(pd) verdict.
+    type: dict
   max_tokens:
     description: C(max_tokens) of every request. K3 reasons by default, so keep it generous.
     type: int
@@ -82,7 +140,10 @@ options:
     description:
       - Evaluated into RV(ansible_facts.vllm_smoke.policy). Keys C(fail_on_group_failure) (bool, default true),
         C(min_tool_call_success_rate) (0..1), C(max_ttft_s) (0 = off), C(fail_on_log_errors) (bool),
-        C(fail_on_preemptions) (bool). The module never fails because of it.
+        C(fail_on_preemptions) (bool); for the full profile C(min_accuracy), C(min_agreement) (0..1, default 1.0),
+        C(fail_on_api_behaviour), C(fail_on_pd) (bool, default true), C(min_schema_accuracy) (default 1.0),
+        C(min_tool_call_f1) (default 0.73), C(max_tool_call_failure_rate) and C(max_regression) (off when absent or
+        negative). The module never fails because of it.
       - The container logs of the smoke window exist only after the requests, so this module has none;
         C(fail_on_log_errors) is violated here. Add the logs with M(gpufleet.kimi_k3.vllm_smoke_finalise), which
         evaluates the policy again (the smoke role does).
@@ -146,6 +207,11 @@ ansible_facts:
               C(needle_found); C(tool_calling) adds C(tool_calls) (cases, attempts, attempt/first-attempt/final
               success rates, C(failures) and C(retries) per class - no_call, invalid_json, schema_violation,
               unknown_tool, leaked_control_tokens, empty_arguments, error - and C(by_mode) stream/non_stream).
+            - C(correctness) adds C(correctness) (C(judged), C(note), C(targets) - per target C(accuracy) and
+              C(agreement) as C(k)/C(n)/C(rate)/C(ci95), C(needle), C(wrong)); C(api) adds C(api) (C(checks) per
+              check C(ok)/C(error), C(errors)); C(tool_verifier) adds C(tool_verifier) (C(schema_accuracy),
+              C(tool_call_f1), C(k2vv) summary, C(trigger) counts, C(failure_rates) per class with C(ci95),
+              C(retry_rates), C(by_mode), C(comparison)).
           type: dict
           sample: {text: {status: ok, ttft_s: {mean: 0.21, p50: 0.2, p90: 0.25, p99: 0.3}, output_tokens: 812,
                           tokens_per_s: 96.1, itl_s: {mean: 0.02}, e2e_s: {mean: 8.4}, retries: {}, error: null}}
@@ -159,6 +225,10 @@ ansible_facts:
               from histogram deltas, peaks of KV usage/queue/running sampled during the window),
               C(errors); M(gpufleet.kimi_k3.vllm_smoke_finalise) adds C(kv_from_log) (per host, from start-up log
               lines).
+          type: dict
+        pd:
+          description: With decode O(backends) - per decode C(/metrics) C(instances) (C(recompute_fraction),
+            C(basis), C(kv_transfer_failures)) and C(errors); null otherwise.
           type: dict
         gpu_memory:
           description: Empty here; M(gpufleet.kimi_k3.vllm_smoke_finalise) fills it from its node probes (per host GPU
@@ -198,8 +268,19 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runn
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation
 
 ARGUMENT_SPEC = endpoint_args.argument_spec(
-    groups=dict(type="list", elements="str", choices=["vision", "text", "long_context", "tool_calling"],
-                default=["vision", "text", "long_context", "tool_calling"]),
+    groups=dict(type="list", elements="str", choices=list(smoke_runner.GROUPS),
+                default=list(smoke_runner.QUICK_GROUPS)),
+    profile=dict(type="str", choices=list(smoke_runner.PROFILES), default="quick"),
+    correctness_concurrency=dict(type="int", default=32),
+    correctness_seed=dict(type="int", default=0),
+    backends=dict(type="list", elements="dict", default=[]),
+    judge_accuracy=dict(type="bool", default=True),
+    expected_served_name=dict(type="raw"),
+    expected_version=dict(type="str"),
+    reasoning_key=dict(type="str", choices=["reasoning", "reasoning_content"], default="reasoning", no_log=False),
+    needle_token_budget=dict(type="int", default=131072, no_log=False),
+    previous_tool_figures=dict(type="dict"),
+    pd_limits=dict(type="dict"),
     max_tokens=dict(type="int", default=2048, no_log=False),
     concurrency=dict(type="int", default=4),
     long_context_tokens=dict(type="int", default=32000, no_log=False),
@@ -218,8 +299,12 @@ def main():
     if not tool_validation.HAS_JSONSCHEMA:
         module.fail_json(msg=missing_required_lib("jsonschema", reason="to validate tool calls"))
     p = endpoint_args.endpoint_params(module, "smoke")
-    if p["max_tokens"] < 1 or p["concurrency"] < 1 or p["tool_call_retries"] < 0:
-        module.fail_json(msg="max_tokens and concurrency must be >= 1, tool_call_retries >= 0")
+    if p["max_tokens"] < 1 or p["concurrency"] < 1 or p["tool_call_retries"] < 0 or p["correctness_concurrency"] < 1:
+        module.fail_json(msg="max_tokens, concurrency and correctness_concurrency must be >= 1, "
+                             "tool_call_retries >= 0")
+    bad = [b for b in p["backends"] if not isinstance(b.get("url"), str) or not b["url"]]
+    if bad:
+        module.fail_json(msg="every backends entry needs a url (API root): %s" % bad)
     module.exit_json(**smoke_finalise.module_result(smoke_runner.run_smoke(p)))
 
 

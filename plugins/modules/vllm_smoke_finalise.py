@@ -44,8 +44,8 @@ options:
     description:
       - Evaluated into C(policy) of RV(ansible_facts.vllm_smoke) (C(passed), C(violations)). Keys C(fail_on_group_failure) (bool, default true),
         C(min_tool_call_success_rate) (0..1), C(max_ttft_s) (0 = off), C(fail_on_log_errors) (bool; a log that
-        could not be read, or no log at all, violates it), C(fail_on_preemptions) (bool). The module never fails
-        because of it.
+        could not be read, or no log at all, violates it), C(fail_on_preemptions) (bool), and the full profile's
+        gates (see M(gpufleet.kimi_k3.vllm_smoke)). The module never fails because of it.
     type: dict
 notes:
   - Facts are namespaced as C(ansible_facts['vllm_smoke']).

@@ -8,8 +8,10 @@ import random
 import re
 import struct
 import threading
-import uuid
 import zlib
+
+from . import faults as faults_mod
+from . import solver
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 3
@@ -126,9 +128,15 @@ class Plan(object):
     def __init__(self):
         self.reasoning = []      # list of str pieces
         self.content = []        # list of str pieces (before a tool call)
-        self.tool_call = None    # dict {id, name, arguments}
+        self.tool_calls = []     # dicts {id, name, arguments}
         self.tool_tokens = 0
         self.finish_reason = "stop"
+        self.answer = None       # the solver's answer to a checkable prompt (faults may corrupt it)
+
+    @property
+    def tool_call(self):
+        """The first tool call, or None."""
+        return self.tool_calls[0] if self.tool_calls else None
 
     @property
     def completion_tokens(self):
@@ -136,8 +144,9 @@ class Plan(object):
 
 
 class ChatBehaviour(object):
-    def __init__(self, dep, max_model_len, log_warning=None):
+    def __init__(self, dep, max_model_len, log_warning=None, faults=None):
         v = dep.v
+        self.serving_faults = faults or faults_mod.NONE
         self.reasoning_parser = v.get("reasoning_parser") or None
         self.auto_tool = bool(v.get("enable_auto_tool_choice")) and bool(v.get("tool_call_parser"))
         self.language_only = bool(v.get("language_model_only"))
@@ -190,6 +199,42 @@ class ChatBehaviour(object):
     # --- request parsing -----------------------------------------------------------------------------------------
     def prepare(self, body):
         """Validate a /v1/chat/completions body; returns (prompt_tokens, plan)."""
+        prompt_tokens, plan = self._prepare(body)
+        if self.serving_faults.reasoning_leak and plan.reasoning:
+            # a reasoning parser that is not wired: the think part and its end marker stay in the content
+            plan.content = plan.reasoning + tokenize("</think>") + plan.content
+            plan.reasoning = []
+        return prompt_tokens, plan
+
+    def _tool_plan(self, plan, take, budget, tools, text, named, msgs, body):
+        """The tool-call answer: one call per chosen tool, ids ``functions.<name>:<n>`` numbered after the calls
+        already in the conversation (Kimi's parsers), the drawn tool fault applied to the first call."""
+        fault = self._pick_fault()
+        if fault == "no_call":
+            plan.content = take(tokenize("I can answer that without calling a tool."))
+            return plan
+        start = sum(len(m.get("tool_calls") or []) for m in msgs if m.get("role") == "assistant")
+        calls = []
+        for pos, tool in enumerate(_choose_tools(tools, text, named, body.get("parallel_tool_calls") is not False)):
+            fn = tool.get("function") or {}
+            schema = fn.get("parameters") or {"type": "object", "properties": {}}
+            name, arguments = _call_text(fn.get("name", "tool"), schema, _gen_value(schema, "", text, 0),
+                                         fault if pos == 0 else None)
+            calls.append({"id": "functions.%s:%d" % (name, start + pos), "name": name, "arguments": arguments})
+        if fault == "leak_tokens":
+            plan.content = take(tokenize(LEAK))
+        call_tokens = sum(count_tokens(c["name"] + c["arguments"]) + 8 for c in calls)
+        if budget[0] < call_tokens:
+            plan.tool_tokens = budget[0]
+            budget[0] = 0
+            plan.finish_reason = "length"
+            return plan
+        plan.tool_calls = calls
+        plan.tool_tokens = call_tokens
+        plan.finish_reason = "tool_calls"
+        return plan
+
+    def _prepare(self, body):
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs:
             raise RequestError("messages must be a non-empty list", param="messages")
@@ -296,39 +341,10 @@ class ChatBehaviour(object):
             return prompt_tokens, plan
 
         want_tool = bool(tools) and last_role != "tool" and (
-            named is not None or tool_choice == "required" or (tool_choice in (None, "auto") and self.auto_tool))
+            named is not None or tool_choice == "required" or (
+                tool_choice in (None, "auto") and self.auto_tool and not declines_tools(last_user_text)))
         if want_tool:
-            fault = self._pick_fault()
-            if fault == "no_call":
-                plan.content = take(tokenize("I can answer that without calling a tool."))
-                return prompt_tokens, plan
-            tool = _choose_tool(tools, last_user_text, named)
-            fn = tool.get("function") or {}
-            schema = fn.get("parameters") or {"type": "object", "properties": {}}
-            args = _gen_value(schema, "", last_user_text, 0)
-            name = fn.get("name", "tool")
-            if fault == "invalid_json":
-                arguments = json.dumps(args)[:-1] + ', "'
-            elif fault == "schema_violation":
-                arguments = json.dumps(_violate(schema, args))
-            elif fault == "empty_args":
-                arguments = "{}"
-            else:
-                arguments = json.dumps(args)
-            if fault == "unknown_tool":
-                name = name + "_unknown"
-            if fault == "leak_tokens":
-                plan.content = take(tokenize(LEAK))
-            call_tokens = count_tokens(name + arguments) + 8
-            if budget[0] < call_tokens:
-                plan.tool_tokens = budget[0]
-                budget[0] = 0
-                plan.finish_reason = "length"
-                return prompt_tokens, plan
-            plan.tool_call = {"id": "chatcmpl-tool-%s" % uuid.uuid4().hex[:24], "name": name, "arguments": arguments}
-            plan.tool_tokens = call_tokens
-            plan.finish_reason = "tool_calls"
-            return prompt_tokens, plan
+            return prompt_tokens, self._tool_plan(plan, take, budget, tools, last_user_text, named, msgs, body)
 
         # plain answer
         readable = [t for t in (png_ocr_text(u) for u in last_user_images) if t]
@@ -338,6 +354,8 @@ class ChatBehaviour(object):
             text = "\n".join(readable)
         elif last_user_images:
             text = "I cannot read the image: it could not be decoded."
+        elif solver.solve(last_user_text) is not None:
+            plan.answer = text = solver.solve(last_user_text)
         else:
             ignore_eos = bool(body.get("ignore_eos"))
             min_tokens = int(body.get("min_tokens") or 0)
@@ -357,6 +375,41 @@ def _filler(rng, nchars):
     text = " ".join(out)
     text = text[:max(nchars, 0)]
     return text
+
+
+def declines_tools(text):
+    """The prompt asks for a direct answer (the stand-in's model then answers ``auto`` in text)."""
+    return re.search(r"\b(do not call any tool|without calling a tool)\b", text or "", re.I) is not None
+
+
+def _call_text(name, schema, args, fault):
+    """``(name, arguments)`` of one call with a tool-parser fault applied."""
+    if fault == "invalid_json":
+        arguments = json.dumps(args)[:-1] + ', "'
+    elif fault == "schema_violation":
+        arguments = json.dumps(_violate(schema, args))
+    elif fault == "empty_args":
+        arguments = "{}"
+    else:
+        arguments = json.dumps(args)
+    return (name + "_unknown" if fault == "unknown_tool" else name), arguments
+
+
+def _choose_tools(tools, text, named, parallel):
+    """The named tool; else the offered tools whose names the prompt spells out (in the order it does, all of them
+    when parallel calls are allowed); else the best match by name/description words."""
+    if named:
+        return [_choose_tool(tools, text, named)]
+    spelled = []
+    for t in tools:
+        name = (t.get("function") or {}).get("name") or ""
+        m = re.search(r"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % re.escape(name), text) if name else None
+        if m:
+            spelled.append((m.start(), t))
+    if spelled:
+        ordered = [t for _pos, t in sorted(spelled, key=lambda x: x[0])]
+        return ordered if parallel else ordered[:1]
+    return [_choose_tool(tools, text, None)]
 
 
 def _choose_tool(tools, text, named):
@@ -429,12 +482,12 @@ def _gen_value(schema, key, text, depth):
             x = float(s)
             if stype == "integer" and x != int(x):
                 continue
-            if "minimum" in schema and x < schema["minimum"] or "maximum" in schema and x > schema["maximum"]:
+            if not _within(schema, x):
                 continue
             val = x
             break
         if val is None:
-            val = schema.get("minimum", 1)
+            val = schema.get("minimum", schema["exclusiveMinimum"] + 1 if "exclusiveMinimum" in schema else 1)
             if "maximum" in schema and val > schema["maximum"]:
                 val = schema["maximum"]
         return int(val) if stype == "integer" else float(val)
@@ -454,6 +507,13 @@ def _gen_value(schema, key, text, depth):
     if "maxLength" in schema:
         s = s[:schema["maxLength"]]
     return s
+
+
+def _within(schema, x):
+    """``x`` satisfies the schema's minimum/maximum and exclusive bounds."""
+    return not ("minimum" in schema and x < schema["minimum"] or "maximum" in schema and x > schema["maximum"]
+                or "exclusiveMinimum" in schema and x <= schema["exclusiveMinimum"]
+                or "exclusiveMaximum" in schema and x >= schema["exclusiveMaximum"])
 
 
 def _violate(schema, args):

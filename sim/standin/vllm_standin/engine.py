@@ -33,7 +33,7 @@ class Histogram(object):
 
 class Request(object):
     __slots__ = ("rid", "prompt_tokens", "planned", "generated", "arrival", "admitted", "engine", "first_token_at",
-                 "last_token_at", "pending_itl")
+                 "last_token_at", "pending_itl", "source")
 
     def __init__(self, rid, prompt_tokens, planned, arrival=None):
         self.rid = rid
@@ -46,6 +46,10 @@ class Request(object):
         self.first_token_at = None
         self.last_token_at = None
         self.pending_itl = []
+        self.source = "local_compute"  # where the prompt's KV came from (vLLM's PromptTokenStats sources)
+
+
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 
 
 class Engine(object):
@@ -69,6 +73,8 @@ class Engine(object):
         self.h_decode = Histogram(LATENCY_BUCKETS)
         self.h_prompt = Histogram(TOKEN_BUCKETS)
         self.h_gen = Histogram(TOKEN_BUCKETS)
+        self.by_source = collections.Counter()
+        self.h_kv_computed = Histogram(TOKEN_BUCKETS)
 
     def load(self):
         return len(self.running) + len(self.waiting)
@@ -135,6 +141,8 @@ class Engine(object):
                 self.h_queue.observe(req.admitted - req.arrival)
                 self.h_e2e.observe(now - req.arrival)
                 self.h_prompt.observe(req.prompt_tokens)
+                self.by_source[req.source] += req.prompt_tokens
+                self.h_kv_computed.observe(req.prompt_tokens if req.source == "local_compute" else 0)
                 self.h_gen.observe(req.generated)
                 if req.first_token_at is not None:
                     self.h_prefill.observe(req.first_token_at - req.admitted)
@@ -210,6 +218,12 @@ def render_metrics(group, model_name, cache_info):
         family(name + "_total", "counter", help_text)  # prometheus_client names counter families with _total
         for e, lb in base:
             out.append("%s_total%s %s" % (name, _labels(lb), _fmt(float(getattr(e, attr)))))
+    family("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.")
+    for e, lb in base:
+        for source in PROMPT_SOURCES:
+            l2 = dict(lb)
+            l2["source"] = source
+            out.append("vllm:prompt_tokens_by_source_total%s %s" % (_labels(l2), _fmt(float(e.by_source[source]))))
     family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
     for e, lb in base:
         for reason in ("stop", "length", "abort", "error"):
@@ -224,7 +238,9 @@ def render_metrics(group, model_name, cache_info):
             ("vllm:request_prefill_time_seconds", "h_prefill", "Histogram of time spent in PREFILL phase for request."),
             ("vllm:request_decode_time_seconds", "h_decode", "Histogram of time spent in DECODE phase for request."),
             ("vllm:request_prompt_tokens", "h_prompt", "Number of prefill tokens processed."),
-            ("vllm:request_generation_tokens", "h_gen", "Number of generation tokens processed.")):
+            ("vllm:request_generation_tokens", "h_gen", "Number of generation tokens processed."),
+            ("vllm:request_prefill_kv_computed_tokens", "h_kv_computed",
+             "Histogram of new KV tokens computed during prefill (excluding cached tokens).")):
         family(name, "histogram", help_text)
         for e, lb in base:
             with e.cond:

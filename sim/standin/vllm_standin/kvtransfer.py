@@ -177,4 +177,10 @@ class KVTransfer(object):
         for result, n in items:
             lines.append('kimi_sim_kv_transfers_total{model_name="%s",result="%s",role="%s"} %d.0'
                          % (model_name, result, self.role, n))
+        if self.consumes:
+            # vLLM's NixlConnector counter (nixl_connector.py, NixlPromMetrics): reads that failed on this side
+            lines += ["# HELP vllm:nixl_num_failed_transfers_total Number of failed NIXL KV Cache transfers.",
+                      "# TYPE vllm:nixl_num_failed_transfers_total counter",
+                      'vllm:nixl_num_failed_transfers_total{engine="0",model_name="%s"} %d.0'
+                      % (model_name, dict(items).get("rejected", 0))]
         return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ import threading
 import time
 
 from . import cluster, kvtransfer, vlog
+from .faults import Faults
 from . import flags as flagmod
 from .chat import ChatBehaviour
 from .config import GIB, Deployment, KVBudget, StartupError, env_bool, env_float
@@ -97,6 +98,8 @@ def run_serve(argv):
     vlog.info("utils.py:326", "non-default args: %s" % _fmt_non_default(values, explicit, model))
     try:
         dep = Deployment(model, values, snap)
+        faults = Faults()
+        dep.served_names = faults.served_names(dep.served_names)
         kv = KVBudget(dep, values)
         pd_config = kvtransfer.parse_config(values.get("kv_transfer_config"))
     except StartupError as exc:
@@ -249,7 +252,7 @@ def run_serve(argv):
         cache_info["kv_cache_max_concurrency"] = str(round(kv.max_concurrency, 4))
     max_num_seqs = int(values.get("max_num_seqs") or 1024)
     group = EngineGroup(dep.engines, kv.kv_tokens, max_num_seqs)
-    chat = ChatBehaviour(dep, kv.max_model_len)
+    chat = ChatBehaviour(dep, kv.max_model_len, faults=faults)
     if chat.unknown_faults:
         vlog.warning("standin", "unknown VLLM_STANDIN_TOOL_FAULT entries ignored: %s" % ",".join(chat.unknown_faults))
     timing = Timing(env_float("VLLM_STANDIN_TTFT_MS", 50.0) / 1000.0,
@@ -258,6 +261,7 @@ def run_serve(argv):
     access_log = env_bool("VLLM_STANDIN_ACCESS_LOG", True) and not values.get("disable_uvicorn_access_log")
     app = App(dep, kv, chat, group, reported, timing, cache_info, access_log,
               log_stats=not values.get("disable_log_stats"))
+    app.faults = faults
     if dead.is_set():
         app.healthy = False
     app_holder["app"] = app

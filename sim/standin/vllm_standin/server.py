@@ -10,8 +10,9 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from . import vlog
-from .chat import RequestError
+from . import faults as faults_mod
+from . import solver, vlog
+from .chat import RequestError, tokenize
 from .engine import Request, render_metrics
 
 GUARDED = ("/v1", "/v2", "/inference", "/cohere")
@@ -38,6 +39,7 @@ class Timing(object):
 
 class App(object):
     pd = None  # kvtransfer.KVTransfer of a prefill/decode instance (--kv-transfer-config), else None
+    faults = faults_mod.NONE  # serving faults (faults.py)
 
     def __init__(self, dep, kv, chat, group, reported_version, timing, cache_info, access_log, log_stats):
         self.dep = dep
@@ -243,24 +245,26 @@ class Handler(BaseHTTPRequestHandler):
         self._raw = self.rfile.read(length) if length else b""  # outside the lock: slow senders stall nobody
         with FRONTEND:
             prepared = self._prepare_post()
-        if prepared is not None and self._kv_read(prepared[0]):
-            self._chat(*prepared)
+        source = self._kv_read(prepared[0]) if prepared is not None else None
+        if source:
+            self._chat(*prepared, source=source)
 
     def _kv_read(self, body):
-        """Decode side of PD: pull the blocks the request's kv_transfer_params name (False once refused)."""
+        """Decode side of PD: pull the blocks the request's kv_transfer_params name. Returns where the prompt's KV
+        comes from (``external_kv_transfer`` or ``local_compute``, vLLM's prompt-token sources), None once refused."""
         pd, params = self.app.pd, body.get("kv_transfer_params")
         if pd is None or not pd.consumes or not isinstance(params, dict) or not params.get("do_remote_prefill"):
-            return True
+            return "local_compute"
         try:
             n = pd.read_remote(params)
         except RequestError as exc:
             vlog.error("nixl_connector.py:1480", "%s (request %s)" % (exc.message, params.get("remote_request_id")))
             self._error(exc.status, exc.message, exc.etype, exc.param)
-            return False
+            return None
         vlog.info("nixl_connector.py:1422", "KV transfer: read %d block(s) of request %s from engine %s at %s:%s"
                   % (n, params.get("remote_request_id"), params.get("remote_engine_id"), params.get("remote_host"),
                      params.get("remote_port")))
-        return True
+        return "local_compute" if self.app.faults.decode_recompute else "external_kv_transfer"
 
     def _kv_issue(self, body, rid, prompt_tokens):
         """Prefill side of PD: kv_transfer_params for a remote-decode request, else None (as vLLM)."""
@@ -296,11 +300,16 @@ class Handler(BaseHTTPRequestHandler):
         try:
             prompt_tokens, plan = self.app.chat.prepare(body)
         except RequestError as exc:
+            status = self.app.faults.status_of(exc.status)
+            if status != exc.status:
+                return self._error(status, "Internal Server Error", "InternalServerError")
             return self._error(exc.status, exc.message, exc.etype, exc.param)
+        if plan.answer is not None and self.app.faults.answers_wrong(self.app.group.server_load()):
+            plan.content = tokenize(solver.corrupt(plan.answer))
         return body, prompt_tokens, plan
 
     # --- chat --------------------------------------------------------------------------------------------------
-    def _chat(self, body, prompt_tokens, plan):
+    def _chat(self, body, prompt_tokens, plan, source="local_compute"):
         app = self.app
         rid = "chatcmpl-%s" % uuid.uuid4().hex
         created = int(time.time())
@@ -311,6 +320,7 @@ class Handler(BaseHTTPRequestHandler):
         if plan.tool_tokens:
             events += [("h", None)] * (plan.tool_tokens - 1) + [("t" if plan.tool_call else "h", None)]
         req = Request(rid, prompt_tokens, len(events), self.arrival)
+        req.source = source
         engine = app.group.pick()
         waited = engine.admit(req)
         finished = "abort"
@@ -355,10 +365,9 @@ class Handler(BaseHTTPRequestHandler):
                        "tool_calls": []}
                 msg["reasoning"] = "".join(reasoning) if reasoning else None
                 msg["reasoning_content"] = msg["reasoning"]
-                if plan.tool_call:
-                    tc = plan.tool_call
-                    msg["tool_calls"] = [{"id": tc["id"], "type": "function",
-                                          "function": {"name": tc["name"], "arguments": tc["arguments"]}}]
+                msg["tool_calls"] = [{"id": tc["id"], "type": "function",
+                                      "function": {"name": tc["name"], "arguments": tc["arguments"]}}
+                                     for tc in plan.tool_calls]
                 resp = {"id": rid, "object": "chat.completion", "created": created, "model": model,
                         "choices": [{"index": 0, "message": msg, "logprobs": None,
                                      "finish_reason": plan.finish_reason, "stop_reason": None}],
@@ -434,10 +443,10 @@ class Stream(object):
                 else:
                     out += self.c_tpl[0] + json.dumps(piece) + self.c_tpl[1]
             elif kind == "t":
-                tc = plan.tool_call
-                out += _chunk(base, {"tool_calls": [{"index": 0, "id": tc["id"], "type": "function",
-                                                     "function": {"name": tc["name"],
-                                                                  "arguments": tc["arguments"]}}]})
+                for i, tc in enumerate(plan.tool_calls):
+                    out += _chunk(base, {"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
+                                                         "function": {"name": tc["name"],
+                                                                      "arguments": tc["arguments"]}}]})
                 out += _chunk(base, {}, plan.finish_reason)
             elif kind == "h" and last:
                 out += _chunk(base, {}, plan.finish_reason)

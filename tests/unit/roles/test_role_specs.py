@@ -7,7 +7,7 @@ import yaml
 
 from tests.helpers.runner import REPO
 
-ROLES = ["plan", "preflight", "smoke", "capacity", "teardown"]
+ROLES = ["plan", "preflight", "smoke", "capacity", "teardown", "fabric"]
 
 
 def _load(*parts):

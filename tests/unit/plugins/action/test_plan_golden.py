@@ -1,7 +1,8 @@
 """Golden plan files: every inventory that existed before deployments/PD/router keeps producing the same
 ``<host>.sh`` byte for byte and the same ``<host>.json`` apart from the keys added since (deployment,
 deployment_kind, master_port, dp_rpc_port), whose values are the single-deployment ones. The files under
-golden_plans/ were written by scripts/plan_snapshot.sh before the change."""
+golden_plans/ were written by scripts/plan_snapshot.sh before the change; the MI355X ones since carry
+VLLM_ENGINE_READY_TIMEOUT_S (derived for every vendor; vLLM's 600 s default applied before) and its plan hash."""
 # Inventories are planned as the cluster_plan action does, without ansible-playbook (ansible-test units has no
 # command-line tools): Ansible's inventory and variable managers resolve the variables; templated values (the
 # examples' lookup('env', ...) API key) get a stand-in, as an operator exports them first.
@@ -67,7 +68,10 @@ def plan_inventory(name):
 
 
 GOLDEN = os.path.join(HERE, "golden_plans")
-ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501, "dp_rpc_port": 29550}
+ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501, "dp_rpc_port": 29550,
+         # without a weight-read measurement every derived timeout is its ceiling (recipe timeouts)
+         "timeouts": {"basis": "ceiling (no weight-read measurement)", "engine_ready_timeout_s": 3600,
+                      "launch_ready_timeout_s": 3900, "stall_timeout_s": 900, "weight_read_mib_s": None}}
 
 
 def _read(*parts):

@@ -190,7 +190,7 @@ def test_weights_present_in_hf_cache():
     io.read = lambda p, _orig=io.read: index if p == snap + "/model.safetensors.index.json" else _orig(p)
     w = PC.collect(io, OPTS)["weights"]
     assert w == {"model": "moonshotai/Kimi-K3", "revision": None, "present": True, "path": snap, "bytes": 15,
-                 "missing_shards": 0}
+                 "missing_shards": 0, "read": None}  # no sample read asked for (weight_read_sample_mib 0)
     io.m["sizes"].pop(snap + "/model-00002-of-00002.safetensors")
     w = PC.collect(io, OPTS)["weights"]
     assert w["present"] is False and w["missing_shards"] == 1

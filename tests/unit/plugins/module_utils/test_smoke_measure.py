@@ -65,6 +65,15 @@ def test_reasoning_first_stream_figures():
     assert sm.request_tpot(r) == 0.1875              # (1.25 - 0.5) / (5 - 1)
 
 
+def test_reasoning_keys_name_the_delta_keys_that_carried_reasoning():
+    assert measure(REASONING_FIRST)["reasoning_keys"] == ["reasoning"]
+    old = measure([(0.5, ev({"reasoning_content": "old"})), (1.0, ev({"content": "x"}, finish="stop"))])
+    assert old["reasoning_keys"] == ["reasoning_content"]
+    both = measure([(0.5, ev({"reasoning_content": "a", "reasoning": "a"})),
+                    (1.0, ev({"content": "x"}, finish="stop"))])
+    assert both["reasoning_keys"] == ["reasoning", "reasoning_content"]
+
+
 def test_reasoning_content_is_the_fallback_field():
     r = measure([(0.5, ev({"reasoning_content": "old"})), (1.0, ev({"content": "x"}, finish="stop"))])
     assert r["reasoning"] == "old" and r["ttft_reasoning_s"] == 0.5 and r["ttft_content_s"] == 1.0
@@ -267,7 +276,7 @@ def test_parse_number(text, value):
 
 RESULT_KEYS = {"ok", "error", "stream", "ttft_s", "ttft_content_s", "ttft_reasoning_s", "e2e_s", "itl_s", "chunks",
                "content", "reasoning", "tool_calls", "prompt_tokens", "output_tokens", "finish_reason",
-               "client_queue_s", "done"}
+               "client_queue_s", "done", "reasoning_keys"}
 
 
 def test_result_shape():
@@ -278,7 +287,7 @@ def test_result_shape():
     assert plain == {"ok": False, "error": None, "stream": False, "ttft_s": None, "ttft_content_s": None,
                      "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "",
                      "reasoning": "", "tool_calls": [], "prompt_tokens": None, "output_tokens": None,
-                     "finish_reason": None, "client_queue_s": None, "done": False}
+                     "finish_reason": None, "client_queue_s": None, "done": False, "reasoning_keys": []}
 
 
 def test_no_events_at_all():

@@ -20,6 +20,9 @@ BLACKWELL_ENV = {"VLLM_ALLREDUCE_USE_FLASHINFER": "1", "VLLM_ENGINE_READY_TIMEOU
                  "VLLM_USE_V2_MODEL_RUNNER": "1", "VLLM_USE_RUST_FRONTEND": "1"}
 IFACE_ENV = {"GLOO_SOCKET_IFNAME": "eth9", "NCCL_SOCKET_IFNAME": "eth9"}
 MNNVL_ENV = {"NCCL_MNNVL_ENABLE": "1", "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}
+# TP x DP holds one copy of the weights per node (tray): Kimi-K3 does not fit one (test_plan_sizing); layout
+# tests of TP x DP serve a model the collection does not size (a warning, no refusal).
+SMALL_MODEL = "example-org/small-moe"
 
 
 def make_nodes(n, host_vars=None, **cluster):
@@ -78,8 +81,9 @@ def test_golden_gb300_dep16_four_trays():
         assert "--headless" not in r["plans"]["node%d" % i]["vllm_args"]
         assert r["plans"]["node%d" % i]["serves_http"] is True  # hybrid LB: every node serves HTTP
     expected_env = dict(IFACE_ENV, **BLACKWELL_ENV)
-    expected_env.update(MNNVL_ENV)
+    expected_env.update(MNNVL_ENV, VLLM_HOST_IP="10.9.0.1")
     assert r["plans"]["node0"]["env"] == expected_env
+    assert r["plans"]["node3"]["env"]["VLLM_HOST_IP"] == "10.9.0.4"  # each node its own address
     assert r["cluster"]["endpoints"] == ["http://10.9.0.%d:8000" % i for i in (1, 2, 3, 4)]
 
 
@@ -113,7 +117,7 @@ def test_golden_mi355x_tp8_single_node():
     assert units(p["vllm_args"]) == units(recipe_cmd(cmd))
     assert p["env"] == {"VLLM_ROCM_USE_AITER": "1", "SAFETENSORS_FAST_GPU": "1",
                         "VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4": "1", "AITER_BF16_FP8_MOE_BOUND": "0",
-                        "VLLM_USE_BREAKABLE_CUDAGRAPH": "0"}
+                        "VLLM_USE_BREAKABLE_CUDAGRAPH": "0", "VLLM_ENGINE_READY_TIMEOUT_S": "3600"}
     c = p["container"]
     assert c["device_requests"] == []
     assert "/dev/kfd:/dev/kfd:rwm" in c["devices"] and "/dev/dri:/dev/dri:rwm" in c["devices"]
@@ -132,7 +136,7 @@ def test_golden_b200_tp8_pp2():
     assert units(r["plans"]["node0"]["vllm_args"]) == units(recipe_cmd(base.replace("{rank}", "0")))
     assert units(r["plans"]["node1"]["vllm_args"]) == units(recipe_cmd(base.replace("{rank}", "1")) + ["--headless"])
     env = dict(IFACE_ENV, **BLACKWELL_ENV)
-    env.update({"NCCL_CUMEM_ENABLE": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"})
+    env.update({"NCCL_CUMEM_ENABLE": "1", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800", "VLLM_HOST_IP": "10.9.0.1"})
     assert r["plans"]["node0"]["env"] == env
     assert "/dev/infiniband:/dev/infiniband:rwm" in r["plans"]["node1"]["container"]["devices"]
 
@@ -154,7 +158,7 @@ def test_amd_situ_variable_follows_vllm_version(version, name, value):
 
 def test_tp_dp_internal_lb_followers_headless():
     r = plan(make_nodes(4, kimi_k3_accelerator="gb300", kimi_k3_strategy="multi_node_tp_dp",
-                        kimi_k3_interconnect="nvlink"))
+                        kimi_k3_interconnect="nvlink", kimi_k3_model=SMALL_MODEL))
     assert r["ok"], r["errors"]
     f = r["plans"]["node2"]["vllm_args"]
     assert vllm_flags.flag_value(f, "--data-parallel-start-rank") == ["2"]
@@ -165,7 +169,7 @@ def test_tp_dp_internal_lb_followers_headless():
 
 def test_external_lb_every_node_has_its_rank_and_endpoint():
     r = plan(make_nodes(2, kimi_k3_accelerator="h200", kimi_k3_strategy="multi_node_tp_dp",
-                        kimi_k3_interconnect="rdma", kimi_k3_dp_lb_mode="external"))
+                        kimi_k3_interconnect="rdma", kimi_k3_dp_lb_mode="external", kimi_k3_model=SMALL_MODEL))
     assert r["ok"], r["errors"]
     assert vllm_flags.flag_value(r["plans"]["node1"]["vllm_args"], "--data-parallel-rank") == ["1"]
     assert len(r["cluster"]["endpoints"]) == 2
@@ -419,8 +423,9 @@ def test_every_rendered_plan_passes_every_snapshot_it_targets():
                                          ("mi355x", "multi_node_dep", 2, "rdma", ROCM_IMAGE),
                                          ("h200", "multi_node_tp_dp", 2, "rdma", NV_IMAGE),
                                          ("b300", "single_node_tp", 1, None, NV_IMAGE)]:
+            small = {"kimi_k3_model": SMALL_MODEL} if strat == "multi_node_tp_dp" else {}
             r = plan(make_nodes(n, kimi_k3_accelerator=acc, kimi_k3_strategy=strat, kimi_k3_interconnect=ic,
-                                kimi_k3_image=image, kimi_k3_vllm_version=version,
+                                kimi_k3_image=image, kimi_k3_vllm_version=version, **small,
                                 kimi_k3_features={"spec_decoding": strat != "multi_node_tp_pp",
                                                   "dcp": strat == "single_node_tp"}))
             assert r["ok"], (version, strat, r["errors"])

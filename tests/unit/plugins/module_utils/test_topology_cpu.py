@@ -64,6 +64,8 @@ def test_two_cpu_nodes_render_tp2_with_the_cpu_layer():
         assert p["env"]["VLLM_CPU_OMP_THREADS_BIND"] == bind
         assert p["env"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
         assert p["env"]["GLOO_SOCKET_IFNAME"] == "lo" and p["env"]["HF_HUB_OFFLINE"] == "1"
+    # random weights: the smoke role is told not to judge accuracy
+    assert head["judge_accuracy"] is False and worker["judge_accuracy"] is False
     # no GPU: no device request, no GPU device node
     assert head["container"]["device_requests"] == [] and head["container"]["devices"] == []
 

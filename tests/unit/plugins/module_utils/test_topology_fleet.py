@@ -69,7 +69,7 @@ def test_golden_gb300_pd_cluster_tep8_prefill_dep16_decode_and_router():
         "--max-model-len 1048576 --kv-cache-dtype fp8 --attention-config '%s' --enable-prefix-caching "
         "--no-disable-hybrid-kv-cache-manager --max-num-batched-tokens 16384 --no-enable-flashinfer-autotune "
         "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\","
-        "\"kv_load_failure_policy\":\"fail\"}' %s --all2all-backend flashinfer_nvlink_one_sided --port 8001"
+        "\"kv_load_failure_policy\":\"fail\"}' %s --port 8001"
         % (ATTN, FEATURES))
     assert units(r["plans"]["prefill-1-0"]["vllm_args"]) == units(prefill)
     decode = shlex.split(

@@ -236,8 +236,13 @@ def test_amd_rdma_renders_mori_and_nvidia_rdma_deepep():
     amd = plan(nodes(AMD))["plans"]["tray02"]["vllm_args"]
     assert amd[amd.index("--all2all-backend") + 1] == "mori_high_throughput"
     nv = plan(nodes(with_(kimi_k3_accelerator="b300", kimi_k3_interconnect="rdma",
-                          kimi_k3_strategy="multi_node_tep")))["plans"]["tray02"]["vllm_args"]
+                          kimi_k3_strategy="multi_node_dep")))["plans"]["tray02"]["vllm_args"]
     assert nv[nv.index("--all2all-backend") + 1] == "deepep_v2"
+    # TEP has one data-parallel rank: vLLM never uses an all2all kernel there, so none is rendered
+    tep = plan(nodes(with_(kimi_k3_accelerator="b300", kimi_k3_interconnect="rdma",
+                           kimi_k3_strategy="multi_node_tep")))
+    assert tep["ok"], tep["errors"]
+    assert "--all2all-backend" not in tep["plans"]["tray02"]["vllm_args"]
 
 
 def test_revision_renders_revision_and_code_revision():

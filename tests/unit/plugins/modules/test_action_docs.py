@@ -13,7 +13,8 @@ from tests.helpers.module_docs import module_doc
 
 ACTIONS = {"cluster_plan": action_specs.CLUSTER_PLAN, "preflight_report": action_specs.PREFLIGHT_REPORT,
            "vllm_wait": action_specs.VLLM_WAIT, "deployment_state": action_specs.DEPLOYMENT_STATE,
-           "monitoring_config": action_specs.MONITORING_CONFIG}
+           "monitoring_config": action_specs.MONITORING_CONFIG,
+           "fabric_report": action_specs.FABRIC_REPORT}
 
 
 def documented_options(name):

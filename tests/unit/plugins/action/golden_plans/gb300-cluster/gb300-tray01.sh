@@ -12,7 +12,7 @@ docker run --detach \
   --cap-add IPC_LOCK \
   --volume /data/hf-cache:/root/.cache/huggingface \
   --label io.gpufleet.kimi_k3.node_rank=0 \
-  --label io.gpufleet.kimi_k3.plan_hash=57d5e1a50a9cbd6e \
+  --label io.gpufleet.kimi_k3.plan_hash=650fba67382d58c7 \
   --label io.gpufleet.kimi_k3.role=head \
   --label io.gpufleet.kimi_k3.strategy=multi_node_tp \
   --restart no \
@@ -23,6 +23,7 @@ docker run --detach \
   --env NCCL_SOCKET_IFNAME=bond0 \
   --env VLLM_ALLREDUCE_USE_FLASHINFER=1 \
   --env VLLM_ENGINE_READY_TIMEOUT_S=3600 \
+  --env VLLM_HOST_IP=10.20.0.11 \
   --env VLLM_USE_RUST_FRONTEND=1 \
   --env VLLM_USE_V2_MODEL_RUNNER=1 \
   --env VLLM_API_KEY \

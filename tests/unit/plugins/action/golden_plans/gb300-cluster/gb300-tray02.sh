@@ -12,7 +12,7 @@ docker run --detach \
   --cap-add IPC_LOCK \
   --volume /data/hf-cache:/root/.cache/huggingface \
   --label io.gpufleet.kimi_k3.node_rank=1 \
-  --label io.gpufleet.kimi_k3.plan_hash=52dffcbe8dfbddf6 \
+  --label io.gpufleet.kimi_k3.plan_hash=1a4b002eeb321464 \
   --label io.gpufleet.kimi_k3.role=worker \
   --label io.gpufleet.kimi_k3.strategy=multi_node_tp \
   --restart no \
@@ -23,6 +23,7 @@ docker run --detach \
   --env NCCL_SOCKET_IFNAME=bond0 \
   --env VLLM_ALLREDUCE_USE_FLASHINFER=1 \
   --env VLLM_ENGINE_READY_TIMEOUT_S=3600 \
+  --env VLLM_HOST_IP=10.20.0.12 \
   --env VLLM_USE_RUST_FRONTEND=1 \
   --env VLLM_USE_V2_MODEL_RUNNER=1 \
   --env VLLM_API_KEY \

@@ -12,7 +12,7 @@ docker run --detach \
   --cap-add IPC_LOCK \
   --volume /data/hf-cache:/root/.cache/huggingface \
   --label io.gpufleet.kimi_k3.node_rank=3 \
-  --label io.gpufleet.kimi_k3.plan_hash=219a2a4a856a4e44 \
+  --label io.gpufleet.kimi_k3.plan_hash=184c67d2995e677c \
   --label io.gpufleet.kimi_k3.role=worker \
   --label io.gpufleet.kimi_k3.strategy=multi_node_dep \
   --restart no \
@@ -23,6 +23,7 @@ docker run --detach \
   --env NCCL_SOCKET_IFNAME=bond0 \
   --env VLLM_ALLREDUCE_USE_FLASHINFER=1 \
   --env VLLM_ENGINE_READY_TIMEOUT_S=3600 \
+  --env VLLM_HOST_IP=10.20.0.14 \
   --env VLLM_USE_RUST_FRONTEND=1 \
   --env VLLM_USE_V2_MODEL_RUNNER=1 \
   --env VLLM_API_KEY \

@@ -15,7 +15,7 @@ docker run --detach \
   --cap-add IPC_LOCK \
   --volume /data/hf-cache:/root/.cache/huggingface \
   --label io.gpufleet.kimi_k3.node_rank=1 \
-  --label io.gpufleet.kimi_k3.plan_hash=b58cc6d919c024db \
+  --label io.gpufleet.kimi_k3.plan_hash=f7719fcdfd33ede5 \
   --label io.gpufleet.kimi_k3.role=worker \
   --label io.gpufleet.kimi_k3.strategy=multi_node_dep \
   --restart no \
@@ -23,6 +23,8 @@ docker run --detach \
   --env GLOO_SOCKET_IFNAME=ens50f0 \
   --env NCCL_SOCKET_IFNAME=ens50f0 \
   --env SAFETENSORS_FAST_GPU=1 \
+  --env VLLM_ENGINE_READY_TIMEOUT_S=3600 \
+  --env VLLM_HOST_IP=10.30.0.22 \
   --env VLLM_ROCM_USE_AITER=1 \
   --env VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4=1 \
   --env VLLM_USE_BREAKABLE_CUDAGRAPH=0 \

@@ -11,7 +11,7 @@ docker run --detach \
   --cap-add IPC_LOCK \
   --volume /var/lib/kimi-sim/models:/root/.cache/huggingface \
   --label io.gpufleet.kimi_k3.node_rank=1 \
-  --label io.gpufleet.kimi_k3.plan_hash=99ed78db9c30980c \
+  --label io.gpufleet.kimi_k3.plan_hash=6add66694444b176 \
   --label io.gpufleet.kimi_k3.role=worker \
   --label io.gpufleet.kimi_k3.strategy=multi_node_tp \
   --restart no \
@@ -22,6 +22,7 @@ docker run --detach \
   --env NCCL_SOCKET_IFNAME=lo \
   --env VLLM_ALLREDUCE_USE_FLASHINFER=1 \
   --env VLLM_ENGINE_READY_TIMEOUT_S=3600 \
+  --env VLLM_HOST_IP=127.0.0.12 \
   --env VLLM_STANDIN_LOAD_S=3 \
   --env VLLM_USE_RUST_FRONTEND=1 \
   --env VLLM_USE_V2_MODEL_RUNNER=1 \

@@ -14,7 +14,7 @@ docker run --detach \
   --cap-add IPC_LOCK \
   --volume /var/lib/kimi-sim/models:/root/.cache/huggingface \
   --label io.gpufleet.kimi_k3.node_rank=1 \
-  --label io.gpufleet.kimi_k3.plan_hash=058b4809af3d1bc3 \
+  --label io.gpufleet.kimi_k3.plan_hash=c13c54de3e5800de \
   --label io.gpufleet.kimi_k3.role=worker \
   --label io.gpufleet.kimi_k3.strategy=multi_node_dep \
   --restart no \
@@ -22,6 +22,8 @@ docker run --detach \
   --env GLOO_SOCKET_IFNAME=lo \
   --env NCCL_SOCKET_IFNAME=lo \
   --env SAFETENSORS_FAST_GPU=1 \
+  --env VLLM_ENGINE_READY_TIMEOUT_S=3600 \
+  --env VLLM_HOST_IP=127.0.0.22 \
   --env VLLM_ROCM_USE_AITER=1 \
   --env VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4=1 \
   --env VLLM_STANDIN_LOAD_S=3 \

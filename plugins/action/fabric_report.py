@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side action: judge every node's fabric job result against its spec once, write the fabric section.
+
+Documentation lives in plugins/modules/fabric_report.py; the logic in plugins/plugin_utils/fabric_report.py.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import fabric_report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+
+PREFLIGHT_FILES = ("preflight-report.json", "preflight-report.md")
+
+
+def _outcome_of(hostvars, host, var):
+    """(result dict or None, failure message or None, skip reason or None) of one host's fabric job."""
+    try:
+        raw = hostvars.raw_get(host)[var] if hasattr(hostvars, "raw_get") else hostvars[host][var]
+    except Exception:  # pylint: disable=broad-except  # not set on this host (the job never ran there)
+        return None, "the fabric job did not run on this host", None
+    raw = to_plain(raw) or {}
+    return raw.get("result"), raw.get("failure"), raw.get("skipped")
+
+
+def _read(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as handle:
+        return handle.read()
+
+
+def _files(dest, report):
+    files = {"fabric-report.json": (json.dumps(report, indent=2, sort_keys=True) + "\n", 0o644),
+             "fabric-report.md": (R.render_markdown(report), 0o644)}
+    texts = [_read(os.path.join(dest, name)) for name in PREFLIGHT_FILES]
+    if texts[0] is not None:
+        merged = R.merge_into_preflight(texts[0], texts[1], report)
+        files.update(dict((name, (text, 0o644)) for name, text in zip(PREFLIGHT_FILES, merged)))
+    return files
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        _valid, args = self.validate_argument_spec(action_specs.FABRIC_REPORT)
+        specs = to_plain(args["specs"])
+        hosts = [str(h) for h in (args["hosts"] or sorted(specs))]
+        results, failures, skipped = {}, {}, {}
+        for host in hosts:
+            results[host], failure, skip = _outcome_of(task_vars["hostvars"], host, args["outcome_var"])
+            if failure:
+                failures[host] = failure
+            if skip:
+                skipped[host] = skip
+        report = R.build_report(dict((h, specs[h]) for h in hosts if h in specs), results, failures, skipped)
+        result.update(ok=report["summary"]["ok"], report=report, failure_message=R.failure_message(report),
+                      hosts=dict((h, R.host_facts(report, h)) for h in hosts), host_failures=R.host_failures(report),
+                      markdown=R.render_markdown(report),
+                      msg="fabric %s" % ("passed" if report["summary"]["ok"] else "failed on " +
+                                         ", ".join(report["summary"]["failed_hosts"])))
+        if args["dest"]:
+            # A fresh observation of the fabric, written in check mode too; never "changed".
+            result["written"] = plan_files.write_files(args["dest"], _files(args["dest"], report))
+        result["changed"] = False
+        return result

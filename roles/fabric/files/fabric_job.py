@@ -1,0 +1,701 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fabric rehearsal job: runs inside the pulled serving image on every node of one deployment.
+
+Usage: ``python3 fabric_job.py SPEC.json --out RESULT.json`` (the spec is built on the controller by
+``plugins/plugin_utils/fabric.py`` from the plan). Standard library, plus torch when the image has it.
+
+Phases, all bounded by the spec's ``timeout_s``:
+1. interfaces (every ``*_SOCKET_IFNAME`` exists and carries this node's address) and names (every name the plan
+   uses, resolved here);
+2. ports: a listener on each of this node's planned ports (bound to the node's address) answers a one-line
+   handshake, and this node connects to every peer's ports (a TCP connect from the other side); the head's
+   master-port listener is also the start barrier: it sends ``GO`` once every peer has connected, so nobody
+   dials the torch rendezvous while the listener still holds that port;
+3. provenance: vLLM, torch and its CUDA / HIP build read in this image;
+4. collective: one torch.distributed group with the plan's layout (one process per local rank, each killed at
+   the deadline), an all-reduce and an all-to-all at the plan's sizes, pairwise send/recv between node leaders;
+   "not run: no torch in image" where torch is absent;
+5. expert-parallel kernel tests (DeepEP / MoRI) where the image carries them, else what was not tested.
+
+The result is one JSON document (``--out``, and the last stdout line prefixed ``FABRIC_RESULT``).
+"""
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import array
+import errno
+import fcntl
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+PROTOCOL = "kimi-k3-fabric/1"
+HELLO = "KIMIFAB1"
+SIOCGIFCONF = 0x8912
+GO_WAIT_S = 2.0
+RESULT_PREFIX = "FABRIC_RESULT "
+RANK_KEYS = ("local_rank", "rank", "status", "stage", "join_s", "error", "stderr")
+
+
+def _line(sock, limit=512):
+    """One newline-terminated line from ``sock`` (without the newline); '' on EOF."""
+    data = b""
+    while not data.endswith(b"\n") and len(data) < limit:
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace").strip()
+
+
+# ----------------------------------------------------------------------------- interfaces and names
+
+
+def ipv4_addresses(count=256):
+    """{interface: [IPv4 address, ...]} from SIOCGIFCONF (every address, aliases included)."""
+    size = 40 if struct.calcsize("P") == 8 else 32  # sizeof(struct ifreq)
+    buf = array.array("B", b"\0" * (size * count))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        out = fcntl.ioctl(sock.fileno(), SIOCGIFCONF, struct.pack("iL", size * count, buf.buffer_info()[0]))
+    finally:
+        sock.close()
+    raw = buf.tobytes()[:struct.unpack("iL", out)[0]]
+    result = {}
+    for offset in range(0, len(raw), size):
+        name = raw[offset:offset + 16].split(b"\0", 1)[0].decode("ascii", "replace").split(":", 1)[0]
+        result.setdefault(name, []).append(socket.inet_ntoa(raw[offset + 20:offset + 24]))
+    return result
+
+
+def ipv6_addresses(path="/proc/net/if_inet6"):
+    """{interface: [IPv6 address, ...]} from /proc/net/if_inet6 ({} where absent)."""
+    result = {}
+    try:
+        with open(path) as handle:
+            for row in handle:
+                parts = row.split()
+                if len(parts) >= 6:
+                    packed = bytes(bytearray.fromhex(parts[0]))
+                    result.setdefault(parts[5], []).append(socket.inet_ntop(socket.AF_INET6, packed))
+    except (IOError, OSError, ValueError):
+        pass
+    return result
+
+
+def interface_names():
+    try:
+        return sorted(name for _index, name in socket.if_nameindex())
+    except (OSError, AttributeError):
+        return []
+
+
+def carries(ifname, address, addresses):
+    """Whether ``ifname`` carries ``address`` (loopback carries all of 127.0.0.0/8, as Linux routes it)."""
+    if address in addresses.get(ifname, []):
+        return True
+    return ifname == "lo" and address.startswith("127.") and "127.0.0.1" in addresses.get("lo", [])
+
+
+def interface_checks(spec, addresses=None, names=None):
+    """One entry per ``*_SOCKET_IFNAME`` of the spec: exists, carries the node's address, what does carry it."""
+    addresses = addresses if addresses is not None else _all_addresses()
+    names = names if names is not None else interface_names()
+    address = spec["address"]
+    holders = sorted(i for i in addresses if carries(i, address, addresses))
+    checks = []
+    for variable in sorted(spec.get("ifnames") or {}):
+        listed = spec["ifnames"][variable]
+        listed = [listed] if isinstance(listed, str) else list(listed)
+        exists = [i for i in listed if i in names or i in addresses]
+        ok = any(carries(i, address, addresses) for i in exists)
+        checks.append({"variable": variable, "ifnames": listed, "missing": [i for i in listed if i not in exists],
+                       "carries_address": ok, "address": address,
+                       "interface_addresses": sorted(a for i in exists for a in addresses.get(i, [])),
+                       "address_on": holders, "status": "ok" if ok else "failed"})
+    return checks
+
+
+def _all_addresses():
+    merged = {}
+    for table in (ipv4_addresses(), ipv6_addresses()):
+        for name, addrs in table.items():
+            merged.setdefault(name, []).extend(addrs)
+    return merged
+
+
+def resolve_names(names):
+    """{name: {"addresses": [...], "error": None | text}} as this node's resolver answers."""
+    answers = {}
+    for name in names:
+        try:
+            infos = socket.getaddrinfo(name, None, 0, socket.SOCK_STREAM)
+            found = []
+            for info in infos:
+                if info[4][0] not in found:
+                    found.append(info[4][0])
+            answers[name] = {"addresses": found, "error": None}
+        except (socket.gaierror, UnicodeError) as exc:
+            answers[name] = {"addresses": [], "error": str(exc)}
+    return answers
+
+
+# ----------------------------------------------------------------------------- ports
+
+
+class Listener(object):
+    """One planned port of this node: bound to the node's address, answers ``KIMIFAB1 <host> <port>``."""
+
+    def __init__(self, host, address, entry, expected_peers, barrier=False):
+        self.host, self.address, self.entry = host, address, entry
+        self.expected = set(expected_peers)
+        self.seen = set()
+        self.barrier = barrier
+        self.waiting = []
+        self.error = None
+        self.sock = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def bind(self):
+        family = socket.AF_INET6 if ":" in self.address else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.address, self.entry["port"]))
+            sock.listen(64)
+        except (OSError, socket.error) as exc:
+            sock.close()
+            self.error = _bind_error(exc, self.address, self.entry["port"])
+            self.done.set()
+            return False
+        sock.settimeout(0.2)
+        self.sock = sock
+        if not self.expected:
+            self.done.set()
+        return True
+
+    def serve(self, deadline):
+        while self.sock is not None and not self.done.is_set() and time.time() < deadline:
+            try:
+                conn, _peer = self.sock.accept()
+            except socket.timeout:
+                continue
+            except (OSError, socket.error):
+                break
+            self._answer(conn)
+        self.release("go")
+
+    def _answer(self, conn):
+        conn.settimeout(5)
+        try:
+            words = _line(conn).split()
+            if len(words) < 2 or words[0] != HELLO:
+                conn.close()
+                return
+            conn.sendall(("%s %s %d\n" % (HELLO, self.host, self.entry["port"])).encode("utf-8"))
+        except (OSError, socket.error):
+            conn.close()
+            return
+        with self.lock:
+            self.seen.add(words[1])
+            if self.barrier:
+                self.waiting.append(conn)
+            else:
+                conn.close()
+            if self.expected <= self.seen:
+                self.done.set()
+
+    def release(self, word):
+        """Close the port; barrier connections get ``word`` first (the peers may now dial the rendezvous)."""
+        with self.lock:
+            for conn in self.waiting:
+                try:
+                    conn.sendall((word + "\n").encode("utf-8"))
+                except (OSError, socket.error):
+                    pass
+                conn.close()
+            self.waiting = []
+            if self.sock is not None:
+                self.sock.close()
+                self.sock = None
+        self.done.set()
+
+    def report(self):
+        return {"port": self.entry["port"], "name": self.entry["name"], "address": self.address,
+                "bound": self.error is None, "error": self.error,
+                "peers_seen": sorted(self.seen), "peers_missing": sorted(self.expected - self.seen)}
+
+
+def _bind_error(exc, address, port):
+    code = getattr(exc, "errno", None)
+    if code == errno.EADDRINUSE:
+        return "port %d is already in use on %s (another process listens there)" % (port, address)
+    if code == errno.EADDRNOTAVAIL:
+        return "address %s is not on this node (cannot bind %s:%d)" % (address, address, port)
+    return "cannot bind %s:%d: %s" % (address, port, exc)
+
+
+def connect_pair(me, target, entry, deadline, barrier=False):
+    """TCP connect from this node to ``target``'s planned port until it answers or ``deadline`` passes."""
+    started, last = time.time(), "no attempt"
+    while time.time() < deadline:
+        try:
+            return _handshake(me, target, entry, deadline, barrier, started)
+        except socket.timeout:
+            last = "timeout"
+        except (OSError, socket.error) as exc:
+            last = _connect_error(exc)
+            time.sleep(0.2)
+    return {"from": me, "to": target["host"], "address": target["address"], "port": entry["port"],
+            "name": entry["name"], "status": last if last in ("refused", "unreachable", "timeout") else "error",
+            "connect_ms": None, "detail": "no answer within the timeout (last: %s)" % last, "go": False}
+
+
+def _connect_error(exc):
+    code = getattr(exc, "errno", None)
+    if code == errno.ECONNREFUSED:
+        return "refused"
+    if code in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return "unreachable"
+    if code == errno.ETIMEDOUT:
+        return "timeout"
+    return str(exc)
+
+
+def _handshake(me, target, entry, deadline, barrier, started):
+    t0 = time.time()
+    sock = socket.create_connection((target["address"], entry["port"]), timeout=max(0.5, min(5, deadline - t0)))
+    connect_ms = (time.time() - t0) * 1000.0
+    try:
+        sock.sendall(("%s %s\n" % (HELLO, me)).encode("utf-8"))
+        words = _line(sock).split()
+        answered = words[1] if len(words) >= 2 and words[0] == HELLO else None
+        go = False
+        if barrier and answered == target["host"]:
+            sock.settimeout(max(0.5, deadline - time.time() + GO_WAIT_S))
+            go = _line(sock) == "go"
+    finally:
+        sock.close()
+    status = "ok" if answered == target["host"] else "wrong_peer"
+    detail = ("answered by %s" % answered) if answered else "no handshake (another program listens there)"
+    return {"from": me, "to": target["host"], "address": target["address"], "port": entry["port"],
+            "name": entry["name"], "status": status, "connect_ms": round(connect_ms, 3),
+            "detail": None if status == "ok" else detail, "go": go, "waited_s": round(time.time() - started, 3)}
+
+
+def port_phase(spec, deadline):
+    """Listeners on this node's ports, connects to every peer's ports; the master port is the start barrier."""
+    me, nodes = spec["host"], spec["nodes"]
+    mine = [n for n in nodes if n["host"] == me][0]
+    peers = [n["host"] for n in nodes if n["host"] != me]
+    listeners = [Listener(me, spec["address"], e, peers, barrier=_is_barrier(spec, mine, e)) for e in mine["ports"]]
+    threads = []
+    for lst in listeners:
+        if lst.bind():
+            threads.append(_start(lst.serve, deadline))
+    pairs, lock = [], threading.Lock()
+
+    def dial(target, entry):
+        result = connect_pair(me, target, entry, deadline, barrier=_is_barrier(spec, target, entry))
+        with lock:
+            pairs.append(result)
+
+    dialers = [_start(dial, n, e) for n in nodes if n["host"] != me for e in n["ports"]]
+    for thread in dialers + threads:
+        thread.join(max(0.1, deadline - time.time() + GO_WAIT_S + 1))
+    for lst in listeners:
+        lst.release("go")
+    pairs.sort(key=lambda p: (p["to"], p["port"]))
+    return [lst.report() for lst in listeners], pairs
+
+
+def _is_barrier(spec, node, entry):
+    return node["host"] == spec["master_host"] and entry["port"] == spec["master_port"]
+
+
+def _start(target, *args):
+    thread = threading.Thread(target=target, args=args)
+    thread.daemon = True
+    thread.start()
+    return thread
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def provenance(spec, runner=None):
+    """vLLM / torch versions and torch's CUDA / HIP build, read in this image."""
+    runner = runner or _run
+    info = {"python": "%d.%d.%d" % sys.version_info[:3], "vllm": None, "vllm_source": None, "torch": None,
+            "torch_cuda": None, "torch_hip": None, "collect_env": None, "errors": []}
+    try:
+        import vllm  # pylint: disable=import-error
+        info["vllm"], info["vllm_source"] = str(vllm.__version__), "vllm.__version__"
+    except Exception as exc:  # pylint: disable=broad-except  # any import failure is a finding, not a crash
+        info["errors"].append("import vllm: %s" % str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        code, out = runner(["vllm", "--version"], 30)
+        if code == 0 and out.strip():
+            info["vllm"], info["vllm_source"] = out.strip().splitlines()[-1].strip(), "vllm --version"
+    build = torch_build_info()
+    if build is not None:
+        info["torch"], info["torch_cuda"], info["torch_hip"] = build
+    if spec.get("collect_env"):
+        code, out = runner(["vllm", "collect-env"], 120)
+        info["collect_env"] = _collect_env_summary(out) if code == 0 else None
+    return info
+
+
+def _collect_env_summary(text, keys=("PyTorch version", "Is debug build", "CUDA used to build PyTorch",
+                                     "ROCM used to build PyTorch", "vLLM Version", "Python version",
+                                     "GPU models and configuration", "Nvidia driver version")):
+    summary = {}
+    for row in text.splitlines():
+        if ":" in row:
+            key, value = row.split(":", 1)
+            if key.strip() in keys:
+                summary[key.strip()] = value.strip()
+    return summary
+
+
+def _run(argv, timeout):
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        return proc.returncode, proc.stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 127, str(exc)
+
+
+def torch_build_info(find_spec=None):
+    """(torch.__version__, torch.version.cuda, torch.version.hip) read from torch/version.py without importing
+    torch (seconds per import; only the rank processes need it); None when the image has no torch."""
+    import importlib.util
+    spec = (find_spec or importlib.util.find_spec)("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    names = {}
+    try:
+        with open(path) as handle:
+            exec(compile(handle.read(), path, "exec"), names)  # nosec B102 - the image's own generated constants
+    except Exception:  # pylint: disable=broad-except  # an unusual torch: import it after all
+        torch = _torch()
+        return None if torch is None else (str(torch.__version__), getattr(torch.version, "cuda", None),
+                                           getattr(torch.version, "hip", None))
+    return str(names.get("__version__")), names.get("cuda"), names.get("hip")
+
+
+def _torch():
+    try:
+        import torch  # pylint: disable=import-error
+        return torch
+    except Exception:  # pylint: disable=broad-except  # absent or broken: the collective says so
+        return None
+
+
+# ----------------------------------------------------------------------------- collective (torch)
+
+
+def collective_phase(spec, deadline, torch_present=None):
+    """One process per local rank (killed at the deadline); their reports merged into this node's result."""
+    present = torch_build_info() is not None if torch_present is None else torch_present
+    if not present:
+        return {"status": "not_run", "reason": "no torch in image", "backend": spec["backend"]}
+    budget = deadline - time.time()
+    if budget < 1:
+        return {"status": "not_run", "reason": "the port phase used the whole timeout", "backend": spec["backend"]}
+    procs = [_spawn_worker(spec, local, budget) for local in range(spec["local_ranks"])]
+    reports = [_collect_worker(proc, local, deadline) for local, proc in enumerate(procs)]
+    return _merge_workers(spec, reports)
+
+
+def _spawn_worker(spec, local_rank, budget):
+    env = dict(os.environ)
+    env["KIMI_FABRIC_SPEC"] = json.dumps(spec)
+    argv = [sys.executable, os.path.abspath(__file__), "--worker", str(local_rank), "--budget", "%.3f" % budget]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def _collect_worker(proc, local_rank, deadline):
+    try:
+        out, err = proc.communicate(timeout=max(1.0, deadline - time.time() + 5))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return {"local_rank": local_rank, "status": "timeout", "stage": "killed at the deadline",
+                "stderr": _tail(err)}
+    for row in reversed(out.decode("utf-8", "replace").splitlines()):
+        if row.startswith(RESULT_PREFIX):
+            return json.loads(row[len(RESULT_PREFIX):])
+    return {"local_rank": local_rank, "status": "failed", "stage": "exited %s without a report" % proc.returncode,
+            "stderr": _tail(err)}
+
+
+def _tail(data, lines=12):
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _merge_workers(spec, reports):
+    bad = [r for r in reports if r.get("status") != "ok"]
+    merged = {"status": bad[0]["status"] if bad else "ok", "backend": spec["backend"],
+              "world_size": spec["world_size"], "local_ranks": spec["local_ranks"],
+              "ranks": [dict((k, r.get(k)) for k in RANK_KEYS if k in r) for r in reports]}
+    if bad:
+        merged["reason"] = "local rank %s: %s" % (bad[0].get("local_rank"), bad[0].get("stage") or bad[0].get("error"))
+    lead = [r for r in reports if r.get("local_rank") == 0 and r.get("status") == "ok"]
+    if lead:
+        for key in ("join_s", "latency_us", "all_reduce", "all_to_all", "pairs"):
+            merged[key] = lead[0].get(key)
+    return merged
+
+
+def worker_main(local_rank, budget):
+    """One rank: join, measure, report on stdout (``FABRIC_RESULT {...}``)."""
+    spec = json.loads(os.environ["KIMI_FABRIC_SPEC"])
+    rank = spec["node_rank"] * spec["local_ranks"] + local_rank
+    report = {"local_rank": local_rank, "rank": rank, "status": "failed", "stage": "import torch"}
+    try:
+        import torch  # pylint: disable=import-error
+        import torch.distributed as dist  # pylint: disable=import-error
+        device = _device(torch, spec, local_rank)
+        report["stage"] = "join"
+        report["join_s"] = _join(torch, dist, spec, rank, budget, device)
+        report["stage"] = "measure"
+        report.update(_measure(torch, dist, spec, rank, device))
+        report["stage"] = "pairs"
+        report["pairs"] = _leader_pairs(torch, dist, spec, rank, local_rank, device)
+        report["status"], report["stage"] = "ok", None
+        dist.destroy_process_group()
+    except Exception as exc:  # pylint: disable=broad-except  # every failure is reported, never a traceback only
+        report["error"] = ("%s: %s" % (type(exc).__name__, exc))[:600]
+        report["status"] = "timeout" if "timed out" in str(exc).lower() or "timeout" in str(exc).lower() else "failed"
+    sys.stdout.write(RESULT_PREFIX + json.dumps(report) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _device(torch, spec, local_rank):
+    if spec["backend"] == "nccl":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def _join(torch, dist, spec, rank, budget, device):
+    import datetime
+    started = time.time()
+    kwargs = {"backend": spec["backend"], "rank": rank, "world_size": spec["world_size"],
+              "init_method": "tcp://%s:%d" % (_url_host(spec["master_addr"]), spec["master_port"]),
+              "timeout": datetime.timedelta(seconds=max(1.0, budget))}
+    if spec["backend"] == "nccl":
+        kwargs["device_id"] = device
+    dist.init_process_group(**kwargs)
+    one = torch.ones(1, device=device)
+    dist.all_reduce(one)  # NCCL connects lazily: the first collective is part of joining
+    _sync(torch, device)
+    return round(time.time() - started, 4)
+
+
+def _url_host(address):
+    return "[%s]" % address if ":" in address else address
+
+
+def _sync(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(torch, device, fn, iterations):
+    """Median seconds of ``fn`` over ``iterations`` after one warm-up call."""
+    fn()
+    _sync(torch, device)
+    times = []
+    for _iteration in range(iterations):
+        t0 = time.time()
+        fn()
+        _sync(torch, device)
+        times.append(time.time() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def _measure(torch, dist, spec, rank, device):
+    """Latency (4-byte all-reduce), all-reduce and all-to-all at the spec's sizes, with their results checked."""
+    world, iters = spec["world_size"], spec["sizes"]["iterations"]
+    small = torch.ones(1, device=device)
+    latency = _timed(torch, device, lambda: dist.all_reduce(small), iters)
+    numel = max(1, spec["sizes"]["all_reduce"] // 4)
+    data = torch.full((numel,), float(rank + 1), device=device)
+    work = data.clone()
+
+    def all_reduce():
+        work.copy_(data)
+        dist.all_reduce(work)
+
+    t_ar = _timed(torch, device, all_reduce, iters)
+    expected = world * (world + 1) / 2.0
+    ar_ok = bool(torch.all(work == expected).item())
+    chunk = max(1, spec["sizes"]["all_to_all"] // 4 // world)
+    send = torch.cat([torch.full((chunk,), float(rank * world + j), device=device) for j in range(world)])
+    recv = torch.empty_like(send)
+    t_a2a = _timed(torch, device, lambda: dist.all_to_all_single(recv, send), iters)
+    want = torch.cat([torch.full((chunk,), float(i * world + rank), device=device) for i in range(world)])
+    a2a_ok = bool(torch.equal(recv, want))
+    return {"latency_us": round(latency * 1e6, 1),
+            "all_reduce": _figures(numel * 4, t_ar, 2.0 * (world - 1) / world, ar_ok, expected),
+            "all_to_all": _figures(chunk * 4 * world, t_a2a, float(world - 1) / world, a2a_ok, None)}
+
+
+def _figures(nbytes, seconds, factor, correct, expected):
+    algbw = nbytes / seconds / 1e9 if seconds > 0 else 0.0
+    out = {"bytes": nbytes, "time_us": round(seconds * 1e6, 1), "algbw_gbps": round(algbw, 4),
+           "busbw_gbps": round(algbw * factor, 4), "correct": correct}
+    if expected is not None:
+        out["expected_value"] = expected
+    return out
+
+
+def _leader_pairs(torch, dist, spec, rank, local_rank, device):
+    """Send/recv between every two node leaders (local rank 0), one pair at a time in a fixed order."""
+    nodes, per = spec["nodes"], spec["local_ranks"]
+    results = []
+    if local_rank == 0:
+        me = rank // per
+        for i in range(len(nodes)):
+            for j in range(i + 1, len(nodes)):
+                if me in (i, j):
+                    res = _ping_pong(torch, dist, spec, i * per, j * per, me == i, device)
+                    if res is not None:
+                        results.append(dict(res, **{"from": nodes[i]["host"], "to": nodes[j]["host"]}))
+    dist.barrier()
+    return results
+
+
+def _ping_pong(torch, dist, spec, a, b, leader, device):
+    """Round-trip latency and one-way bandwidth between global ranks a and b, as seen by a (None on b)."""
+    iters, peer = spec["sizes"]["iterations"], b if leader else a
+    small = torch.zeros(1, device=device)
+    big = torch.zeros(max(1, spec["sizes"]["pair"] // 4), device=device)
+
+    def rtt():
+        if leader:
+            dist.send(small, peer)
+            dist.recv(small, peer)
+        else:
+            dist.recv(small, peer)
+            dist.send(small, peer)
+
+    def bulk():
+        if leader:
+            dist.send(big, peer)
+            dist.recv(small, peer)
+        else:
+            dist.recv(big, peer)
+            dist.send(small, peer)
+
+    t_rtt = _timed(torch, device, rtt, iters)
+    t_bulk = _timed(torch, device, bulk, iters)
+    if not leader:
+        return None
+    # Bytes over the whole bulk round (its one small acknowledgement included): a lower bound that noise in the
+    # latency sample cannot inflate.
+    return {"latency_us": round(t_rtt / 2.0 * 1e6, 1), "bytes": big.numel() * 4,
+            "bandwidth_gbps": round(big.numel() * 4 / max(t_bulk, 1e-9) / 1e9, 4)}
+
+
+# ----------------------------------------------------------------------------- expert-parallel kernels
+
+
+def ep_kernel_phase(spec, deadline, runner=None, exists=os.path.exists):
+    """DeepEP / MoRI's own tests where the image carries them; otherwise exactly what was not tested."""
+    kernel = spec.get("ep_kernel")
+    if not kernel:
+        return None
+    runner = runner or _run
+    code, out = runner([sys.executable, "-c", "import %s" % kernel["module"]], 60)
+    if code != 0:
+        return {"backend": kernel["backend"], "status": "not_tested",
+                "detail": "the image has no %s package (import %s failed: %s): the %s kernels were not tested"
+                          % (kernel["module"], kernel["module"], _tail(out, 1), kernel["backend"])}
+    tests = [p for p in kernel.get("tests") or [] if exists(p)]
+    if not tests:
+        return {"backend": kernel["backend"], "status": "not_tested",
+                "detail": "%s is installed but its tests are not in the image (looked for %s): the %s dispatch "
+                          "and combine were not tested" % (kernel["module"], ", ".join(kernel.get("tests") or []),
+                                                           kernel["backend"])}
+    budget = max(1, int(deadline - time.time()))
+    command = [sys.executable, "-m", "pytest", "-x", "-q", tests[0]] if kernel.get("runner") == "pytest" \
+        else [sys.executable, tests[0]]
+    code, out = runner(["env", "MASTER_ADDR=%s" % spec["master_addr"], "MASTER_PORT=%d" % spec["master_port"],
+                        "WORLD_SIZE=%d" % spec["nnodes"], "RANK=%d" % spec["node_rank"]] + command, budget)
+    return {"backend": kernel["backend"], "status": "ok" if code == 0 else "failed", "test": tests[0],
+            "detail": None if code == 0 else "exit %s: %s" % (code, _tail(out, 6))}
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def run_job(spec):
+    """Every phase in order; the whole result document."""
+    began = time.time()
+    result = {"protocol": PROTOCOL, "host": spec["host"], "deployment": spec["deployment"],
+              "node_rank": spec["node_rank"], "address": spec["address"]}
+    # First, as it imports torch (seconds): the timeout then counts from when every node can answer its peers.
+    result["provenance"] = provenance(spec)
+    started = time.time()
+    marks = [("provenance", started - began)]
+    deadline = started + float(spec["timeout_s"])
+    port_deadline = started + float(spec["timeout_s"]) * float(spec.get("port_share", 0.5))
+    result["interfaces"] = interface_checks(spec)
+    result["names"] = resolve_names(spec.get("names") or [])
+    result["listen"], result["pairs"] = port_phase(spec, port_deadline)
+    marks.append(("ports", time.time() - started))
+    result["collective"] = collective_phase(spec, deadline)
+    marks.append(("collective", time.time() - started - marks[-1][1]))
+    result["ep_kernel"] = ep_kernel_phase(spec, deadline + float(spec.get("ep_timeout_s", 0)))
+    result["duration_s"] = round(time.time() - began, 3)
+    result["phases_s"] = dict((name, round(value, 3)) for name, value in marks)
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Kimi-K3 fabric rehearsal job (one node)")
+    parser.add_argument("spec", nargs="?")
+    parser.add_argument("--out")
+    parser.add_argument("--worker", type=int)
+    parser.add_argument("--budget", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    if args.worker is not None:
+        return worker_main(args.worker, args.budget)
+    with open(args.spec) as handle:
+        spec = json.load(handle)
+    if spec.get("protocol") != PROTOCOL:
+        sys.stderr.write("fabric_job: spec protocol %r, this job speaks %s\n" % (spec.get("protocol"), PROTOCOL))
+        return 2
+    try:
+        result = run_job(spec)
+    except Exception as exc:  # pylint: disable=broad-except  # the controller gets the defect, not a bare exit code
+        import traceback
+        result = {"protocol": PROTOCOL, "host": spec.get("host"), "deployment": spec.get("deployment"),
+                  "error": "%s: %s | %s" % (type(exc).__name__, exc, " / ".join(
+                      traceback.format_exc().strip().splitlines()[-4:]))}
+    text = json.dumps(result, sort_keys=True)
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as handle:
+            handle.write(text + "\n")
+        os.rename(tmp, args.out)
+    sys.stdout.write(RESULT_PREFIX + text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

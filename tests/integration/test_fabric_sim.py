@@ -1,0 +1,125 @@
+"""The fabric step (playbooks/fabric.yml) on the rehearsal cluster.
+
+- GPU stand-in profile (gb300, images without torch): the step passes with real port / name / interface checks and
+  the collective reported "not run: no torch in image"; a second run changes nothing; check mode starts nothing;
+  no job container is left on any node.
+- Real-engine cpu profile (`sim/simctl up --cluster cpu`, inventories/sim-cpu: two nodes, gloo over the nodes'
+  addresses): healthy -> real bandwidth and latency per pair; three faults that break exactly this step, each named
+  with node (and pair), setting and fix within the timeout plus container start, nothing left running:
+  an interface that exists but does not carry the node's address (kimi_k3_socket_ifname=lo, while each cpu node's
+  address is on its own network interface), the master port blocked by a packet filter in the worker-side node's own
+  network namespace (sim fault `fabric_port_blocked`, provided by the cpu profile), and an image whose vLLM release
+  differs from the plan's (-e kimi_k3_vllm_version=0.33.0 against the 0.32.0 image).
+
+Needs the cluster up (KIMI_SIM_AUTO_UP=1 brings it up). The cpu profile's fault name and its interface layout are
+the rehearsal cluster's; adjust FAULT_PORT_BLOCKED / WRONG_IFNAME here if it names them differently.
+"""
+import json
+import os
+import tempfile
+import time
+
+import pytest
+
+from tests.helpers.runner import failed_tasks, run_playbook
+from tests.integration.test_preflight_sim import fault
+
+pytestmark = pytest.mark.sim
+
+JOB_CONTAINER = "vllm-kimi-k3-fabric"
+FAULT_PORT_BLOCKED = "fabric_port_blocked"
+WRONG_IFNAME = "lo"
+TIMEOUT_S = 60
+# The job's container start on a sim node; the acceptance bound is the timeout plus this.
+START_S = 30
+
+
+def fabric(sim, extra=None, check=False):
+    art = tempfile.mkdtemp(prefix="fabric-art-")
+    started = time.monotonic()
+    r = run_playbook("fabric.yml", sim.inventory, extravars=dict({"fabric_artifacts_dir": art}, **(extra or {})),
+                     check=check, timeout=900)
+    took = time.monotonic() - started
+    path = os.path.join(art, "fabric-report.json")
+    report = json.load(open(path)) if os.path.exists(path) else None
+    return r, report, took
+
+
+def failing(report):
+    return sorted((f["host"], f["check"]) for f in report["findings"] if f["status"] == "fail")
+
+
+def nothing_left(sim):
+    for n in sim.nodes:
+        out = sim.docker(n["name"], "ps", "-a", "--filter", "name=%s" % JOB_CONTAINER, "--format", "{{.Names}}")
+        assert out.stdout.strip() == "", (n["name"], out.stdout)
+
+
+def test_stand_in_profile_passes_without_torch_and_changes_nothing(sim_cluster):
+    sim = sim_cluster("gb300")
+    r, report, _took = fabric(sim)
+    assert r.status == "successful", (failed_tasks(r), report and failing(report))
+    assert report["summary"]["ok"] and failing(report) == []
+    cols = [f["observed"] for f in report["findings"] if f["check"] == "collective"]
+    assert cols == ["not run: no torch in image"] * len(sim.nodes)
+    head, worker = sim.nodes[0]["name"], sim.nodes[1]["name"]
+    assert [(p["from"], p["to"], p["name"], p["status"]) for p in report["pairs"]] == [
+        (worker, head, "master", "ok")]
+    nothing_left(sim)
+    r2, _report, _took = fabric(sim)
+    assert r2.status == "successful" and not any((r2.stats or {}).get("changed", {}).values())
+    r3, report3, _took = fabric(sim, check=True)
+    assert r3.status == "successful" and report3 is None
+    nothing_left(sim)
+
+
+@pytest.fixture
+def cpu(sim_cluster):
+    return sim_cluster("cpu")
+
+
+def test_cpu_profile_real_gloo_bandwidth_per_pair(cpu):
+    r, report, took = fabric(cpu)
+    assert r.status == "successful", (failed_tasks(r), report and failing(report))
+    (pair,) = report["bandwidth"]
+    assert pair["bandwidth_gbps"] > 0 and pair["latency_us"] > 0
+    for host, node in report["nodes"].items():
+        assert node["collective"] == "ok" and node["backend"] == "gloo" and node["join_s"] < TIMEOUT_S
+        assert node["vllm"].startswith("0.32.0") and node["torch"].startswith("2.13.0") and not node["torch_cuda"]
+    print("fabric step on the healthy cpu cluster: %.1f s" % took)
+    nothing_left(cpu)
+
+
+def test_cpu_interface_without_the_address_fails_with_the_interface_that_has_it(cpu):
+    r, report, took = fabric(cpu, extra={"kimi_k3_socket_ifname": WRONG_IFNAME})
+    assert r.status == "failed"
+    assert [c for _h, c in failing(report)] == ["interface"] * len(cpu.nodes)
+    for f in report["findings"]:
+        if f["check"] == "interface":
+            assert "does not carry" in f["observed"] and f["fix"].startswith("set kimi_k3_socket_ifname to ")
+    assert took < TIMEOUT_S + START_S + 60  # plus the playbook's own plan and report steps
+    nothing_left(cpu)
+
+
+def test_cpu_blocked_master_port_names_the_pair(cpu):
+    head, worker = cpu.nodes[0]["name"], cpu.nodes[1]["name"]
+    with fault(head, FAULT_PORT_BLOCKED):
+        r, report, took = fabric(cpu)
+    assert r.status == "failed"
+    assert (worker, "port") in failing(report)
+    port = [f for f in report["findings"] if f["check"] == "port"][0]
+    assert port["pair"][:2] == [worker, head] and port["variable"] == "kimi_k3_master_port"
+    assert "Allow TCP" in port["fix"]
+    col = [f for f in report["findings"] if f["check"] == "collective" and f["host"] == worker][0]
+    assert col["status"] == "fail" and "%s -> %s" % (worker, head) in col["fix"]
+    assert took < TIMEOUT_S + START_S + 60
+    nothing_left(cpu)
+
+
+def test_cpu_image_of_another_vllm_release_is_refused(cpu):
+    r, report, _took = fabric(cpu, extra={"kimi_k3_vllm_version": "0.33.0"})
+    assert r.status == "failed"
+    assert [c for _h, c in failing(report)] == ["vllm_version"] * len(cpu.nodes)
+    f = [x for x in report["findings"] if x["check"] == "vllm_version"][0]
+    assert "carries vLLM 0.32.0" in f["observed"] and f["variable"] == "kimi_k3_vllm_version"
+    nothing_left(cpu)
