@@ -13,6 +13,7 @@ import os
 import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_correctness
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_groups
@@ -35,7 +36,7 @@ TOOLS = [
         "parameters": {
             "type": "object",
             "properties": {
-                "city": {"type": "string", "minLength": 1, "description": "City name"},
+                "city": {"type": "string", "minLength": 1, "maxLength": 64, "description": "City name"},
                 "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
                 "days": {"type": "integer", "minimum": 1, "maximum": 7},
             },
@@ -62,12 +63,15 @@ TOOL_CASES = [
 TEXT_PROMPT = "In two short sentences, explain what a KV cache is in LLM serving."
 VISION_PROMPT = smoke_vision.PROMPT
 FILLER = ("The quick brown fox jumps over the lazy dog while the GPU cluster hums quietly in the data hall. ")
+# Two short probes (the shortest context in use, 2,048 tokens, holds the longer one with room to spare).
+PROBE_REPS = (2, 8)
 FILLER_TOKENS = 22  # rough token count of FILLER for typical BPE vocabularies (checked against usage afterwards)
 
 
-def long_context_prompt(target_tokens, needle="K3-7731"):
-    """A prompt of roughly ``target_tokens`` tokens with a needle in the middle."""
-    reps = max(1, int(target_tokens) // FILLER_TOKENS)
+def long_context_prompt(target_tokens, needle="K3-7731", reps=None):
+    """A prompt of roughly ``target_tokens`` tokens (``reps`` filler repetitions when calibrated) with a needle in
+    the middle."""
+    reps = reps or max(1, int(target_tokens) // FILLER_TOKENS)
     half = reps // 2
     body = FILLER * half + ("\nRemember: the secret code is %s.\n" % needle) + FILLER * (reps - half)
     return body + "\nWhat is the secret code mentioned above? Answer with the code only."
@@ -153,6 +157,27 @@ async def group_vision(ctx):
     return _finish([res], wall, err, ocr=check)
 
 
+async def _filler_tokens(ctx, reps):
+    body = dict(ctx["body"], max_tokens=1)
+    res = await sc.plain_chat(ctx["client"], ctx["model"], [{"role": "user", "content": FILLER * reps}], **body)
+    if not res["ok"] or not res.get("prompt_tokens"):
+        raise ValueError("calibration probe failed: %s" % (res["error"] or "no usage.prompt_tokens"))
+    return res["prompt_tokens"]
+
+
+async def calibrated_reps(ctx, target):
+    """Filler repetitions for a prompt of ``target`` tokens as the server counts them: two short probes'
+    usage.prompt_tokens give the tokens per repetition and the chat template's overhead (a tokenizer with a small
+    vocabulary spends twice the tokens of the rough estimate). None when the probes fail."""
+    a, b = PROBE_REPS
+    try:
+        per, overhead = smoke_correctness.fit_tokens_per_rep(a, await _filler_tokens(ctx, a), b,
+                                                             await _filler_tokens(ctx, b))
+    except ValueError:
+        return None
+    return max(1, int((target - overhead) // per))
+
+
 async def group_long_context(ctx):
     max_len = ctx["max_model_len"]
     target = int(ctx["long_context_tokens"])
@@ -160,7 +185,7 @@ async def group_long_context(ctx):
         target = min(target, int(max_len) - int(ctx["body"]["max_tokens"]) - 512)
     if target < 1024:
         return _failed("max_model_len %s leaves no room for a long-context prompt" % max_len)
-    msgs = [{"role": "user", "content": long_context_prompt(target)}]
+    msgs = [{"role": "user", "content": long_context_prompt(target, reps=await calibrated_reps(ctx, target))}]
     t0 = time.perf_counter()
     res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
     wall = time.perf_counter() - t0
@@ -200,7 +225,8 @@ async def group_tool_calling(ctx):
     for _round in range(max(1, ctx["tool_call_rounds"])):
         for prompt, expected in TOOL_CASES:
             for stream in (True, False):
-                factories.append(make_case(prompt, expected, stream))
+                if ("stream" if stream else "non_stream") in ctx["tool_call_modes"]:
+                    factories.append(make_case(prompt, expected, stream))
     t0 = time.perf_counter()
     cases = await _gather_limited(factories, ctx["concurrency"])
     wall = time.perf_counter() - t0
@@ -255,6 +281,7 @@ def _context(p, client, model, info, tls):
         "max_model_len": info["max_model_len"], "long_context_tokens": p["long_context_tokens"],
         "image": p.get("image"), "image_expected_tokens": p.get("image_expected_tokens"),
         "tool_call_retries": int(p["tool_call_retries"]), "tool_choice": p.get("tool_choice") or "auto",
+        "tool_call_modes": list(p.get("tool_call_modes") or ("stream", "non_stream")),
         "tool_call_rounds": int(p.get("tool_call_rounds") or 1),
         "info": info, "image_url": _image_url_or_none(p.get("image")),
         "correctness_concurrency": int(p.get("correctness_concurrency") or 32),

@@ -121,6 +121,13 @@ options:
     type: str
     choices: [auto, required]
     default: auto
+  tool_call_modes:
+    description: Which of streaming (C(stream)) and non-streaming (C(non_stream)) requests the C(tool_calling) group
+      sends.
+    type: list
+    elements: str
+    choices: [stream, non_stream]
+    default: [stream, non_stream]
   image:
     description:
       - Image for the vision group. Default is the receipt shipped in the collection (PNG; its text is also in a
@@ -287,6 +294,8 @@ ARGUMENT_SPEC = endpoint_args.argument_spec(
     tool_call_retries=dict(type="int", default=2),
     tool_call_rounds=dict(type="int", default=1),
     tool_choice=dict(type="str", choices=["auto", "required"], default="auto"),
+    tool_call_modes=dict(type="list", elements="str", choices=["stream", "non_stream"],
+                         default=["stream", "non_stream"]),
     image=dict(type="str"),
     image_expected_tokens=dict(type="list", elements="str", no_log=False),
     reproduction=dict(type="dict"),

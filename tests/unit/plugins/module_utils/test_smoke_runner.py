@@ -1,4 +1,6 @@
 """The smoke run against the in-test fake server (test_smoke_fake.FakeVLLM)."""
+import json
+
 import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
@@ -120,6 +122,27 @@ def test_long_context_clamped_to_max_model_len():
     lc = facts["groups"]["long_context"]
     assert lc["target_prompt_tokens"] == 8192 - 1024 - 512
     assert len(prompt) < 8192 * 6
+
+
+def test_long_context_prompt_is_sized_by_the_servers_token_count():
+    # the fake counts len(json(messages)) / 4 tokens: ~25 per filler repetition, not the rough estimate's 22
+    with FakeVLLM(max_model_len=8192) as f:
+        facts = sr.run_smoke(params(f.base_url, groups=["long_context"], long_context_tokens=4000, max_tokens=256))
+        probes, final = f.requests[:2], f.requests[-1]
+    assert [p["max_tokens"] for p in probes] == [1, 1]
+    assert [p["messages"][0]["content"].count(sr.FILLER) for p in probes] == list(sr.PROBE_REPS)
+    counted = len(json.dumps(final["messages"])) // 4
+    assert abs(counted - 4000) <= 26, counted  # within one repetition of the target
+    assert facts["groups"]["long_context"]["status"] == "ok"
+
+
+def test_tool_call_modes_limit_the_requests_sent():
+    with FakeVLLM() as f:
+        facts = sr.run_smoke(params(f.base_url, groups=["tool_calling"], tool_call_modes=["non_stream"]))
+        streamed = [r for r in f.requests if r.get("stream")]
+    tc = facts["groups"]["tool_calling"]["tool_calls"]
+    assert tc["by_mode"]["non_stream"]["cases"] == 2 and tc["by_mode"]["stream"]["cases"] == 0
+    assert streamed == []
 
 
 def test_log_probe_and_reproduction_inputs_flow_into_facts():
