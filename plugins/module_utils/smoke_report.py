@@ -56,8 +56,12 @@ def render_markdown(facts, violations=None):
              "- started: %s, duration %s s" % (facts.get("started_at"), facts.get("duration_s")),
              "- timing definitions: TTFT = request sent -> first chunk with content or reasoning text; "
              "ITL = gaps between token-carrying chunks (per SSE chunk, vLLM style); tokens/s = usage "
-             "completion_tokens / end-to-end time", "",
-             "## Groups", "", markdown_table(SUMMARY_HEADER, summary_rows(facts)), ""]
+             "completion_tokens / end-to-end time"]
+    if (facts.get("settings") or {}).get("judge_accuracy") is False:
+        lines.append("- answers: NOT judged for accuracy - the plan marks this model's weights as not meaningful "
+                     "(judge_accuracy: false, e.g. the rehearsal model's random weights); timing, KV, metrics, "
+                     "protocol and tool-call schemas are")
+    lines += ["", "## Groups", "", markdown_table(SUMMARY_HEADER, summary_rows(facts)), ""]
     tc = (facts.get("groups", {}).get("tool_calling") or {}).get("tool_calls")
     if tc:
         lines += ["## Tool calls", "",

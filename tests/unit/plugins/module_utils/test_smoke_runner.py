@@ -178,3 +178,12 @@ def test_the_run_itself_cannot_pass_the_log_policy():
     assert facts["log_findings"] == {}
     assert facts["policy"]["violations"] == [
         "no container log was read, so its error lines could not be counted (fail_on_log_errors)"]
+
+
+def test_report_says_when_answers_are_not_judged():
+    with FakeVLLM() as f:
+        judged = sr.run_smoke(params(f.base_url, groups=["text"]))
+        not_judged = sr.run_smoke(params(f.base_url, groups=["text"], judge_accuracy=False))
+    assert "NOT judged for accuracy" not in smoke_report.render_markdown(judged)
+    md = smoke_report.render_markdown(not_judged)
+    assert "- answers: NOT judged for accuracy - the plan marks this model's weights as not meaningful" in md
