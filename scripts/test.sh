@@ -18,6 +18,7 @@
 #             scripts/setup.sh --oldest; the newest, 2.21, runs them in stage unit) and the plan and monitoring
 #             playbooks on every example inventory on both (the full rehearsal suite runs on the newest only, sim)
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
+#   realengine  the real engine: sim/simctl up --cluster cpu (vLLM's CPU build), pytest --sim-group cpu, simctl down
 # Optional stages (only with --stage NAME, never in the default run):
 #   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
 #             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|validators|all (default all)
@@ -30,7 +31,7 @@
 # Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
 # set KIMI_K3_ALLOW_EMPTY=1 to report it as SKIP instead.
-# Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; sim 3000, realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
+# Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; sim 3000, realengine 2400, realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
 # KIMI_K3_STAGES=a,b (stages to run when no option is given; default: all), KIMI_K3_UNIT_WORKERS
 # (pytest-xdist workers of the unit suites, default auto), KIMI_K3_SIM_WORKERS (2, the default: the rehearsal suite's
 # two cluster groups side by side; 1: one process).
@@ -39,7 +40,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
-ALL_STAGES=(setup unit lint sanity units build matrix sim)
+ALL_STAGES=(setup unit lint sanity units build matrix sim realengine)
 OPTIONAL_STAGES=(mutation ee realparser)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
@@ -352,6 +353,22 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
   return $rc
 }
 
+# The real engine: vLLM's CPU build on the rehearsal cpu cluster (docs/sim.md "The real engine"). Alone, after the
+# sim stage: two real engines take both cores. The first run on a machine builds the engine image from PyPI wheels
+# (cached in /var/cache/kimi-sim/engine by the requirements' hash).
+stage_realengine() {
+  need_venv
+  [ -f sim/clusters/cpu.yml ] || skip "sim/clusters/cpu.yml absent"
+  local rc=0
+  if [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT; fi
+  trap 'exit 143' TERM INT
+  say "sim/simctl up --cluster cpu"
+  sim/simctl up --cluster cpu || { note "sim/simctl up --cluster cpu failed"; return 1; }
+  note "simctl up --cluster cpu: $(python -c 'import json; t = json.load(open("sim/.state/last_up_timings.json")); print(", ".join("%s=%s" % kv for kv in t.items()))' 2>/dev/null)"
+  run_pytest "pytest tests/integration --sim-group cpu" -q -m sim --durations=10 --sim-group cpu tests/integration || rc=1
+  return $rc
+}
+
 stage_mutation() {
   need_venv
   local rc
@@ -431,6 +448,7 @@ for s in "${stages[@]}"; do
   [ "$s" = realparser ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=3600
   # the rehearsal stage now holds launch-state, site, monitoring, weights, non-root and registry scenarios too
   [ "$s" = sim ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=3000
+  [ "$s" = realengine ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=2400
   timeout --signal=TERM --kill-after=60 "$stage_timeout" "$self" __stage "$s" 2>&1 | tee "$logdir/$s.log"
   rc=${PIPESTATUS[0]}
   dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')

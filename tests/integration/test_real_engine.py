@@ -1,0 +1,139 @@
+"""The collection against the real engine: vLLM's CPU build on the rehearsal cpu cluster (two nodes, one deployment,
+TP 2 over gloo; docs/sim.md "The real engine"). What the stand-in can only imitate is read off the real server here:
+its /version, its start-up log lines (process prefixes, the CPU KV cache line), its metrics, its tool-call path and
+its behaviour when a rank dies.
+
+(a) deploy.yml end to end: plan, preflight (GPU checks not applicable), image by digest, launch in order, smoke;
+    the report holds the version the server says (0.32.0), KV tokens and concurrency from the real start-up log
+    and the real metrics, schema-valid tool calls with Kimi's ids, and says that answers are not judged;
+(b) the follower killed after ready: the head's /health stays 200 (the engine does not notice), the collection's
+    status check fails within 90 s naming the follower; launch.yml brings the deployment back.
+
+Needs `sim/simctl up --cluster cpu` (or KIMI_SIM_AUTO_UP=1). Group `cpu` (scripts/test.sh stage realengine runs it
+alone: the engines take both cores).
+"""
+import glob
+import json
+import os
+import tempfile
+import time
+
+import pytest
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
+
+from tests.helpers.http import status as _http
+from tests.helpers.runner import failed_tasks, run_playbook
+
+pytestmark = [pytest.mark.sim, pytest.mark.sim_group("cpu")]
+
+HEAD, FOLLOWER = "cpu-node01", "cpu-node02"
+HEAD_URL = "http://127.0.0.61:8000"
+NAME = "vllm-kimi-k3"
+# sim limits (small disk, /dev/shm of the node containers)
+FAST = {"launch_poll_interval_s": 2, "launch_progress_every_s": 15, "preflight_min_free_disk_gb": 1,
+        "preflight_min_shm": "32m"}
+
+
+def _run(sim, playbook, extra=None, **kw):
+    art = kw.pop("artifacts", None) or tempfile.mkdtemp(prefix="real-engine-art-")
+    ev = dict(FAST, kimi_k3_artifacts_dir=art, **(extra or {}))
+    r = run_playbook(playbook, sim.inventory, extravars=ev, timeout=kw.pop("timeout", 1500), **kw)
+    r.artifacts_dir = art
+    return r
+
+
+def _inspect(sim, node):
+    p = sim.docker(node, "inspect", NAME, check=False)
+    return json.loads(p.stdout)[0] if p.returncode == 0 else None
+
+
+@pytest.fixture(scope="module")
+def cpu(sim_cluster):
+    sim = sim_cluster("cpu")
+    yield sim
+    r = run_playbook("teardown.yml", sim.inventory)
+    assert r.status == "successful", failed_tasks(r)
+
+
+@pytest.fixture(scope="module")
+def deployed(cpu):
+    r = _run(cpu, "deploy.yml")
+    assert r.status == "successful", failed_tasks(r)
+    return cpu, r
+
+
+def _smoke_report(run):
+    (path,) = glob.glob(os.path.join(run.artifacts_dir, "smoke", "smoke-%s.json" % HEAD))
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def _head_log(sim):
+    return sim.docker(HEAD, "logs", NAME, timeout=60).stdout + sim.docker(HEAD, "logs", NAME, timeout=60).stderr
+
+
+def _forced_call(attempts=12):
+    """One schema-valid call through the real server's tool-call path (tool_choice required), or the last try."""
+    from openai import OpenAI
+    client = OpenAI(base_url=HEAD_URL + "/v1", api_key=os.environ.get("KIMI_K3_API_KEY", "test-placeholder-api-key"))
+    tool = {"type": "function", "function": {"name": "lookup_order", "parameters": {
+        "type": "object", "properties": {"order_id": {"type": "string", "minLength": 1, "maxLength": 16}},
+        "required": ["order_id"], "additionalProperties": False}}}
+    msg = None
+    for _ in range(attempts):
+        resp = client.chat.completions.create(
+            model="moonshotai/Kimi-K3", messages=[{"role": "user", "content": "Look up order B-2041."}],
+            tools=[tool], tool_choice="required", max_tokens=1024,
+            extra_body={"chat_template_kwargs": {"thinking": False}})
+        msg = resp.choices[0].message
+        try:
+            args = json.loads(msg.tool_calls[0].function.arguments)
+        except (TypeError, ValueError, IndexError):
+            continue
+        if isinstance(args, dict) and 1 <= len(str(args.get("order_id", ""))) <= 16:
+            return msg
+    return msg
+
+
+def test_a_deploy_smoke_reads_the_real_server(deployed):
+    sim, r = deployed
+    facts = _smoke_report(r)
+    server = facts["server"]
+    assert server["version"] == "0.32.0"
+    # the engine's own figures: vllm:cache_config_info, and its start-up line read by the collection's parser
+    # (1 GiB of VLLM_CPU_KVCACHE_SPACE / (576 x 2 bytes x 2 MLA layers), in 16-token blocks)
+    assert server["kv_cache_size_tokens"] == 466032 and server["block_size"] == 16
+    assert smoke_logs.parse_kv_log(_head_log(sim))["kv_cache_size_tokens"] == 466032
+    assert server["kv_cache_max_concurrency"] == pytest.approx(466032 / 4096, rel=1e-4)
+    assert server["window"]["generation_tokens"] > 0 and server["window"]["prompt_tokens"] > 0
+    tc = facts["groups"]["tool_calling"]
+    assert tc["status"] == "ok" and tc["tool_calls"]["final_success_rate"] == 1.0, tc
+    md = open(os.path.join(r.artifacts_dir, "smoke", "smoke-%s.md" % HEAD)).read()
+    assert "vLLM 0.32.0" in md and "NOT judged for accuracy" in md
+    # the real server's tool-call path: Kimi's ids, arguments valid against the schema
+    msg = _forced_call()
+    call = msg.tool_calls[0]
+    assert call.id.startswith("functions.lookup_order:"), call.id
+    assert set(json.loads(call.function.arguments)) == {"order_id"}
+    assert _http(HEAD_URL + "/health") == 200
+
+
+def test_b_follower_killed_after_ready_is_named_by_the_collection(deployed):
+    sim, _r = deployed
+    before = _inspect(sim, FOLLOWER)
+    assert before and before["State"]["Running"]
+    sim.docker(FOLLOWER, "kill", NAME)
+    t0 = time.monotonic()
+    # the real engine does not notice: the head keeps answering /health
+    assert _http(HEAD_URL + "/health") == 200
+    r = _run(sim, "status.yml", {"status_fail_on_unhealthy": True}, timeout=300)
+    waited = time.monotonic() - t0
+    assert r.status == "failed"
+    msgs = " ".join(m for _h, _t, m in failed_tasks(r))
+    assert "%s: its vLLM container is exited" % FOLLOWER in msgs, failed_tasks(r)
+    assert waited < 90, waited
+    r = _run(sim, "launch.yml")
+    assert r.status == "successful", failed_tasks(r)
+    assert _inspect(sim, FOLLOWER)["State"]["Running"]
+    assert _http(HEAD_URL + "/health") == 200
