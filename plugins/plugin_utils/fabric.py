@@ -14,6 +14,8 @@ __metaclass__ = type
 import copy
 import ipaddress
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_contract import arg_value
+
 PROTOCOL = "kimi-k3-fabric/1"
 IFNAME_SUFFIXES = ("_SOCKET_IFNAME", "_SOCK_IFNAME")
 NAME_ENV = ("VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_HOST_IP")
@@ -23,18 +25,6 @@ DEFAULT_OPTIONS = {"timeout_s": 60, "port_share": 0.5, "collect_env": False, "ep
 
 class FabricSpecError(ValueError):
     """A plan the fabric step cannot build a job from (message names host, setting and fix)."""
-
-
-def arg_value(argv, flag):
-    """Value of the last ``--flag VALUE`` / ``--flag=VALUE`` in ``argv`` (None when absent)."""
-    value = None
-    for i, item in enumerate(argv or []):
-        item = str(item)
-        if item == flag and i + 1 < len(argv):
-            value = str(argv[i + 1])
-        elif item.startswith(flag + "="):
-            value = item.split("=", 1)[1]
-    return value
 
 
 def deployments(plan_result):
