@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Make the rehearsal model of the real-engine (cpu) profile: a tiny, random-weight model of Kimi's MLA + MoE
 family with a locally trained tokenizer, laid out as a Hugging Face cache snapshot.
 
-    make_model.py CACHE_DIR REVISION [--model moonshotai/Kimi-K3]
+    python3 make_model.py CACHE_DIR REVISION [--model moonshotai/Kimi-K3]
 
 Writes CACHE_DIR/hub/models--<org>--<name>/{refs/main, snapshots/REVISION/...}. Runs inside the engine image
 (torch, transformers and tokenizers come from vLLM's CPU build), so the host needs none of them. Deterministic:
@@ -97,7 +96,7 @@ def corpus(seed=0, lines=4000):
     for i in range(lines):
         kind = i % 4
         if kind == 0:
-            out.append(" ".join(rnd.choice(words) for _ in range(rnd.randint(5, 20))) + ".")
+            out.append(" ".join(rnd.choice(words) for _word in range(rnd.randint(5, 20))) + ".")
         elif kind == 1:
             out.append("%d + %d = %d" % (rnd.randint(0, 999), rnd.randint(0, 999), rnd.randint(0, 1998)))
         elif kind == 2:

@@ -81,7 +81,7 @@ def _forced_call(attempts=12):
         "type": "object", "properties": {"order_id": {"type": "string", "minLength": 1, "maxLength": 16}},
         "required": ["order_id"], "additionalProperties": False}}}
     msg = None
-    for _ in range(attempts):
+    for _attempt in range(attempts):
         resp = client.chat.completions.create(
             model="moonshotai/Kimi-K3", messages=[{"role": "user", "content": "Look up order B-2041."}],
             tools=[tool], tool_choice="required", max_tokens=1024,

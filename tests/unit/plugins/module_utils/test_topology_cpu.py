@@ -155,8 +155,8 @@ def test_threads_bind_forms_vllm_accepts(value):
 def test_gpu_checks_do_not_apply_on_cpu_nodes():
     r = plan(cpu_nodes(1))
     exp = preflight_expect.expected_from_plan(r["plans"]["node0"], r["cluster"], RECIPE)
-    findings, _states = preflight_checks.check_host("node0", {"vendor": None, "gpu_count": 0}, exp,
-                                                     dict(preflight_checks.DEFAULT_THRESHOLDS))
+    thresholds = dict(preflight_checks.DEFAULT_THRESHOLDS)
+    findings, _states = preflight_checks.check_host("node0", {"vendor": None, "gpu_count": 0}, exp, thresholds)
     by_check = dict((f["check"], f) for f in findings)
     for name in ("vendor", "gpu_tools", "gpu_model", "gpu_count", "gpu_busy", "engine_gpu"):
         assert by_check[name]["status"] == "pass"
