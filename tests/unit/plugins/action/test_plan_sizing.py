@@ -14,7 +14,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_rende
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import model_facts, recipe_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "action"))
+sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
+sys.path.insert(0, HERE)
 from test_plan_golden import plan_inventory  # noqa: E402
 from test_topology import make_nodes, plan  # noqa: E402
 
