@@ -19,6 +19,7 @@ import copy
 import difflib
 import glob
 import os
+import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -65,10 +66,16 @@ def _type_problem(host, name, value, role, spec):
     if not messages:
         return None
     message = ("is not what role %s takes (%s)" % (role, spec.get("type", "str")) if _hides_value(name, spec)
-               else " ".join(str(messages[0]).split()))
+               else _plain_types(" ".join(str(messages[0]).split())))
     return _problem(host, name, message.rstrip(".") + ".",
                     "set %s as roles/%s/meta/argument_specs.yml declares it (docs: ansible-doc -t role "
                     "gpufleet.kimi_k3.%s)." % (name, role, role))
+
+
+def _plain_types(message):
+    """The validator's wording of every supported ansible-core: 2.17 says "of type <class 'str'>", later ones "of
+    type str"."""
+    return re.sub(r"<class '(\w+)'>", r"\1", message)
 
 
 def _problem(host, variable, message, fix):

@@ -65,7 +65,10 @@ def test_one_declaration_of_each_fact(ee):
     assert core.split("==")[1] in SpecifierSet(core_range)
     colls = {c["name"]: c for c in deps["galaxy"]["collections"]}
     docker = colls["community.docker"]["version"]
-    assert docker == "==" + _installed_version("community", "docker")
+    import ansible.release
+    if ansible.release.__version__ == core.split("==")[1]:
+        # the dev venv's release (the matrix's oldest leg carries community.docker 4.x on purpose)
+        assert docker == "==" + _installed_version("community", "docker")
     assert docker[2:] in SpecifierSet(galaxy["dependencies"]["community.docker"])
     ours = "collections/{namespace}-{name}-{version}.tar.gz".format(**galaxy)
     assert colls[ours]["type"] == "file"
