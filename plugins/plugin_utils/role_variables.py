@@ -44,6 +44,36 @@ def role_options(roles_dir=ROLES_DIR):
     return _CACHE[roles_dir]
 
 
+def _task_names(tasks):
+    """Names a list of tasks gives variables: ``register`` and ``set_fact`` keys, blocks included."""
+    out = set()
+    for task in tasks if isinstance(tasks, list) else []:
+        if not isinstance(task, dict):
+            continue
+        if isinstance(task.get("register"), str):
+            out.add(task["register"])
+        for key in ("ansible.builtin.set_fact", "set_fact"):
+            if isinstance(task.get(key), dict):
+                out.update(k for k in task[key] if k != "cacheable")
+        for key in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks"):
+            out |= _task_names(task.get(key))
+    return out
+
+
+def internal_names(roles_dir=ROLES_DIR):
+    """Variables the collection's own roles and playbooks register or set while they run: at plan time in a later
+    play (an upgrade's rollback re-plans) they are in hostvars, and are none of the inventory's mistakes."""
+    key = ("internal", roles_dir)
+    if key not in _CACHE:
+        root = os.path.dirname(roles_dir)
+        out = set()
+        for path in sorted(glob.glob(os.path.join(roles_dir, "*", "tasks", "*.yml"))
+                           + glob.glob(os.path.join(root, "playbooks", "*.yml"))):
+            out |= _task_names(recipe_data.load_yaml(path))
+        _CACHE[key] = out
+    return _CACHE[key]
+
+
 SECRET_WORDS = ("secret", "token", "password", "credential")
 
 
@@ -137,10 +167,11 @@ def _unknown_problem(host, name, options):
 
 def host_problems(host, node_vars, plan, options):
     """Problems of the role variables set on one host (``node_vars``: its variables, templated)."""
-    out = []
+    out, internal = [], internal_names()
     for name in sorted(node_vars):
         if name not in options:
-            issue = _unknown_problem(host, name, options) if name.startswith(ROLE_PREFIXES) else None
+            issue = (_unknown_problem(host, name, options) if name.startswith(ROLE_PREFIXES)
+                     and name not in internal else None)
             out += [issue] if issue else []
             continue
         role, spec = options[name]

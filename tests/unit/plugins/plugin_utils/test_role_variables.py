@@ -115,3 +115,12 @@ def test_a_template_that_needs_a_run_is_left_to_the_role():
         def __getitem__(self, key):
             raise RuntimeError("undefined")
     assert cluster_plan_action.ActionModule._role_vars(Lazy(smoke_base_url="x"), rv.role_options()) == {}
+
+
+def test_what_the_collections_own_tasks_register_is_no_inventory_mistake():
+    """An upgrade's rollback plans again in a later play, where the launch role's registered results are in
+    hostvars: launch_secret_files is one edit from launch_secret_values, and is the role's own."""
+    assert {"launch_secret_files", "launch_before", "image_pulled"} <= rv.internal_names()
+    assert problems(launch_secret_files={"changed": False, "results": []}) == []
+    (p,) = problems(launch_secret_valuez={})
+    assert p["fix"] == "did you mean launch_secret_values? (roles/launch/meta/argument_specs.yml)"
