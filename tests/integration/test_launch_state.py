@@ -162,7 +162,9 @@ def test_d_docker_inspect_holds_no_secret(deployed, art):
     sim = deployed
     key, token = "sk-" + secrets.token_hex(16), "hf_" + secrets.token_hex(16)
     extra = {"kimi_k3_api_key": key, "kimi_k3_hf_token": token,
-             "kimi_k3_extra_env": {"VLLM_STANDIN_LOAD_S": "3", "VLLM_STANDIN_REQUIRE_HF_TOKEN": "1"}}
+             "kimi_k3_extra_env": {"VLLM_STANDIN_LOAD_S": "3", "VLLM_STANDIN_REQUIRE_HF_TOKEN": "1"},
+             # a stand-in switch (require the token file), not a secret: the plan refuses secret-looking names
+             "kimi_k3_extra_env_not_secret": ["VLLM_STANDIN_REQUIRE_HF_TOKEN"]}
     r = _run(sim, art, "deploy.yml", extra, skip_tags="preflight", verbosity=1)
     assert r.status == "successful", failed_tasks(r)
     try:
