@@ -25,6 +25,12 @@ from tests.integration.test_preflight_sim import SIM_LIMITS, failing, fault, pre
 pytestmark = pytest.mark.sim
 
 DEEPEP = {"kimi_k3_interconnect": "rdma", "kimi_k3_strategy": "multi_node_tep"}
+# The plan renders --all2all-backend only where vLLM uses the all2all kernels: expert parallelism with more than one
+# data-parallel rank (or MegaMoE). The 2-tray GB300 rehearsal (8 GPUs) holds no such DeepEP layout: TEP has DP 1 and
+# DEP needs 16 GPUs. The DeepEP prerequisite checks stay unit-tested (test_preflight_fabric.py) until a rehearsal
+# cluster with 4 trays runs them here.
+NO_DEEPEP_LAYOUT = ("no DeepEP layout fits the 2-tray GB300 rehearsal: the plan renders --all2all-backend only "
+                    "with DP > 1 (vLLM uses the all2all kernels only then)")
 FABRIC = ("ibgda_driver", "gpudirect", "mori_rdma", "rdma_devices", "access")
 
 
@@ -45,6 +51,7 @@ def fails_alone(sim, node, fault_name, check, extra=None):
     return only_failure(report, node, check)
 
 
+@pytest.mark.skip(reason=NO_DEEPEP_LAYOUT)
 def test_deepep_plan_checks_ibgda_and_gpudirect_and_a_fault_breaks_ibgda(sim_cluster):
     sim = sim_cluster("gb300")
     r, report, _art = preflight(sim, extra=DEEPEP)
@@ -62,6 +69,7 @@ def test_deepep_plan_checks_ibgda_and_gpudirect_and_a_fault_breaks_ibgda(sim_clu
     assert r.stats["failures"].get(worker) == 1 and not r.stats["failures"].get(sim.nodes[0]["name"])
 
 
+@pytest.mark.skip(reason=NO_DEEPEP_LAYOUT)
 def test_peermem_required_when_the_plan_switches_dmabuf_off(sim_cluster):
     sim = sim_cluster("gb300")
     worker = sim.nodes[1]["name"]
