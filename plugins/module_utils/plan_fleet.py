@@ -146,9 +146,15 @@ def _serving_scope_problems(nodes, routers):
 
 
 def scope_problems(nodes, routers):
-    """A variable set on a host of the other kind (router vs vLLM node), where nothing reads it; the declaration's
-    scope says which. A value both kinds share (group_vars/all) is no mistake."""
-    return _router_scope_problems(nodes, routers) + _serving_scope_problems(nodes, routers)
+    """A router variable set on a vLLM node, where nothing reads it (refused); the declaration's scope says so."""
+    return _router_scope_problems(nodes, routers)
+
+
+def scope_warnings(nodes, routers):
+    """A vLLM-node variable on the router host, where nothing reads it: warned, not refused - extra vars reach every
+    host (``upgrade.yml -e kimi_k3_image=...``) and a rolling upgrade plans the deployments with different values
+    while the router keeps the one given. A value both kinds share (group_vars/all) is no mistake."""
+    return _serving_scope_problems(nodes, routers)
 
 
 def _mode(ctxs):

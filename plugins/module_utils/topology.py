@@ -463,7 +463,7 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None)
         return _refused(errors, [])
     built = [_build_deployment(part, recipe, snapshots, deployment, model_facts) for deployment, part in parts]
     errors = _once([e for b in built for e in b[2]])
-    warnings = _once([w for b in built for w in b[3]])
+    warnings = _once([w for b in built for w in b[3]] + plan_fleet.scope_warnings(nodes, routers))
     if not errors:
         errors = plan_fleet.validate_fleet(built, routers, recipe, snapshots)
     if errors:
