@@ -58,7 +58,8 @@ async def _suite(client, ctx, items):
     return await asyncio.gather(*(factory(item)() for item in order))
 
 
-async def _probe_tokens(client, ctx, reps):
+async def probe_tokens(client, ctx, reps):
+    """usage.prompt_tokens of a prompt of ``reps`` filler repetitions (raises RuntimeError when there is none)."""
     body = dict(ctx["body"], max_tokens=1)
     res = await sc.plain_chat(client, ctx["model"], [{"role": "user", "content": corr.FILLER * reps}], **body)
     if not res["ok"] or not res.get("prompt_tokens"):
@@ -73,8 +74,8 @@ async def _needle(client, ctx, needle):
         return {"found": False, "fraction": None, "ok": False, "error": "max_model_len unknown: no needle test"}
     try:
         a, b = CALIBRATION_REPS
-        per, overhead = corr.fit_tokens_per_rep(a, await _probe_tokens(client, ctx, a), b,
-                                                await _probe_tokens(client, ctx, b))
+        per, overhead = corr.fit_tokens_per_rep(a, await probe_tokens(client, ctx, a), b,
+                                                await probe_tokens(client, ctx, b))
     except (RuntimeError, ValueError) as exc:
         return {"found": False, "fraction": None, "ok": False, "error": str(exc)}
     reps = corr.needle_reps(context, per, overhead)

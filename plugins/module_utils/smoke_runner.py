@@ -62,7 +62,7 @@ TOOL_CASES = [
 ]
 TEXT_PROMPT = "In two short sentences, explain what a KV cache is in LLM serving."
 VISION_PROMPT = smoke_vision.PROMPT
-FILLER = ("The quick brown fox jumps over the lazy dog while the GPU cluster hums quietly in the data hall. ")
+FILLER = smoke_correctness.FILLER
 # Two short probes (the shortest context in use, 2,048 tokens, holds the longer one with room to spare).
 PROBE_REPS = (2, 8)
 FILLER_TOKENS = 22  # rough token count of FILLER for typical BPE vocabularies (checked against usage afterwards)
@@ -157,23 +157,16 @@ async def group_vision(ctx):
     return _finish([res], wall, err, ocr=check)
 
 
-async def _filler_tokens(ctx, reps):
-    body = dict(ctx["body"], max_tokens=1)
-    res = await sc.plain_chat(ctx["client"], ctx["model"], [{"role": "user", "content": FILLER * reps}], **body)
-    if not res["ok"] or not res.get("prompt_tokens"):
-        raise ValueError("calibration probe failed: %s" % (res["error"] or "no usage.prompt_tokens"))
-    return res["prompt_tokens"]
-
-
 async def calibrated_reps(ctx, target):
     """Filler repetitions for a prompt of ``target`` tokens as the server counts them: two short probes'
     usage.prompt_tokens give the tokens per repetition and the chat template's overhead (a tokenizer with a small
     vocabulary spends twice the tokens of the rough estimate). None when the probes fail."""
     a, b = PROBE_REPS
     try:
-        per, overhead = smoke_correctness.fit_tokens_per_rep(a, await _filler_tokens(ctx, a), b,
-                                                             await _filler_tokens(ctx, b))
-    except ValueError:
+        per, overhead = smoke_correctness.fit_tokens_per_rep(
+            a, await smoke_groups.probe_tokens(ctx["client"], ctx, a), b,
+            await smoke_groups.probe_tokens(ctx["client"], ctx, b))
+    except (RuntimeError, ValueError):
         return None
     return max(1, int((target - overhead) // per))
 
