@@ -241,7 +241,8 @@ def _node_row(spec, res):
             "all_to_all_busbw_gbps": (col.get("all_to_all") or {}).get("busbw_gbps"),
             "all_reduce_bytes": spec["sizes"]["all_reduce"], "all_to_all_bytes": spec["sizes"]["all_to_all"],
             "vllm": prov.get("vllm"), "torch": prov.get("torch"), "torch_cuda": prov.get("torch_cuda"),
-            "torch_hip": prov.get("torch_hip"), "duration_s": res.get("duration_s")}
+            "torch_hip": prov.get("torch_hip"), "duration_s": res.get("duration_s"),
+            "provenance_s": (res.get("phases_s") or {}).get("provenance")}
 
 
 def build_report(specs, results, failures=None, skipped=None):

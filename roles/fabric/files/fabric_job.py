@@ -643,6 +643,16 @@ def ep_kernel_phase(spec, deadline, runner=None, exists=os.path.exists):
 # ----------------------------------------------------------------------------- main
 
 
+def interface_veto(spec, interfaces):
+    """The collective's "not run" when a pinned interface fails: it would bind the wrong network (or none) and wait
+    out the whole timeout for peers it cannot reach; the interface finding already says what to set."""
+    failed = sorted(c["variable"] for c in interfaces if c["status"] != "ok")
+    if not failed:
+        return None
+    return {"status": "not_run", "reason": "%s failed its interface check" % ", ".join(failed),
+            "backend": spec["backend"]}
+
+
 def run_job(spec):
     """Every phase in order; the whole result document."""
     began = time.time()
@@ -658,7 +668,7 @@ def run_job(spec):
     result["names"] = resolve_names(spec.get("names") or [])
     result["listen"], result["pairs"] = port_phase(spec, port_deadline)
     marks.append(("ports", time.time() - started))
-    result["collective"] = collective_phase(spec, deadline)
+    result["collective"] = interface_veto(spec, result["interfaces"]) or collective_phase(spec, deadline)
     marks.append(("collective", time.time() - started - marks[-1][1]))
     result["ep_kernel"] = ep_kernel_phase(spec, deadline + float(spec.get("ep_timeout_s", 0)))
     result["duration_s"] = round(time.time() - began, 3)

@@ -169,8 +169,9 @@ def test_fault_interface_without_the_address_and_a_port_nobody_listens_on(tmp_pa
     assert port["pair"] == ["n0", "n1", dead]
     assert port["observed"].startswith("n0 -> n1 127.0.0.1:%d (nixl_side_channel): refused" % dead)
     assert "Allow TCP %d from n0 to n1" % dead in port["fix"]
-    # gloo on one machine reaches any local address: the collective passes, only the explicit checks see the fault
-    assert results["n0"]["collective"]["status"] == "ok"
+    # the collective is not started on an interface that fails its check (it would wait out the timeout)
+    assert results["n0"]["collective"] == {"status": "not_run", "backend": "gloo",
+                                           "reason": "GLOO_SOCKET_IFNAME failed its interface check"}
     assert report["summary"]["failed_hosts"] == ["n0", "n1"]
 
 
@@ -209,6 +210,17 @@ def job_module():
     finally:
         sys.path.pop(0)
     return fabric_job
+
+
+def test_a_failed_interface_check_vetoes_the_collective_and_a_passing_one_does_not():
+    job = job_module()
+    spec = {"backend": "gloo"}
+    ok = {"variable": "GLOO_SOCKET_IFNAME", "status": "ok"}
+    bad = [{"variable": "NCCL_SOCKET_IFNAME", "status": "failed"}, {"variable": "GLOO_SOCKET_IFNAME", "status": "failed"}]
+    assert job.interface_veto(spec, []) is None and job.interface_veto(spec, [ok]) is None
+    assert job.interface_veto(spec, bad) == {
+        "status": "not_run", "backend": "gloo",
+        "reason": "GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME failed its interface check"}
 
 
 def test_interface_checks_on_scripted_addresses():

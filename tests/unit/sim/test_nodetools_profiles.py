@@ -148,6 +148,7 @@ EXPECTED_CHANGES = {
     "no_nvidia_peermem": ("gb300", [r"^kernel\.modules\.nvidia_peermem$"], ["kernel.modules.nvidia_peermem"]),
     "mori_rdma_provider_missing": ("mi355x", [r"^kernel\.modules\.mlx5_ib$"], ["kernel.modules.mlx5_ib"]),
     "no_uverbs": ("mi355x", [r"^devices_missing\.0$"], ["devices_missing.0"]),
+    "fabric_port_blocked": ("cpu", [r"^blocked_tcp_ports\.0$"], ["blocked_tcp_ports.0"]),
 }
 
 

@@ -129,7 +129,7 @@ def spec(host, rank, vendor="cpu", version="0.32.0", build="cpu"):
 def good(host, rank):
     pairs = [] if rank == 0 else [{"from": "n1", "to": "n0", "address": "10.0.0.1", "port": 29501, "name": "master",
                                    "status": "ok", "connect_ms": 0.2, "detail": None}]
-    return {"host": host, "duration_s": 7.5,
+    return {"host": host, "duration_s": 7.5, "phases_s": {"provenance": 2.25, "ports": 0.5, "collective": 4.0},
             "interfaces": [{"variable": "GLOO_SOCKET_IFNAME", "ifnames": ["eth0"], "missing": [],
                             "carries_address": True, "address": "10.0.0.%d" % (rank + 1),
                             "interface_addresses": ["10.0.0.%d" % (rank + 1)], "address_on": ["eth0"],
@@ -159,6 +159,7 @@ def test_healthy_results_pass_with_every_row():
     col = [f for f in report["findings"] if f["check"] == "collective" and f["host"] == "n0"][0]
     assert col["observed"] == "joined in 0.08s, all-reduce 0.500 GB/s, all-to-all 1.500 GB/s, latency 130.7 us"
     assert report["nodes"]["n1"]["all_to_all_busbw_gbps"] == 1.5 and report["nodes"]["n1"]["vllm"] == "0.32.0+cpu"
+    assert (report["nodes"]["n1"]["duration_s"], report["nodes"]["n1"]["provenance_s"]) == (7.5, 2.25)
     assert report["bandwidth"] == [{"from": "n0", "to": "n1", "latency_us": 35.0, "bandwidth_gbps": 5.25,
                                     "bytes": 1048576}]
     md = R.render_markdown(report)
