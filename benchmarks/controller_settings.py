@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark (issue #17): what each controller setting of the site's ansible.cfg (roles/site/templates/ansible.cfg.j2)
+"""Benchmark: what each controller setting of the site's ansible.cfg (roles/site/templates/ansible.cfg.j2)
 is worth, measured on the lightweight sim nodes (`simctl up --cluster light`, no lock needed).
 
 Every variant changes ONE setting of the site template's values (environment variables override ansible.cfg; the

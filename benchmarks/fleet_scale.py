@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark (issue #17): controller cost of plan.yml and preflight at fleet scale, side by side in one run.
+"""Benchmark: controller cost of plan.yml and preflight at fleet scale, side by side in one run.
 
 Plan table, per size N (default 64 / 144 / 576 / 1,152 GB300 trays, one multi-node DEP inventory generated the way
 benchmarks/plan_64_nodes.py does):

@@ -27,7 +27,7 @@ def _probe_of(hostvars, host, var):
     """(node_probe facts or None, failure message or None) from the host's registered probe result."""
     try:
         # raw_get: the registered result as stored - templating it again (hostvars[host][var]) walked every probe
-        # result once more per host (issue #17); a registered result holds no template.
+        # result once more per host, quadratic in nodes; a registered result holds no template.
         res = hostvars.raw_get(host)[var] if hasattr(hostvars, "raw_get") else hostvars[host][var]
     except Exception:  # pylint: disable=broad-except  # not registered on this host (undefined), or no such host
         res = None
@@ -75,7 +75,8 @@ class ActionModule(ActionBase):
             result["written"] = plan_files.write_files(args["dest"], {
                 "preflight-report.json": (result["json"], 0o644),
                 "preflight-report.md": (result["markdown"], 0o644)})
-            # The files hold them: not also carried in the registered result (issue #17: 440 KB at 32 nodes).
+            # The files hold them: not also carried in the registered result (440 KB at 32 nodes, walked by every
+            # later task's variables).
             del result["json"], result["markdown"]
         result["changed"] = False
         return result

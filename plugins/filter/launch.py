@@ -11,28 +11,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import deploy_state, launch_status, launch_watch
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import deploy_state, launch_watch
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_secrets as secrets_utils
-
-
-def env_file(values, names):
-    if not isinstance(values, dict):
-        raise AnsibleFilterError("env_file expects a mapping")
-    lines = []
-    for name in sorted(set(names)):
-        value = values.get(name)
-        if value in (None, ""):
-            continue
-        value = str(value)
-        if "\n" in value:
-            raise AnsibleFilterError("env_file: the value of %s spans several lines" % name)
-        lines.append("%s=%s" % (name, value))
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def launch_failure_report(statuses, tail=40):
-    """Failure text from ``{host: vllm_node_status result}``: which nodes are up and every node's log tail."""
-    return launch_status.failure_report(dict(statuses), tail=int(tail))
 
 
 def launch_failure_summary(results, tail=40, log_dir=None):
@@ -64,7 +44,6 @@ def launch_cluster_report(plans, statuses, kept_plans, record):
 
 class FilterModule(object):
     def filters(self):
-        return {"env_file": env_file, "launch_failure_report": launch_failure_report,
-                "launch_failure_summary": launch_failure_summary, "launch_culprit": launch_culprit,
+        return {"launch_failure_summary": launch_failure_summary, "launch_culprit": launch_culprit,
                 "launch_secrets": launch_secrets, "launch_restart_reasons": launch_restart_reasons,
                 "launch_cluster_report": launch_cluster_report}

@@ -27,7 +27,7 @@ def plan_problem(plan_result, host):
     plans = plan_result.get("plans") if plan_result and hasattr(plan_result, "get") else None
     if plans and host in plans:
         # Only this host's plan is converted (once per host: converting the whole cluster's plan_result on every
-        # host was quadratic in the number of nodes, issue #17); require() sees the same plan.
+        # host is quadratic in the number of nodes); require() sees the same plan.
         plan_result = {"plans": {host: to_plain(plans[host])}}
     try:
         plan_contract.require(to_plain(plan_result) if plan_result else None, host)

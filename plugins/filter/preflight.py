@@ -38,7 +38,7 @@ def probe_args(plan):
 def preflight_probe_args(plan_result, hosts):
     """{host: node_probe's plan-derived arguments} for every host, computed once on the controller: what the probe
     task read from the plan (ports, interfaces as preflight_ports / preflight_interfaces) without templating a filter
-    per host (a filter in a per-host task loads the filter plugins again in every worker process, issue #17)."""
+    per host (a filter in a per-host task loads the filter plugins again in every worker process)."""
     plans = (plan_result or {}).get("plans") or {}
     out = {}
     for host in hosts:

@@ -51,12 +51,3 @@ def container_secrets(plan, node_dir, entrypoint):
             "volumes": ["%s:%s:ro" % (node_dir, MOUNT)] if names else [],
             "entrypoint": ["/bin/sh", "-c", WRAPPER, WRAPPER_NAME] + list(entrypoint) if wrapped else None,
             "files": dict((n, "%s/%s" % (node_dir, n)) for n in names)}
-
-
-def secret_value_ok(name, value):
-    """Refusal text for a value that cannot be a secret file's content, else None."""
-    if value is None or str(value) == "":
-        return "%s: the plan names it as a secret but no value was given" % name
-    if "\n" in str(value).strip("\n"):
-        return "%s: the value spans several lines" % name
-    return None

@@ -186,20 +186,3 @@ def node_status(api, container, health_urls=(), tail=200, context=None, digests=
         result["health"][url] = check_health(url, context=context)
     result["healthy"] = result["running"] and all(code == 200 for code in result["health"].values())
     return result
-
-
-def failure_report(statuses, tail=40):
-    """A failure message from ``{host: node_status}``: which nodes are up, and every node's log tail."""
-    up = sorted(h for h, s in statuses.items() if s.get("running") and s.get("healthy"))
-    running = sorted(h for h, s in statuses.items() if s.get("running") and not s.get("healthy"))
-    down = sorted(h for h, s in statuses.items() if not s.get("running"))
-    lines = ["Nodes up and healthy: %s" % (", ".join(up) or "none"),
-             "Nodes running but not ready: %s" % (", ".join(running) or "none"),
-             "Nodes not running: %s" % (", ".join(down) or "none")]
-    for host in sorted(statuses):
-        s = statuses[host]
-        lines.append("--- %s: %s (exit code %s), phase %s%s" % (
-            host, s.get("status"), s.get("exit_code"), s.get("phase"),
-            (": " + s["phase_detail"]) if s.get("phase_detail") else ""))
-        lines += ["    " + line for line in (s.get("log_tail") or [])[-tail:]]
-    return "\n".join(lines)

@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Operator access on a node: who the modules run as, and whether that identity can do what a deployment does.
 
-Decision (issue #14 section 2): a deployment runs its node-side tasks as root, either by logging in as root or,
+A deployment runs its node-side tasks as root, either by logging in as root or,
 the usual site setup, as a named user with sudo and ``ansible_become: true``. A user who is only in the ``docker``
-group (no sudo) is REFUSED: the engine socket alone is not enough - the launch role writes the secrets env file
-under /etc/kimi-k3 (root, 0600), the weights step writes the model cache, and teardown removes both.
+group (no sudo) is REFUSED: the engine socket alone is not enough - the launch role writes the secret files
+under /etc/kimi-k3 (root, 0400 in a 0700 directory), the weights step writes the model cache, and teardown removes both.
 
 - ``observe_access(docker_host, paths)`` runs ON THE NODE (standard library only): effective user, groups, whether
   the engine socket is readable/writable, and whether each path (or its nearest existing parent) is writable.

@@ -143,7 +143,7 @@ def _json_load(text):
 
 # --------------------------------------------------------------------------------------------- models
 
-def normalize_model(name=None, memory_mib=None, device_id=None, gfx=None, compute_cap=None):
+def normalize_model(name=None, memory_mib=None, device_id=None, gfx=None):
     """Map a GPU identity to ``gb300 gb200 b300 b200 h200 mi355x mi350x unknown``.
 
     NVIDIA: product name (``NVIDIA GB300``) plus memory for GB300 (NVL72 trays report 284208 MiB, a DGX Station

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 
 REASONING_MARKERS = ("</think>", "<think>", "<|open|>think", "<|close|>think", "◁think▷", "◁/think▷")
-REASONING_KEYS = ("reasoning", "reasoning_content")
 # Characters per token of BPE tokenizers on English text lie well inside these bounds (the stand-in uses 4).
 MIN_CHARS_PER_TOKEN = 1.5
 MAX_CHARS_PER_TOKEN = 8.0

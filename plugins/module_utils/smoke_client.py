@@ -211,8 +211,8 @@ async def warm_up(client, connections=1):
     """Take first-request costs out of the measured window; errors are ignored (the requests will report them).
 
     - resolves ``client.chat.completions.with_streaming_response`` and runs the request paths once in memory
-      (``_warm_sdk_paths``): the SDK's first ``create()`` in a process costs ~0.2 s, which used to land in the
-      first measured TTFT;
+      (``_warm_sdk_paths``): the SDK's first ``create()`` in a process costs ~0.2 s, which would otherwise land
+      in the first measured TTFT;
     - opens ``connections`` keep-alive connections with concurrent untimed ``GET /v1/models`` (the pool of
       ``make_client(concurrency=...)`` keeps them), so connection set-up is not inside the streams' TTFT. No chat
       request is sent, so the server's request counters and histograms see only the measured requests.

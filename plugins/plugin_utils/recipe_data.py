@@ -14,7 +14,7 @@ import os
 import yaml
 
 # libyaml's loader when PyYAML has it (as Ansible's own YAML loading does): the recipe parses ~6x faster, once in
-# every worker process that plans or judges (issue #17); the same documents either way.
+# every worker process that plans or judges; the same documents either way.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data")

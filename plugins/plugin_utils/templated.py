@@ -24,7 +24,7 @@ def to_plain(value):
 class PlainView(Mapping):
     """Read-only view of a (lazy) mapping that converts only what is read: nested mappings become views, other
     values go through to_plain. For helpers that read a few keys of plan_result, whose full conversion walks every
-    host's plan (quadratic when done per host, issue #17)."""
+    host's plan (quadratic in the number of nodes when done per host)."""
 
     def __init__(self, data):
         self._data = data

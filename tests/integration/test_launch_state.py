@@ -1,4 +1,4 @@
-"""Fail fast, stay whole, say why, secrets out of docker inspect - on the GB300 rehearsal pair (issue #13).
+"""Fail fast, stay whole, say why, secrets out of docker inspect - on the GB300 rehearsal pair.
 
 (a) an upgrade to the image whose head crashes at start fails and is rolled back within 90 s with the default
     launch settings (only the sim limits of preflight are relaxed, preflight does not run in upgrade.yml);

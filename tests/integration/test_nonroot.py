@@ -1,4 +1,4 @@
-"""Deploy, smoke and tear down as a non-root operator with sudo (issue #14 section 2), on sim/simctl up --cluster gb300.
+"""Deploy, smoke and tear down as a non-root operator with sudo (docs/access.md), on sim/simctl up --cluster gb300.
 
 The node image has `kimi-ops` (passwordless sudo) and `kimi-docker` (docker group only, no sudo), both logging in
 with the sim's key. The test copies the sim inventory and adds host_vars that connect as kimi-ops with

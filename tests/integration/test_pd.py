@@ -1,4 +1,4 @@
-"""Prefill/decode disaggregation behind the real vllm-router 0.1.17 on the rehearsal cluster (issue #15).
+"""Prefill/decode disaggregation behind the real vllm-router 0.1.17 on the rehearsal cluster (docs/deployments.md).
 
 deploy.yml end to end on inventories/sim-gb300-pd: the TEP8 prefill instance (2 trays) and the DEP decode instance
 (2 trays, hybrid LB) launched each in its own order, then the router (--vllm-pd-disaggregation, the backends' API

@@ -1,4 +1,4 @@
-"""#14 fabric prerequisites of the chosen all2all kernel on the rehearsal cluster, and #13 AMD GPU memory end to end.
+"""Fabric prerequisites of the chosen all2all kernel on the rehearsal cluster, and AMD GPU memory end to end.
 
 - gb300 pair planned for DeepEP over RDMA (kimi_k3_interconnect=rdma, multi_node_tep -> --all2all-backend deepep_v2):
   healthy passes ibgda_driver / gpudirect / access; fault ibgda_params_missing on the worker fails exactly
@@ -99,8 +99,8 @@ def test_rdma_plan_needs_the_verbs_devices_it_mounts_and_a_fault_removes_them(si
 
 
 def test_mi355x_smoke_report_has_used_and_total_gpu_memory(sim_cluster, tmp_path):
-    """#13: the smoke report reads the preflight probe; on a converged re-deploy the running stand-in holds its
-    --gpu-memory-utilization share of every faked MI355X, and the report shows it (it showed None before)."""
+    """The smoke report reads the preflight probe; on a converged re-deploy the running stand-in holds its
+    --gpu-memory-utilization share of every faked MI355X, and the report shows it, not None."""
     sim = sim_cluster("mi355x")
     with open(os.path.join(REPO, "molecule", "shared", "sim_vars.yml")) as handle:
         sim_vars = dict(yaml.safe_load(handle), **SIM_LIMITS)

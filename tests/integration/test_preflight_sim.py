@@ -116,7 +116,7 @@ def test_one_faulty_node_fails_naming_node_and_check(sim_cluster, cluster, node_
 
 
 def test_driver_not_loaded_is_one_root_failure_and_the_worker_is_failed(sim_cluster):
-    """Issue #13 "root cause first": the kernel module missing on the worker is one failure (gpu_tools, with the
+    """Root cause first: the kernel module missing on the worker is one failure (gpu_tools, with the
     modprobe fix); everything that needs the driver is skipped naming what it depends on; the recap marks the
     worker failed, not the head that ran the cluster-wide judgement."""
     sim = sim_cluster("gb300")
@@ -167,7 +167,7 @@ def test_nothing_further_runs_after_a_failed_preflight(sim_cluster, tmp_path):
 
 
 def test_socket_mtu_mismatch_fails_the_odd_node(sim_cluster):
-    """#14 §1: one MTU on the NCCL/Gloo interface of every node; the node off the head's MTU is charged."""
+    """One MTU on the NCCL/Gloo interface of every node; the node off the head's MTU is charged."""
     sim = sim_cluster("gb300")
     head, worker = sim.nodes[0]["name"], sim.nodes[1]["name"]
     with fault(worker, "socket_mtu_mismatch"):

@@ -1,4 +1,4 @@
-"""Private registries and mirrors (issue #14 section 3) on sim/simctl up --cluster gb300.
+"""Private registries and mirrors (docs/image.md) on sim/simctl up --cluster gb300.
 
 simctl runs a second registry on 127.0.0.1:5001 with htpasswd (bcrypt) authentication over the open registry's
 storage (the same images by the same digests; credentials in sim/.state/registry/auth/credentials.json), and copies

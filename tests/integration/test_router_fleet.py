@@ -1,4 +1,5 @@
-"""A fleet of 2 replicas (2 trays each) behind the real vllm-router 0.1.17 on the rehearsal cluster (issue #15).
+"""A fleet of 2 replicas (2 trays each) behind the real vllm-router 0.1.17 on the rehearsal cluster
+(docs/deployments.md).
 
 - deploy.yml end to end: each replica launched as its own group, then the router (image by digest from the sim
   registry, started after both replicas are healthy); smoke through the router passes and both replicas served

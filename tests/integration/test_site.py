@@ -1,4 +1,4 @@
-"""An operator's first deployment from an empty directory (issue #16 acceptance, docs/install.md):
+"""An operator's first deployment from an empty directory (docs/install.md):
 
 build the collection tarball, install it into an empty collections path (community.docker from the venv's `ansible`
 package, as an operator's pip install of `ansible` provides it), create a site with

@@ -1,4 +1,4 @@
-"""Weight staging (issue #14 section 4) from a real self-hosted Hugging Face mirror, on sim/simctl up --cluster gb300.
+"""Weight staging (docs/weights.md) from a real self-hosted Hugging Face mirror, on sim/simctl up --cluster gb300.
 
 simctl runs olah (PyPI, offline) on 127.0.0.1:8090 serving a stand-in model repository it creates (a git repo with
 LFS objects: 3 JSON files and 4 x 16 MiB shards; sim/.state/hf/repo.json has its revision, sizes and sha256).

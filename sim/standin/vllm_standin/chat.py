@@ -144,7 +144,7 @@ class Plan(object):
 
 
 class ChatBehaviour(object):
-    def __init__(self, dep, max_model_len, log_warning=None, faults=None):
+    def __init__(self, dep, max_model_len, faults=None):
         v = dep.v
         self.serving_faults = faults or faults_mod.NONE
         self.reasoning_parser = v.get("reasoning_parser") or None

@@ -43,7 +43,6 @@ class Head(object):
         self.loaded = set()
         self.peers_ready = threading.Event()
         self.conns = []
-        self.ready_sent = False
         if dep.kind == "tp_head":
             self.mode = "tp"
             self.addr = (dep.master_addr, dep.master_port)
@@ -140,7 +139,6 @@ class Head(object):
     def broadcast_ready(self):
         with self.lock:
             conns = list(self.conns)
-            self.ready_sent = True
         for c in conns:
             try:
                 _send(c, {"ready": True})

@@ -41,7 +41,7 @@ def _fmt_non_default(values, explicit, model):
     return repr(shown)
 
 
-def _progress(pct_shards, elapsed, total_s):
+def _progress(pct_shards, elapsed):
     pct = int(round(100.0 * pct_shards / SHARDS))
     rate = pct_shards / elapsed if elapsed > 0 else 0.0
     remain = (SHARDS - pct_shards) / rate if rate > 0 else 0
@@ -54,7 +54,7 @@ def simulate_load(load_s, fault):
     start = time.monotonic()
     steps = 8
     vlog.info("gpu_model_runner.py:3612", "Starting to load model ...")
-    vlog.raw(_progress(0, 0, load_s), sys.stderr)
+    vlog.raw(_progress(0, 0), sys.stderr)
     for i in range(1, steps + 1):
         if fault == "crash_on_start":
             time.sleep(min(0.2, load_s / steps))
@@ -71,7 +71,7 @@ def simulate_load(load_s, fault):
         if d > 0:
             time.sleep(d)
         el = time.monotonic() - start
-        vlog.raw(_progress(SHARDS * i // steps, el, load_s), sys.stderr)
+        vlog.raw(_progress(SHARDS * i // steps, el), sys.stderr)
     took = time.monotonic() - start
     vlog.info("default_loader.py:291", "Loading weights took %.2f seconds" % took)
     return took

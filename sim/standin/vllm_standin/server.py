@@ -18,14 +18,6 @@ from .engine import Request, render_metrics
 GUARDED = ("/v1", "/v2", "/inference", "/cohere")
 
 
-def sleep_until(deadline):
-    while True:
-        d = deadline - time.monotonic()
-        if d <= 0:
-            return
-        time.sleep(d)
-
-
 class Timing(object):
     def __init__(self, ttft_s, prefill_tps, itl_s):
         self.ttft_s = ttft_s
@@ -524,8 +516,3 @@ def serve_in_thread(httpd):
     t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     t.start()
     return t
-
-
-def eprint(msg):
-    sys.stderr.write(msg + "\n")
-    sys.stderr.flush()

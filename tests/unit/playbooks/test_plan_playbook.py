@@ -101,9 +101,9 @@ def test_a_later_plan_play_keeps_the_plan_an_earlier_play_made(tmp_path):
 
 
 def test_plan_playbook_plans_once_and_returns_the_count_not_the_plans(tmp_path):
-    """plan.yml includes the role once (no per-host role_complete step, issue #17) and leaves the plans in the
+    """plan.yml includes the role once (no per-host role_complete step) and leaves the plans in the
     files: its plan_result carries the node count, the summary and the cluster, not plan_result.plans. A --limit
-    to one worker still plans (and writes) every node, as before."""
+    to one worker still plans (and writes) every node."""
     r = run_playbook("plan.yml", EXAMPLES[1], extravars={"plan_dir": str(tmp_path)}, envvars=API_KEY_ENV,
                      limit="gb300-tray02")
     assert r.status == "successful", failed_tasks(r)

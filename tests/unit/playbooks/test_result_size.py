@@ -1,5 +1,5 @@
 """What the plan and the preflight judgement write to files is not also carried in their registered results
-(issue #17: every later task's variables, the register step and the callback walk those results; at 1,152 nodes the
+(every later task's variables, the register step and the callback walk those results; at 1,152 nodes the
 launch scripts alone are 2.3 MB). Without a destination the same content is returned instead."""
 import glob
 import os

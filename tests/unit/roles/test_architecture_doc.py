@@ -1,5 +1,5 @@
-"""docs/dev/architecture.md names only paths that exist (issue #12: it named folders that did not), apart from the
-ones the rehearsal cluster generates at run time."""
+"""docs/dev/architecture.md names only paths that exist, apart from the ones the rehearsal cluster generates at
+run time."""
 import os
 import re
 

@@ -1,5 +1,5 @@
 """The image and weights roles take the engine socket, the tag-only acceptance, the model, its revision and the cache
-directory from the node's plan (issue #12): their derived defaults, evaluated after the real plan role, equal the
+directory from the node's plan: their derived defaults, evaluated after the real plan role, equal the
 plan's values - also when the inventory sets the kimi_k3_* variables the plan resolves - and both roles refuse to run
 without a plan. Contacts no host (the example inventory's hosts are moved to closed loopback ports)."""
 import json

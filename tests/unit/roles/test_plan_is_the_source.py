@@ -1,4 +1,4 @@
-"""Issue #12 "the plan is the single source of truth": no role or playbook reads a kimi_k3_* inventory variable
+"""The plan is the single source of truth: no role or playbook reads a kimi_k3_* inventory variable
 that the plan already resolved - they read plan_result.plans[inventory_hostname] / plan_result.cluster.
 
 Reads are kimi_k3_* names inside Jinja (``{{ ... }}`` and the bare expressions of when/that/loop/...). Setting a

@@ -2,7 +2,8 @@
 
 Nothing here has an NVIDIA stack, so every node fails at the root (vendor) with its dependents skipped; the report
 is written by the judging action, and the recap charges every failing node - not just the one that judged. The
-NVFP4 case proves preflight looks for the weights of the model the plan serves (issue #12 drift).
+NVFP4 case proves preflight looks for the weights of the model the plan serves (the NVFP4 variant's, not the
+default model's).
 """
 import json
 import os
@@ -96,7 +97,7 @@ def hosts_of(r, task_prefix, role=None):
 
 
 def test_failing_nodes_are_stopped_one_by_one_and_the_options_checked_once(healthy_gpu_less):
-    """#17: the playbook applies the role with run_once - Ansible's argument-spec check of the role runs once, the
+    """The playbook applies the role with run_once - Ansible's argument-spec check of the role runs once, the
     probe on every node, and with nodes at fault the stop task runs per host (the recap test above)."""
     r, _report = healthy_gpu_less
     assert hosts_of(r, SPEC_TASK, role="preflight") == ["node01"]
@@ -105,7 +106,7 @@ def test_failing_nodes_are_stopped_one_by_one_and_the_options_checked_once(healt
 
 
 def test_nothing_to_stop_is_one_skipped_task_not_one_per_node(tmp_path):
-    """#17: with no node to stop (here preflight_fail_on_error: false) the stop task runs once and is skipped -
+    """With no node to stop (here preflight_fail_on_error: false) the stop task runs once and is skipped -
     no worker process per node; the run passes, nothing is charged."""
     r, report = preflight(tmp_path, extravars={"preflight_fail_on_error": False})
     assert r.status == "successful" and not report["summary"]["ok"]
@@ -171,7 +172,7 @@ def test_standalone_role_without_the_plan_is_refused_clearly(tmp_path):
 
 @pytest.mark.parametrize("revision,present", [("c" * 40, True), ("d" * 40, False)])
 def test_weights_must_be_the_pinned_revision(tmp_path, revision, present):
-    """#14 §1: with kimi_k3_model_revision the snapshot of that commit must be there (or the disk for it)."""
+    """With kimi_k3_model_revision the snapshot of that commit must be there (or the disk for it)."""
     fake_weights(tmp_path / "cache", "moonshotai/Kimi-K3")               # snapshot cccc...
     _r, report = preflight(tmp_path, kimi_k3_model_revision=revision)
     disk = by(report, "node01", "disk")[0]
@@ -181,8 +182,8 @@ def test_weights_must_be_the_pinned_revision(tmp_path, revision, present):
 
 def test_access_paths_default_to_each_nodes_launch_env_dir(tmp_path):
     """preflight_access_paths defaults to each node's launch_env_dir (the launch role's), /etc/kimi-k3 where the
-    inventory does not set it (an inline if, not the default filter: issue #17); the model cache directory comes from
-    the plan through preflight_probe_args."""
+    inventory does not set it (an inline if, not the default filter, which loads the filter plugins in every
+    worker); the model cache directory comes from the plan through preflight_probe_args."""
     env02 = str(tmp_path / "env-node02")
     r, _report = preflight(tmp_path, host_vars={"node02": {"launch_env_dir": env02}})
     probed = task_results(r, PROBE_TASK)

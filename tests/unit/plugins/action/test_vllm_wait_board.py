@@ -29,8 +29,8 @@ def test_board_round_trip_and_per_run_directories(tmp_path, monkeypatch):
 
 
 def test_a_board_another_hosts_watcher_created_between_check_and_create_is_joined(tmp_path, monkeypatch):
-    """Every host's watcher opens the same board at once (one forked worker each); one of them losing the race used to
-    fail its wait with [Errno 17] File exists (CI, mi355x-node02)."""
+    """Every host's watcher opens the same board at once (one forked worker each); one of them losing the race must not
+    fail its wait with [Errno 17] File exists (seen in CI on mi355x-node02)."""
     path = str(tmp_path / "launch-20261201T170428709791")
     real_mkdir = vllm_wait.os.mkdir
 

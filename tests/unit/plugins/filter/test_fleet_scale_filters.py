@@ -1,4 +1,4 @@
-"""The run-once helpers of issue #17 give exactly what the per-host ones gave: plan_problems (the require check of a
+"""The run-once helpers give exactly what per-host evaluation gives: plan_problems (the require check of a
 whole play), preflight_probe_args (node_probe's plan-derived arguments) and the PlainView next_steps reads through."""
 import pytest
 

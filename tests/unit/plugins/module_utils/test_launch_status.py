@@ -114,17 +114,3 @@ def test_node_status_of_an_exited_container(engine):
 def test_unreachable_engine_raises_docker_error():
     with pytest.raises(ls.DockerError, match="cannot reach the container engine"):
         ls.DockerAPI("unix:///nonexistent/docker.sock").inspect("x")
-
-
-def test_failure_report_names_nodes_and_tails():
-    statuses = {
-        "tray01": {"running": True, "healthy": False, "status": "running", "exit_code": 0, "phase": "joining",
-                   "phase_detail": "Waiting for 1 peer(s)", "log_tail": ["a", "b"]},
-        "tray02": {"running": False, "healthy": False, "status": "exited", "exit_code": 137, "phase": "exited",
-                   "phase_detail": "", "log_tail": ["x%d" % i for i in range(50)]},
-    }
-    text = ls.failure_report(statuses, tail=5)
-    assert "Nodes up and healthy: none" in text
-    assert "Nodes running but not ready: tray01" in text and "Nodes not running: tray02" in text
-    assert "--- tray02: exited (exit code 137), phase exited" in text
-    assert "    x49" in text and "    x44" not in text

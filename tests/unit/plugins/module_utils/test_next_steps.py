@@ -53,7 +53,7 @@ def test_unknown_stage():
 
 
 def test_plan_summary_counts_the_nodes_of_a_result_without_plans():
-    """plan.yml registers the node count, not the plans (plan_return_plans: false, issue #17)."""
+    """plan.yml registers the node count, not the plans (plan_return_plans: false)."""
     files_only = {"dest": "/site/artifacts/plan", "nodes": 1152, "cluster": PLAN["cluster"]}
     lines = summary("plan", files_only, "/site/artifacts", None, cwd="/site", exists=_exists("/site/artifacts/plan"))
     assert lines[1] == "plans: artifacts/plan/<host>.json and <host>.sh (1152 node(s))"

@@ -2,7 +2,7 @@
 
 Each test pins a decision (refused or not, which variable, which host) or a figure the refusal reports (a rank,
 a count, a port), or a derived value the plan renders from. Text-only mutants of the message wording are not
-chased here (docs/dev/testing.md, "Mutation testing" lists them).
+chased here (docs/dev/testing.md, "Mutation testing" says which kinds survive and why).
 """
 import copy
 

@@ -337,7 +337,7 @@ def test_running_deployment_holds_its_ports_and_gpu_memory():
     assert {f["check"]: f["status"] for f in free} == {"gpu_busy": "fail", "ports": "fail"}
 
 
-# ------------------------------------------------------------------ root cause first (#13)
+# ------------------------------------------------------------------ root cause first
 
 def driver_not_loaded(node="gb300-tray02"):
     """What node_probe reports when the NVIDIA kernel module is not loaded (every nvidia-smi call exits 9)."""
@@ -408,7 +408,7 @@ def test_drift_charges_the_hosts_off_the_common_value():
     assert PCL.drifting_hosts({"x": ["a"], "y": ["b", "c"]}, heads=["a"]) == ["a"]  # majority beats the head
 
 
-# ------------------------------------------------------------------ #14: the nodes' Python runs community.docker
+# ------------------------------------------------------------------ the nodes' Python runs community.docker
 
 def test_python_without_requests_fails_naming_the_package():
     f = facts("gb300-tray01")
@@ -425,7 +425,7 @@ def test_python_without_requests_fails_naming_the_package():
     assert not by(run_checks({"n": f}, {"n": exp(nnodes=1)}), "n", "python_requests")
 
 
-# ------------------------------------------------------------------ #14: the NCCL/Gloo interface
+# ------------------------------------------------------------------ the NCCL/Gloo interface
 
 def with_ifaces(node, **names):
     f = facts(node)

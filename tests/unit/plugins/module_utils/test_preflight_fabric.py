@@ -1,5 +1,5 @@
-"""#14 fabric prerequisites of the chosen all2all kernel (ibgda_driver, gpudirect, mori_rdma), the access check in the
-check table, the probe root, and AMD used VRAM (#13). Expectations come from the recipe (all2all_prerequisites)
+"""Fabric prerequisites of the chosen all2all kernel (ibgda_driver, gpudirect, mori_rdma), the access check in the
+check table, the probe root, and AMD used VRAM. Expectations come from the recipe (all2all_prerequisites)
 through preflight_expect, as the preflight_report action passes them."""
 import copy
 import importlib.util
@@ -244,7 +244,7 @@ def test_amd_mem_parser_never_raises_and_returns_mib_or_none(text):
         assert all(v is None or isinstance(v, int) for v in item.values())
 
 
-# ------------------------------------------------------------------ #13: AMD used VRAM, as the smoke report reads it
+# ------------------------------------------------------------------ AMD used VRAM, as the smoke report reads it
 
 def test_amd_probe_reports_used_and_total_vram_and_smoke_sums_them():
     f = facts("mi355x-node01")

@@ -121,7 +121,7 @@ def test_probe_failure_message_is_carried():
     ("probe failed", False),
 ])
 def test_a_refused_probe_option_gets_the_option_fix_not_the_ssh_fix(msg, options):
-    """#17: the role's argument-spec check runs once; a probe option set wrong for another node is refused by
+    """The role's argument-spec check runs once; a probe option set wrong for another node is refused by
     node_probe on that node - the fix names the role variables, not SSH reachability."""
     rep = R.build_report(["a"], {"a": None}, {"a": expected("head")}, probe_failures={"a": msg})
     f = [x for x in rep["findings"] if x["check"] == "probe"][0]

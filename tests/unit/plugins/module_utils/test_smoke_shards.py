@@ -1,4 +1,4 @@
-"""Streams spread over client processes above SHARD_STREAMS (issue #17): the split, and a real sharded run against
+"""Streams spread over client processes above SHARD_STREAMS: the split, and a real sharded run against
 the fake vLLM server (per_shard lowered so a few streams already take two processes)."""
 import asyncio
 

@@ -1,5 +1,5 @@
 """Property test: whatever YAML-typed value any kimi_k3_* variable holds, the plan renders or refuses with a
-problem list naming host, variable and fix; it never raises (issue #11 acceptance)."""
+problem list naming host, variable and fix; it never raises."""
 import json
 
 from hypothesis import HealthCheck, given, settings

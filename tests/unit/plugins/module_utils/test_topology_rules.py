@@ -1,4 +1,4 @@
-"""One test per inventory rule of the plan: the refusal names the host, the variable and a fix (issue #11 §2).
+"""One test per inventory rule of the plan: the refusal names the host, the variable and a fix.
 
 RULES is also the rule table of the closing note: (id, variable, what is checked, inventory change, host,
 fragment of the message, fragment of the fix). Every case starts from a valid 2-tray GB300 (or 2-node MI355X)
