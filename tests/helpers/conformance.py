@@ -220,7 +220,8 @@ def norm_error(status, body, case):
 
 def norm_log(text):
     """A container log -> what the collection's parsers read from it: the process prefixes, the start-up phases
-    (launch_status) in order, the KV figures found (smoke_logs) and the load progress bar."""
+    (launch_status) in order, the KV figures found (smoke_logs), the load progress bar and the error lines of the
+    start-up (those after it depend on the requests the server has had)."""
     lines = (text or "").splitlines()
     roles = sorted({m.group(1) for m in map(PREFIX_RE.match, lines) if m})
     phases = []
@@ -231,10 +232,17 @@ def norm_log(text):
     kv = smoke_logs.parse_kv_log(text or "")
     return {"log/process prefixes": roles,
             "log/phases": [name for name, _rx in launch_status.PHASES if name in phases],
-            "log/final phase": launch_status.classify_phase(lines)[0],
+            "log/phase at serving": launch_status.classify_phase(lines[:_serving_index(lines) + 1])[0],
             "log/kv figures": sorted(k for k, v in kv.items() if v is not None),
             "log/load progress bar": any(launch_status.PROGRESS_RE.search(line) for line in lines),
-            "log/error lines": sum(1 for line in lines if launch_status.ERROR_RE.search(line))}
+            "log/error lines before serving": sum(1 for line in lines[:_serving_index(lines)]
+                                                  if launch_status.ERROR_RE.search(line))}
+
+
+def _serving_index(lines):
+    """Index of the first line of the serving phase (the start-up ends there; later errors are the requests')."""
+    serving = dict(launch_status.PHASES)["serving"]
+    return next((i for i, line in enumerate(lines) if serving.search(line)), len(lines))
 
 
 # --- I/O: the requests ---------------------------------------------------------------------------------------------
@@ -444,3 +452,61 @@ def docs_rows(rows):
         key = row["key"] + ("*" if row["key"][-1] in "/:" else "")
         out.append("| `%s` | %s | %s |" % (key, _cell(row["read_by"]), _cell(verdict)))
     return out
+
+
+# --- the smoke and capacity step -----------------------------------------------------------------------------------
+SERVER_FACTS = ("block_size", "kv_cache_max_concurrency", "kv_cache_size_tokens", "kv_cache_usage_perc",
+                "max_model_len", "num_gpu_blocks", "version")
+
+
+def norm_smoke(facts):
+    """The smoke module's facts -> what it concluded and which server facts it could read (not the figures)."""
+    server = facts.get("server") or {}
+    window = server.get("window") or {}
+    return {"smoke/group status": {g: r.get("status") for g, r in sorted((facts.get("groups") or {}).items())},
+            "smoke/policy passed": (facts.get("policy") or {}).get("passed"),
+            "smoke/server facts read": sorted(k for k in SERVER_FACTS if server.get(k) is not None),
+            "smoke/window counts tokens": bool(window.get("prompt_tokens")) and bool(window.get("generation_tokens")),
+            "smoke/server errors": list(server.get("errors") or [])}
+
+
+def norm_capacity(out):
+    """The capacity sweep's result -> where the KV budget came from, the levels run, failures and server reads."""
+    steps = out.get("steps") or []
+    return {"capacity/kv source": (out.get("kv") or {}).get("source"),
+            "capacity/levels": [s.get("concurrency") for s in steps],
+            "capacity/failed requests": sum(s.get("failed_requests") or 0 for s in steps),
+            "capacity/server ttft read": bool(steps) and all(s.get("server_ttft_mean_s") is not None for s in steps),
+            "capacity/errors": list(out.get("errors") or [])}
+
+
+def _value_flags():
+    return ("--served-model-name", "--max-model-len", "--tool-call-parser", "--tool-strict-level",
+            "--reasoning-parser", "--revision", "--api-key")
+
+
+def standin_args(real_args, host, port):
+    """``vllm serve`` arguments for a stand-in that serves like the real head: its model and served name, context,
+    tool and reasoning parsers (argv of the head container, ``vllm serve`` stripped), on ``host:port``, alone (the
+    stand-in's KV model needs ``-tp 8`` to hold Kimi-K3's weights; parallelism is not an observable)."""
+    args = list(real_args)
+    if args[:2] == ["vllm", "serve"]:
+        args = args[2:]
+    elif args[:1] == ["serve"]:
+        args = args[1:]
+    out = ["serve", args[0]] if args and not args[0].startswith("-") else ["serve"]
+    i = 0
+    while i < len(args):
+        flag, _eq, inline = args[i].partition("=")
+        if flag in _value_flags():
+            values = [inline] if inline else []
+            i += 1
+            while not inline and i < len(args) and not args[i].startswith("-"):
+                values.append(args[i])  # --served-model-name takes several names
+                i += 1
+            out += [flag] + values
+            continue
+        if flag == "--enable-auto-tool-choice":
+            out.append(flag)
+        i += 1
+    return out + ["--host", host, "--port", str(port), "-tp", "8"]

@@ -113,7 +113,7 @@ def test_real_metrics_and_log():
     assert real["log/process prefixes"] == ["APIServer", "EngineCore", "Worker"]
     assert real["log/phases"] == ["starting", "joining", "loading weights", "profiling / KV cache",
                                   "capturing graphs", "serving"]
-    assert real["log/final phase"] == "serving" and real["log/error lines"] == 0
+    assert real["log/phase at serving"] == "serving" and real["log/error lines before serving"] == 0
     assert real["log/kv figures"] == ["kv_cache_size_tokens", "max_concurrency", "max_concurrency_for_tokens"]
 
 
@@ -129,7 +129,7 @@ def test_standin_observables(standin):
     assert standin["error/max_tokens -1/message"] == \
         "max_tokens must be at least 1, got -1. (parameter=max_tokens, value=-1)"
     assert standin["metrics/vllm:prefix_cache_queries"] == {"type": "counter", "labels": ["engine", "model_name"]}
-    assert standin["log/process prefixes"] == [] and standin["log/final phase"] == "serving"
+    assert standin["log/process prefixes"] == [] and standin["log/phase at serving"] == "serving"
 
 
 def test_standin_conforms_to_the_canned_real_engine_through_the_table(standin):
@@ -238,3 +238,34 @@ def test_body_normalisers_take_any_json(body, status):
     if isinstance(body, dict):
         conf.norm_completion(body)
         conf.norm_tool_call(body)
+
+
+# --- the smoke / capacity normalisers and the stand-in's argv ------------------------------------------------------
+def test_norm_smoke_and_capacity_keep_conclusions_not_figures():
+    facts = {"groups": {"tool_calling": {"status": "ok"}, "text": {"status": "failed"}},
+             "policy": {"passed": False},
+             "server": {"version": "0.32.0", "max_model_len": 4096, "kv_cache_size_tokens": 466032,
+                        "block_size": None, "window": {"prompt_tokens": 10, "generation_tokens": 0},
+                        "errors": ["x"]}}
+    assert conf.norm_smoke(facts) == {
+        "smoke/group status": {"text": "failed", "tool_calling": "ok"}, "smoke/policy passed": False,
+        "smoke/server facts read": ["kv_cache_size_tokens", "max_model_len", "version"],
+        "smoke/window counts tokens": False, "smoke/server errors": ["x"]}
+    out = {"kv": {"source": "metrics"}, "errors": [],
+           "steps": [{"concurrency": 1, "failed_requests": 0, "server_ttft_mean_s": 0.1},
+                     {"concurrency": 4, "failed_requests": 2, "server_ttft_mean_s": None}]}
+    assert conf.norm_capacity(out) == {"capacity/kv source": "metrics", "capacity/levels": [1, 4],
+                                       "capacity/failed requests": 2, "capacity/server ttft read": False,
+                                       "capacity/errors": []}
+
+
+def test_standin_args_keep_what_the_head_serves():
+    head = ["moonshotai/Kimi-K3", "--revision", "5a1e", "--code-revision", "5a1e", "--max-model-len", "4096",
+            "--served-model-name", "moonshotai/Kimi-K3", "kimi", "--nnodes", "2", "--node-rank", "0",
+            "--tensor-parallel-size", "2", "--enable-auto-tool-choice", "--tool-call-parser=kimi_k2",
+            "--reasoning-parser", "kimi_k3", "--host", "127.0.0.61", "--enforce-eager"]
+    assert conf.standin_args(head, "127.0.0.69", 9000) == [
+        "serve", "moonshotai/Kimi-K3", "--revision", "5a1e", "--max-model-len", "4096", "--served-model-name",
+        "moonshotai/Kimi-K3", "kimi", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2",
+        "--reasoning-parser", "kimi_k3", "--host", "127.0.0.69", "--port", "9000", "-tp", "8"]
+    assert conf.standin_args(["vllm", "serve", "m"], "h", 1)[:2] == ["serve", "m"]
