@@ -43,6 +43,19 @@ PROBE_PROMPT = "Say hello in a few words."
 UNKNOWN_MODEL = "no-such-model"
 
 
+def _dict(x):
+    return x if isinstance(x, dict) else {}
+
+
+def _list(x):
+    return x if isinstance(x, list) else []
+
+
+def _first(x):
+    """The first item of a list when it is an object, else {}."""
+    return _dict(x[0]) if isinstance(x, list) and x else {}
+
+
 def _base_name(sample_name):
     for fam in READ_FAMILIES:
         if sample_name == fam or any(sample_name == fam + s for s in _SUFFIXES):
@@ -107,11 +120,11 @@ def norm_models(status, text):
         body = json.loads(text)
     except ValueError:
         body = None
-    data = body.get("data") if isinstance(body, dict) else None
-    first = data[0] if data and isinstance(data[0], dict) else {}
-    out["models/object"] = body.get("object") if isinstance(body, dict) else None
+    data = _list(_dict(body).get("data"))
+    first = _first(data)
+    out["models/object"] = _dict(body).get("object")
     out["models/entry keys"] = sorted(first)
-    out["models/ids"] = [m.get("id") for m in data or [] if isinstance(m, dict)]
+    out["models/ids"] = [m.get("id") for m in data if isinstance(m, dict)]
     out["models/root"] = _root_kind(first.get("root"), first.get("id"))
     out["models/max_model_len"] = first.get("max_model_len")
     return out
@@ -124,9 +137,9 @@ def _present(obj, keys):
 def norm_completion(body, prefix="chat"):
     """A non-streaming chat completion -> the fields the smoke reads: which message fields carry text, the finish
     reason, the usage keys, and whether completion_tokens counts the tokens asked for."""
-    choice = (body.get("choices") or [{}])[0]
-    msg = choice.get("message") or {}
-    usage = body.get("usage") or {}
+    choice = _first(body.get("choices"))
+    msg = _dict(choice.get("message"))
+    usage = _dict(body.get("usage"))
     return {prefix + "/object": body.get("object"),
             prefix + "/message fields with text": _present(msg, ("content", "reasoning", "reasoning_content",
                                                                  "tool_calls")),
@@ -146,12 +159,13 @@ def chunk_kind(payload):
     parts = []
     choices = payload.get("choices") or []
     if choices:
-        delta = choices[0].get("delta") or {}
+        choice = _first(choices)
+        delta = _dict(choice.get("delta"))
         parts += [k for k in ("role", "content", "reasoning", "tool_calls") if delta.get(k)]
         if not delta.get("reasoning") and delta.get("reasoning_content"):
             parts.append("reasoning")
-        if choices[0].get("finish_reason"):
-            parts.append("finish:%s" % choices[0]["finish_reason"])
+        if choice.get("finish_reason"):
+            parts.append("finish:%s" % choice["finish_reason"])
     if payload.get("usage") and not choices:
         parts.append("usage")
     return "+".join(parts) or "empty"
@@ -175,8 +189,8 @@ def norm_stream(events, max_tokens, prefix="stream"):
     dicts = [p for p in payloads if isinstance(p, dict)]
     keys = set()
     for p in dicts:
-        for c in p.get("choices") or []:
-            keys.update(k for k in ("reasoning", "reasoning_content") if (c.get("delta") or {}).get(k))
+        delta = _dict(_first(p.get("choices")).get("delta"))
+        keys.update(k for k in ("reasoning", "reasoning_content") if delta.get(k))
     res = smoke_measure.measure_stream(0.0, [(i, p) for i, p in enumerate(payloads)])
     token_chunks = len(res["itl_s"]) + (1 if res["ttft_s"] is not None else 0)
     return {prefix + "/chunk shapes": _collapse(chunk_kind(p) for p in payloads),
@@ -196,15 +210,15 @@ def tool_id_format(call_id):
 
 def norm_tool_call(body, prefix="tool"):
     """A non-streaming forced tool call -> finish reason, call shape and id format (never the model's values)."""
-    choice = (body.get("choices") or [{}])[0]
-    calls = (choice.get("message") or {}).get("tool_calls") or []
-    first = calls[0] if calls and isinstance(calls[0], dict) else {}
-    fn = first.get("function") or {}
-    m = TOOL_ID_FORMATS[0][1].match(first.get("id") or "")
+    first = _first(_dict(_first(body.get("choices")).get("message")).get("tool_calls"))
+    choice = _first(body.get("choices"))
+    fn = _dict(first.get("function"))
+    call_id = first.get("id") if isinstance(first.get("id"), str) else ""
+    m = TOOL_ID_FORMATS[0][1].match(call_id)
     return {prefix + "/finish_reason": choice.get("finish_reason"),
             prefix + "/call keys": sorted(first),
             prefix + "/type": first.get("type"),
-            prefix + "/id format": tool_id_format(first.get("id")),
+            prefix + "/id format": tool_id_format(call_id),
             prefix + "/id names the function": bool(m) and m.group("name") == fn.get("name"),
             prefix + "/arguments type": type(fn.get("arguments")).__name__ if fn else None}
 

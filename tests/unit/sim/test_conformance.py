@@ -215,12 +215,15 @@ def test_docs_rows_render_pins_and_reasons():
 
 
 # --- bad input never raises ----------------------------------------------------------------------------------------
+KEYS = st.sampled_from(["choices", "delta", "message", "usage", "error", "data", "tool_calls", "function", "id",
+                         "content", "reasoning", "reasoning_content", "finish_reason", "version", "root",
+                         "max_model_len", "arguments", "name"]) | st.text(max_size=4)
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
                     max_leaves=12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(JSON, max_size=6))
 def test_stream_normaliser_takes_any_payloads(payloads):
     out = conf.norm_stream([(i, p) for i, p in enumerate(payloads)], 4)
@@ -228,7 +231,7 @@ def test_stream_normaliser_takes_any_payloads(payloads):
                         "stream/completion_tokens is max_tokens", "stream/one token per chunk"}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(JSON, st.one_of(st.none(), st.integers(100, 599)))
 def test_body_normalisers_take_any_json(body, status):
     text = json.dumps(body)
