@@ -496,13 +496,14 @@ def norm_capacity(out):
 
 def _value_flags():
     return ("--served-model-name", "--max-model-len", "--tool-call-parser", "--tool-strict-level",
-            "--reasoning-parser", "--revision", "--api-key")
+            "--reasoning-parser", "--revision")
 
 
 def standin_args(real_args, host, port):
     """``vllm serve`` arguments for a stand-in that serves like the real head: its model and served name, context,
     tool and reasoning parsers (argv of the head container, ``vllm serve`` stripped), on ``host:port``, alone (the
-    stand-in's KV model needs ``-tp 8`` to hold Kimi-K3's weights; parallelism is not an observable)."""
+    stand-in's KV model needs ``-tp 8`` to hold Kimi-K3's weights; parallelism is not an observable). An API key
+    goes to the stand-in through ``VLLM_API_KEY``, never its argv."""
     args = list(real_args)
     if args[:2] == ["vllm", "serve"]:
         args = args[2:]

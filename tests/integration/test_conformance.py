@@ -80,9 +80,7 @@ def standin(cpu):
     """A stand-in serving like the real head, as a local process (stopped by its PID)."""
     port = testing.free_port(STANDIN_HOST)
     args = conf.standin_args(_head_args(cpu), STANDIN_HOST, port)
-    if "--api-key" not in args:
-        args += ["--api-key", API_KEY]
-    proc = testing.Proc(args, env=testing.fast_env(VLLM_STANDIN_VERSION="0.32.0"))
+    proc = testing.Proc(args, env=testing.fast_env(VLLM_STANDIN_VERSION="0.32.0", VLLM_API_KEY=API_KEY))
     try:
         assert testing.wait_status(STANDIN_HOST, port, 200, timeout=60, proc=proc), proc.log()
         yield "http://%s:%d" % (STANDIN_HOST, port), proc
