@@ -191,7 +191,7 @@ def norm_stream(events, max_tokens, prefix="stream"):
     for p in dicts:
         delta = _dict(_first(p.get("choices")).get("delta"))
         keys.update(k for k in ("reasoning", "reasoning_content") if delta.get(k))
-    res = smoke_measure.measure_stream(0.0, [(i, p) for i, p in enumerate(payloads)])
+    res = smoke_measure.measure_stream(0.0, list(enumerate(payloads)))
     token_chunks = len(res["itl_s"]) + (1 if res["ttft_s"] is not None else 0)
     return {prefix + "/chunk shapes": _collapse(chunk_kind(p) for p in payloads),
             prefix + "/reasoning keys": sorted(keys),
@@ -303,7 +303,7 @@ def stream_events(client, model, messages, max_tokens, extra_body):
     with client.chat.completions.with_streaming_response.create(
             model=model, messages=messages, max_tokens=max_tokens, stream=True,
             stream_options={"include_usage": True}, extra_body=extra_body) as resp:
-        reads = [(i, chunk) for i, chunk in enumerate(resp.http_response.iter_raw())]
+        reads = list(enumerate(resp.http_response.iter_raw()))
     return smoke_sse.decode_sse(reads)
 
 

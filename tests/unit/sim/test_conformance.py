@@ -215,9 +215,9 @@ def test_docs_rows_render_pins_and_reasons():
 
 
 # --- bad input never raises ----------------------------------------------------------------------------------------
-KEYS = st.sampled_from(["choices", "delta", "message", "usage", "error", "data", "tool_calls", "function", "id",
-                         "content", "reasoning", "reasoning_content", "finish_reason", "version", "root",
-                         "max_model_len", "arguments", "name"]) | st.text(max_size=4)
+KEY_NAMES = ["choices", "delta", "message", "usage", "error", "data", "tool_calls", "function", "id", "content",
+             "reasoning", "reasoning_content", "finish_reason", "version", "root", "max_model_len", "arguments", "name"]
+KEYS = st.sampled_from(KEY_NAMES) | st.text(max_size=4)
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
                     max_leaves=12)
@@ -226,7 +226,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size
 @settings(max_examples=400, deadline=None)
 @given(st.lists(JSON, max_size=6))
 def test_stream_normaliser_takes_any_payloads(payloads):
-    out = conf.norm_stream([(i, p) for i, p in enumerate(payloads)], 4)
+    out = conf.norm_stream(list(enumerate(payloads)), 4)
     assert set(out) == {"stream/chunk shapes", "stream/reasoning keys", "stream/usage chunk", "stream/smoke verdict",
                         "stream/completion_tokens is max_tokens", "stream/one token per chunk"}
 
