@@ -307,6 +307,21 @@ def stream_events(client, model, messages, max_tokens, extra_body):
     return smoke_sse.decode_sse(reads)
 
 
+def forced_tool_call(client, model, extra_body, attempts=8):
+    """A non-streaming call with ``tool_choice: required`` -> the first body that ends in a call, else the last.
+    Random weights under structured output write a complete call about half the time and may run into max_tokens;
+    the smoke retries likewise (smoke_tool_call_retries)."""
+    body = None
+    for _attempt in range(attempts):
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=[{"role": "user", "content": "Look up order B-2041."}], tools=[PROBE_TOOL],
+            tool_choice="required", max_tokens=1024, extra_body=dict(extra_body or {}))
+        body = json.loads(raw.text)
+        if _first(_dict(body).get("choices")).get("finish_reason") == "tool_calls":
+            break
+    return body
+
+
 def observe_chats(client, model, max_tokens=8, extra_body=None):
     """The smoke's request kinds against one server: a non-streaming and a streaming chat (``ignore_eos``, so both
     end on ``length`` after ``max_tokens``), a forced tool call, and the two refusals."""
@@ -319,10 +334,7 @@ def observe_chats(client, model, max_tokens=8, extra_body=None):
     thinking = dict(body, chat_template_kwargs={"thinking": True})
     out.update(norm_stream(stream_events(client, model, msgs, 3 * max_tokens, thinking), 3 * max_tokens,
                            prefix="stream-thinking"))
-    raw = client.chat.completions.with_raw_response.create(
-        model=model, messages=[{"role": "user", "content": "Look up order B-2041."}], tools=[PROBE_TOOL],
-        tool_choice="required", max_tokens=256, extra_body=dict(extra_body or {}))
-    out.update(norm_tool_call(json.loads(raw.text)))
+    out.update(norm_tool_call(forced_tool_call(client, model, extra_body)))
     out.update(norm_error(*_error_of(lambda: client.chat.completions.create(
         model=model, messages=msgs, max_tokens=-1)), case="max_tokens -1"))
     out.update(norm_error(*_error_of(lambda: client.chat.completions.create(
