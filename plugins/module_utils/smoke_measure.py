@@ -21,6 +21,8 @@ either was cut).
 """
 from __future__ import annotations
 
+import json
+
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_sse
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_stats
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
@@ -31,6 +33,29 @@ def stream_error_text(payload):
     err = payload.get("error")
     msg = err.get("message") if isinstance(err, dict) else err
     return msg if isinstance(msg, str) and msg else "An error occurred during streaming"
+
+
+def _typed(value, types):
+    return value is None or isinstance(value, types)
+
+
+def chunk_shape_error(payload):
+    """What is wrong with the shape of one chunk object (None when the fields the figures read have their types):
+    ``choices`` a list of objects, ``delta`` and ``usage`` objects, text as strings, ``tool_calls`` a list."""
+    choices = payload.get("choices")
+    if not _typed(choices, list) or not all(isinstance(c, dict) for c in choices or []):
+        return "choices is not a list of objects"
+    if not _typed(payload.get("usage"), dict):
+        return "usage is not an object"
+    delta = choices[0].get("delta") if choices else None
+    if not _typed(delta, dict):
+        return "delta is not an object"
+    for key in ("content", "reasoning", "reasoning_content"):
+        if not _typed((delta or {}).get(key), str):
+            return "delta.%s is not a string" % key
+    if not _typed((delta or {}).get("tool_calls"), list):
+        return "delta.tool_calls is not a list"
+    return None
 
 
 def new_result(stream):
@@ -65,6 +90,10 @@ class StreamMeasure(object):
             return True
         if payload.get("error"):
             self.error = "stream error: %s" % stream_error_text(payload)[:400]
+            return False
+        bad = chunk_shape_error(payload)
+        if bad:
+            self.error = "stream error: malformed chunk (%s): %s" % (bad, json.dumps(payload)[:200])
             return False
         self.res["chunks"] += 1
         usage = payload.get("usage")

@@ -311,7 +311,9 @@ class ChatBehaviour(object):
             except (TypeError, ValueError):
                 raise RequestError("max_tokens must be an integer", param="max_tokens")
             if max_tokens < 1:
-                raise RequestError("max_tokens must be at least 1, got %d." % max_tokens, param="max_tokens")
+                # vLLM's VLLMValidationError appends its parameter and value to the message
+                raise RequestError("max_tokens must be at least 1, got %d. (parameter=max_tokens, value=%d)"
+                                   % (max_tokens, max_tokens), param="max_tokens")
             if prompt_tokens + max_tokens > self.max_model_len:
                 raise RequestError(
                     "'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is "
@@ -361,6 +363,8 @@ class ChatBehaviour(object):
             min_tokens = int(body.get("min_tokens") or 0)
             n = budget[0] if ignore_eos else max(min_tokens, min(budget[0], self.natural_tokens))
             text = _filler(rng, n * CHARS_PER_TOKEN)
+            if ignore_eos:
+                plan.finish_reason = "length"  # without an end of sequence only max_tokens stops it, as in vLLM
         plan.content = take(tokenize(text))
         return prompt_tokens, plan
 

@@ -218,6 +218,13 @@ def render_metrics(group, model_name, cache_info):
         family(name + "_total", "counter", help_text)  # prometheus_client names counter families with _total
         for e, lb in base:
             out.append("%s_total%s %s" % (name, _labels(lb), _fmt(float(getattr(e, attr)))))
+    # vLLM counts every prompt token looked up in the prefix cache and the ones found; the stand-in caches no prefix
+    for name, help_text in (("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."),
+                            ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")):
+        family(name + "_total", "counter", help_text)
+        for e, lb in base:
+            hits = name.endswith("hits")
+            out.append("%s_total%s %s" % (name, _labels(lb), _fmt(0.0 if hits else float(e.prompt_tokens_total))))
     family("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.")
     for e, lb in base:
         for source in PROMPT_SOURCES:

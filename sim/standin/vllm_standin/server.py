@@ -288,7 +288,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, "Invalid JSON body: %s" % exc)
         model = body.get("model")
         if model is not None and model not in self.app.dep.served_names:
-            return self._error(404, "The model `%s` does not exist." % model, "NotFoundError", "model")
+            return self._error(404, "The model `%s` does not exist. Valid aliases: %s." % (
+                model, ", ".join(self.app.dep.served_names)), "NotFoundError", "model")
         try:
             prompt_tokens, plan = self.app.chat.prepare(body)
         except RequestError as exc:

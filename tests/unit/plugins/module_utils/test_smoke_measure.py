@@ -346,3 +346,19 @@ def test_sse_data_without_space_invalid_utf8_and_tab_prefix():
 def test_only_one_space_after_data_belongs_to_the_field():
     assert sse.decode_sse([(1.0, b"data:  [DONE]\n\n")]) == [(1.0, sse.InvalidEvent(" [DONE]"))]
     assert sse.decode_sse([(1.0, b"data:[DONE]\n\n")]) == [(1.0, sse.DONE)]
+
+
+@pytest.mark.parametrize("chunk,why", [
+    ({"choices": 5}, "choices is not a list of objects"),
+    ({"choices": ["x"]}, "choices is not a list of objects"),
+    ({"choices": [], "usage": 3}, "usage is not an object"),
+    ({"choices": [{"delta": "a"}]}, "delta is not an object"),
+    ({"choices": [{"delta": {"content": 7}}]}, "delta.content is not a string"),
+    ({"choices": [{"delta": {"reasoning": ["a"]}}]}, "delta.reasoning is not a string"),
+    ({"choices": [{"delta": {"tool_calls": {}}}]}, "delta.tool_calls is not a list"),
+])
+def test_a_malformed_chunk_fails_the_stream_with_what_is_wrong(chunk, why):
+    r = measure([(0.5, ev({"content": "a"})), (0.75, ("data: %s\n\n" % json.dumps(chunk)).encode())])
+    assert r["ok"] is False
+    assert r["error"] == "stream error: malformed chunk (%s): %s" % (why, json.dumps(chunk))
+    assert r["content"] == "a"
