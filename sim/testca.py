@@ -1,12 +1,14 @@
-"""A throw-away test CA for the https rehearsal (docs/sim.md "TLS"): one CA, one server certificate per node
-address, and a second, unrelated CA that must be refused.
+"""A throw-away test CA for the https rehearsal (docs/sim.md "TLS"): one CA, one server certificate for every
+node address, and a second, unrelated CA that must be refused.
 
-    python3 sim/testca.py OUTDIR 127.0.0.11 127.0.0.12 ...
+    python3 sim/testca.py /var/lib/kimi-sim/models/.tls 127.0.0.11 127.0.0.12 ...
 
-writes OUTDIR/ca.pem (the CA certificate), OUTDIR/wrong-ca.pem (another CA's certificate), and per address
-OUTDIR/<address>.pem / OUTDIR/<address>.key (the key mode 0600). The CA's own key is never written: nothing signs
-later. Uses python `cryptography` (a dependency of ansible-core). Certificates are valid for 7 days, name the
-address as an IP subject alternative name (and ``localhost`` for loopback addresses) and are for TLS servers only.
+writes OUTDIR/ca.pem (the CA certificate), OUTDIR/wrong-ca.pem (another CA's certificate), OUTDIR/server.pem (a
+server certificate naming every address as an IP subject alternative name, plus ``localhost`` when one is a loopback
+address) and OUTDIR/server.key (mode 0600). One certificate for all nodes: the rehearsal nodes' engines run on the
+host, so a path the plan mounts is the same file on every node (sim/tls-overlay.yml names these paths). The CA's own
+key is never written: nothing signs later. Uses python ``cryptography`` (a dependency of ansible-core).
+Certificates are valid for 7 days and are for TLS servers only.
 """
 import datetime
 import ipaddress
@@ -46,22 +48,27 @@ def make_ca(common_name="kimi-k3 rehearsal CA"):
     return cert, key
 
 
-def _alt_names(address):
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return [x509.DNSName(address)]
-    names = [x509.IPAddress(ip)]
-    return names + [x509.DNSName("localhost")] if ip.is_loopback else names
+def _alt_names(addresses):
+    names, loopback = [], False
+    for address in addresses:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            names.append(x509.DNSName(address))
+            continue
+        names.append(x509.IPAddress(ip))
+        loopback = loopback or ip.is_loopback
+    return names + ([x509.DNSName("localhost")] if loopback else [])
 
 
-def make_server_cert(ca_cert, ca_key, address):
-    """(certificate, private key) of a TLS server at ``address`` (IP or DNS name), signed by the CA."""
+def make_server_cert(ca_cert, ca_key, addresses):
+    """(certificate, private key) of a TLS server at every one of ``addresses`` (IPs or DNS names), signed by the
+    CA."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (_builder(_name(address), ca_cert.subject, key.public_key(), now)
+    cert = (_builder(_name(addresses[0]), ca_cert.subject, key.public_key(), now)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName(_alt_names(address)), critical=False)
+            .add_extension(x509.SubjectAlternativeName(_alt_names(addresses)), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
@@ -85,19 +92,17 @@ def _write(path, data, mode):
 
 
 def write_all(outdir, addresses):
-    """Write the CA, the wrong CA and a certificate + key per address into ``outdir``; returns the paths."""
-    os.makedirs(outdir, exist_ok=True)
+    """Write the CA, the wrong CA and the server certificate + key into ``outdir``; returns their paths."""
+    os.makedirs(outdir, mode=0o755, exist_ok=True)
     ca_cert, ca_key = make_ca()
     wrong_cert, _wrong_key = make_ca("unrelated CA (must be refused)")
-    paths = {"ca": os.path.join(outdir, "ca.pem"), "wrong_ca": os.path.join(outdir, "wrong-ca.pem"), "servers": {}}
+    cert, key = make_server_cert(ca_cert, ca_key, list(addresses))
+    paths = dict((name, os.path.join(outdir, f)) for name, f in (("ca", "ca.pem"), ("wrong_ca", "wrong-ca.pem"),
+                                                                  ("cert", "server.pem"), ("key", "server.key")))
     _write(paths["ca"], cert_pem(ca_cert), 0o644)
     _write(paths["wrong_ca"], cert_pem(wrong_cert), 0o644)
-    for address in addresses:
-        cert, key = make_server_cert(ca_cert, ca_key, address)
-        cert_path, key_path = os.path.join(outdir, address + ".pem"), os.path.join(outdir, address + ".key")
-        _write(cert_path, cert_pem(cert), 0o644)
-        _write(key_path, key_pem(key), 0o600)
-        paths["servers"][address] = {"cert": cert_path, "key": key_path}
+    _write(paths["cert"], cert_pem(cert), 0o644)
+    _write(paths["key"], key_pem(key), 0o600)
     return paths
 
 
@@ -107,7 +112,8 @@ def main(argv=None):
         sys.stderr.write("usage: python3 sim/testca.py OUTDIR ADDRESS...\n")
         return 2
     paths = write_all(argv[0], argv[1:])
-    print("CA %s, wrong CA %s, %d server certificate(s)" % (paths["ca"], paths["wrong_ca"], len(paths["servers"])))
+    print("CA %s, wrong CA %s, certificate %s for %s" % (paths["ca"], paths["wrong_ca"], paths["cert"],
+                                                          ", ".join(argv[1:])))
     return 0
 
 

@@ -43,10 +43,9 @@ def tls_server(tmp_path_factory):
     host = testing.loopback_ip()
     port = testing.free_port(host)
     paths = _testca().write_all(str(tmp_path_factory.mktemp("ca")), [host])
-    files = paths["servers"][host]
     proc = testing.Proc(["serve", "moonshotai/Kimi-K3", "--host", host, "--port", str(port), "-tp", "8",
-                         "--served-model-name", "kimi-k3", "--ssl-keyfile", files["key"],
-                         "--ssl-certfile", files["cert"]])
+                         "--served-model-name", "kimi-k3", "--ssl-keyfile", paths["key"],
+                         "--ssl-certfile", paths["cert"]])
     try:
         url = "https://%s:%d" % (host, port)
         context = ssl.create_default_context(cafile=paths["ca"])
@@ -93,3 +92,19 @@ def test_a_missing_key_file_stops_the_start(tmp_path):
         assert "FileNotFoundError" in proc.log()
     finally:
         proc.stop()
+
+
+def test_a_wrong_ca_is_named_in_the_smokes_server_facts(tls_server):
+    url, paths, _proc = tls_server
+    info = smoke_server.server_info(url + "/v1", tls=(True, paths["wrong_ca"]))
+    assert info["model"] is None and len(info["errors"]) == 2
+    for error in info["errors"]:
+        assert "the server's certificate was refused (CERTIFICATE_VERIFY_FAILED: " in error
+        assert "by the CA bundle %s. Fix: " % paths["wrong_ca"] in error and "kimi_k3_tls_controller_ca_file" in error
+    right = smoke_server.server_info(url + "/v1", tls=(True, paths["ca"]))
+    assert right["errors"] == [] and right["model"] == "kimi-k3"
+
+
+def test_other_connection_errors_read_as_before():
+    exc = OSError("[Errno 111] Connection refused")
+    assert smoke_server.describe_error(exc) == "[Errno 111] Connection refused"
