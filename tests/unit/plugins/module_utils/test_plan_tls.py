@@ -7,7 +7,10 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, plan_tls, topology, vllm_flags
+import yaml
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import monitoring, plan_render, plan_tls, topology
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
 
 RECIPE = recipe_data.load_recipe()
@@ -163,6 +166,17 @@ def test_router_on_a_public_address_in_front_of_https_is_warned(ca_dir):
     w = [w for w in r["warnings"] if w["variable"] == "kimi_k3_api_host"]
     assert len(w) == 1 and w[0]["host"] == "router" and "no TLS listener" in w[0]["message"]
     assert "loopback" in w[0]["fix"] and "TLS-terminating proxy" in w[0]["fix"]
+
+
+def test_monitoring_scrapes_the_https_backends_with_the_ca_and_not_the_router_api(ca_dir):
+    ca = str(ca_dir / "ca.pem")
+    r = _fleet(ca, kimi_k3_api_host="127.0.0.9")
+    with open(os.path.join(REPO, "data", "monitoring", "vllm-dashboard.yml")) as f:
+        spec = yaml.safe_load(f)
+    files, _summary = monitoring.monitoring_files(r["plans"], "c", spec, ca_file=r["cluster"]["tls"]["ca_file"])
+    job = files["prometheus.yml"]["scrape_configs"][0]
+    assert (job["scheme"], job["tls_config"]) == ("https", {"ca_file": ca})
+    assert [g["targets"] for g in files["targets/vllm.json"]] == [["10.9.1.1:8000"], ["10.9.3.1:8000"]]
 
 
 def test_router_without_tls_has_no_ca():
