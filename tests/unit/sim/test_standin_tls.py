@@ -57,7 +57,8 @@ def tls_server(tmp_path_factory):
 
 def test_the_openai_sdk_verifies_the_standin_with_the_test_ca(tls_server):
     url, paths, _proc = tls_server
-    client = openai.OpenAI(base_url=url + "/v1", api_key="none", http_client=httpx.Client(verify=ssl.create_default_context(cafile=paths["ca"])))
+    verify = ssl.create_default_context(cafile=paths["ca"])
+    client = openai.OpenAI(base_url=url + "/v1", api_key="none", http_client=httpx.Client(verify=verify))
     assert [m.id for m in client.models.list().data] == ["kimi-k3"]
 
 
