@@ -97,8 +97,8 @@ def write_all(outdir, addresses):
     ca_cert, ca_key = make_ca()
     wrong_cert, _wrong_key = make_ca("unrelated CA (must be refused)")
     cert, key = make_server_cert(ca_cert, ca_key, list(addresses))
-    paths = dict((name, os.path.join(outdir, f)) for name, f in (("ca", "ca.pem"), ("wrong_ca", "wrong-ca.pem"),
-                                                                  ("cert", "server.pem"), ("key", "server.key")))
+    files = (("ca", "ca.pem"), ("wrong_ca", "wrong-ca.pem"), ("cert", "server.pem"), ("key", "server.key"))
+    paths = dict((name, os.path.join(outdir, f)) for name, f in files)
     _write(paths["ca"], cert_pem(ca_cert), 0o644)
     _write(paths["wrong_ca"], cert_pem(wrong_cert), 0o644)
     _write(paths["cert"], cert_pem(cert), 0o644)
@@ -112,8 +112,8 @@ def main(argv=None):
         sys.stderr.write("usage: python3 sim/testca.py OUTDIR ADDRESS...\n")
         return 2
     paths = write_all(argv[0], argv[1:])
-    print("CA %s, wrong CA %s, certificate %s for %s" % (paths["ca"], paths["wrong_ca"], paths["cert"],
-                                                          ", ".join(argv[1:])))
+    print("CA %s, wrong CA %s, certificate %s for %s"
+          % (paths["ca"], paths["wrong_ca"], paths["cert"], ", ".join(argv[1:])))
     return 0
 
 

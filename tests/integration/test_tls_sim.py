@@ -23,7 +23,6 @@ import tempfile
 import pytest
 
 from tests.helpers import routed
-from tests.helpers.runner import run_playbook
 
 pytestmark = [pytest.mark.sim]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -213,8 +213,8 @@ def test_refused_one_deployment_without_tls(ca_dir):
                   kimi_k3_deployment_kind="replica", kimi_k3_model="example-org/small-moe")
     for j, n in enumerate(other):
         n["host"], n["vars"]["ansible_host"] = "other%d" % j, "10.9.5.%d" % (j + 1)
-    router = {"host": "router", "head": False, "vars": {"ansible_host": "10.9.0.9",
-                                                          "kimi_k3_router_image": ROUTER_IMAGE}}
+    router = {"host": "router", "head": False,
+              "vars": {"ansible_host": "10.9.0.9", "kimi_k3_router_image": ROUTER_IMAGE}}
     e = only(plan(ns + other, [router]))
     assert (e["host"], e["variable"]) == ("other0", "kimi_k3_tls_certfile") and "node0 serves https" in e["message"]
 
