@@ -129,6 +129,19 @@ notes:
     Allowed: 1-65535, distinct per node.'
   - 'C(kimi_k3_dp_rpc_port) (port, deployment scope, default 29550): Data-parallel RPC port (--data-parallel-rpc-
     port). Allowed: 1-65535, distinct per node.'
+  - 'C(kimi_k3_tls_certfile) (str, host scope, default unset (plain http)): PEM certificate (chain) of the node''s
+    API server, a path on the node; renders --ssl-certfile and serves https. Set it on every node that serves the
+    API, or on none. Allowed: an absolute path (starts with /, no '':'' and no control characters).'
+  - 'C(kimi_k3_tls_keyfile) (str, host scope, default unset (required with kimi_k3_tls_certfile)): Private key of
+    kimi_k3_tls_certfile, a path on the node (mode 0400; its contents are never read by the plan); renders --ssl-
+    keyfile. Allowed: an absolute path (starts with /, no '':'' and no control characters).'
+  - 'C(kimi_k3_tls_ca_file) (str, cluster, router host too scope, default unset (the system''s CAs)): CA bundle
+    that signed the servers'' certificates, a path on the nodes and the router host: the health waits and the
+    router''s backend client verify https with it. Allowed: an absolute path (starts with /, no '':'' and no
+    control characters).'
+  - 'C(kimi_k3_tls_controller_ca_file) (str, cluster scope, default kimi_k3_tls_ca_file): The same CA bundle on
+    the controller (smoke, capacity, status); checked by the plan before any host is contacted. Allowed: an
+    absolute path (starts with /, no '':'' and no control characters).'
   - 'C(kimi_k3_router_image) (str, router scope, default required with a vllm_router host): The vllm-router image,
     repo@sha256:<digest> (a tag is refused unless kimi_k3_allow_unpinned_image). Allowed: non-empty text without
     control characters.'

@@ -52,7 +52,8 @@ def vllm_targets(plans, cluster_name):
         raise MonitoringError("plan_result.plans is empty. Fix: run gpufleet.kimi_k3.plan first in the same play.")
     groups, schemes = [], set()
     for plan in sorted(plans.values(), key=lambda p: (p.get("node_rank", 0), p.get("host", ""))):
-        if not plan.get("serves_http") or not plan.get("api_url"):
+        # the router host's API port serves no vLLM metrics; its own Prometheus port is the router job's target
+        if not plan.get("serves_http") or not plan.get("api_url") or plan.get("role") == "router":
             continue
         scheme, address = _endpoint(plan["api_url"], plan.get("host", "?"))
         schemes.add(scheme)

@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, plan_variables
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, plan_tls, plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_validate import (
     DIGEST_RE, is_loopback, node_address, problem)
 
@@ -420,14 +420,18 @@ def _router_section(router, built, recipe):
             "mode": mode, "policy": settings["router_policy"] or defaults["router_policy"], "backends": backends}
 
 
-def router_plan(router, built, recipe):
-    """The vllm_router host's plan (the GUIDE's router contract)."""
+def router_plan(router, built, recipe, tls=None):
+    """The vllm_router host's plan (the GUIDE's router contract); ``tls``: the cluster's (https backends)."""
     section = _router_section(router, built, recipe)
+    tls_env, tls_volumes = plan_tls.router_fields(router["router_settings"], tls)
+    section["env"].update(tls_env)
     first = next(iter(built[0][1].values()))
     settings, defaults = router["router_settings"], recipe["defaults"]
     container = {"name": settings["router_container_name"] or defaults["router_container_name"],
                  "network_mode": "host", "restart_policy": built[0][0]["settings"]["restart_policy"] or "no",
                  "labels": {"io.gpufleet.kimi_k3.role": "router", "io.gpufleet.kimi_k3.deployment": "router"}}
+    if tls_volumes:
+        container["volumes"] = tls_volumes
     phase = 1 + max(p["start_phase"] for b in built for p in b[1].values())
     plan = {"host": router["host"], "role": "router", "deployment": "router", "deployment_kind": "router",
             "node_rank": 0, "nnodes": 1, "strategy": None, "accelerator": None, "vendor": None, "interconnect": None,

@@ -81,6 +81,7 @@ def router_run_command(plan):
     chunks = ["docker run --detach", "--name %s" % q(c["name"]), "--network %s" % q(c["network_mode"])]
     chunks += ["--label %s" % q("%s=%s" % (k, c["labels"][k])) for k in sorted(c.get("labels", {}))]
     chunks.append("--restart %s" % q(c["restart_policy"]))
+    chunks += ["--volume %s" % q(v) for v in c.get("volumes", [])]
     chunks += ["--env %s" % q("%s=%s" % (k, plan["env"][k])) for k in sorted(plan["env"])]
     chunks += ["--env %s" % q(k) for k in plan.get("secret_env", [])]
     chunks.append(q(plan["image"]))

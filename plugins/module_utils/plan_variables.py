@@ -180,6 +180,19 @@ VARIABLES = (
     _v("master_port", "port", DEPLOYMENT, "TP/PP rendezvous port (--master-port).", default_doc="29501"),
     _v("dp_rpc_port", "port", DEPLOYMENT, "Data-parallel RPC port (--data-parallel-rpc-port).",
        default_doc="29550"),
+    # TLS of the API servers (docs/secrets.md "TLS"): paths only, the plan never reads a key.
+    _v("tls_certfile", "str", HOST, "PEM certificate (chain) of the node's API server, a path on the node; renders "
+       "--ssl-certfile and serves https. Set it on every node that serves the API, or on none.", fmt="abs_path",
+       default_doc="unset (plain http)"),
+    _v("tls_keyfile", "str", HOST, "Private key of kimi_k3_tls_certfile, a path on the node (mode 0400; its "
+       "contents are never read by the plan); renders --ssl-keyfile.", fmt="abs_path",
+       default_doc="unset (required with kimi_k3_tls_certfile)"),
+    _v("tls_ca_file", "str", CLUSTER, "CA bundle that signed the servers' certificates, a path on the nodes and the "
+       "router host: the health waits and the router's backend client verify https with it.", fmt="abs_path",
+       default_doc="unset (the system's CAs)", on_router=True),
+    _v("tls_controller_ca_file", "str", CLUSTER, "The same CA bundle on the controller (smoke, capacity, "
+       "status); checked by the plan before any host is contacted.", fmt="abs_path",
+       default_doc="kimi_k3_tls_ca_file"),
     # Router (hosts of group vllm_router).
     _v("router_image", "str", ROUTER, "The vllm-router image, repo@sha256:<digest> (a tag is refused unless "
        "kimi_k3_allow_unpinned_image).", fmt="text", default_doc="required with a vllm_router host"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import urllib.error
 
 from ansible.module_utils.urls import Request, make_context
@@ -60,6 +61,18 @@ def http_get(url, timeout=10.0, api_key=None, tls=DEFAULT_TLS):
         return exc.code, exc.read().decode("utf-8", "replace")
 
 
+def describe_error(exc, tls=DEFAULT_TLS):
+    """A connection error as an operator reads it; a refused server certificate says which CA refused it and what
+    to set."""
+    reason = getattr(exc, "reason", exc)
+    if not isinstance(reason, ssl.SSLCertVerificationError):
+        return str(exc)
+    ca_path = (tls or DEFAULT_TLS)[1]
+    return ("the server's certificate was refused (CERTIFICATE_VERIFY_FAILED: %s) by %s. Fix: verify with the CA that "
+            "signed the servers' certificates (kimi_k3_tls_controller_ca_file, or the role's ca_path variable)."
+            % (reason.verify_message, "the CA bundle %s" % ca_path if ca_path else "the system's CAs"))
+
+
 def scrape(urls, timeout=10.0, tls=DEFAULT_TLS):
     """Merged snapshot of every metrics URL; unreachable URLs are listed in ``errors``."""
     snaps, errors = [], []
@@ -71,7 +84,7 @@ def scrape(urls, timeout=10.0, tls=DEFAULT_TLS):
                 continue
             snaps.append(smoke_metrics.parse_metrics(text, source=url))
         except Exception as exc:  # noqa: BLE001
-            errors.append("%s: %s" % (url, exc))
+            errors.append("%s: %s" % (url, describe_error(exc, tls)))
     merged = smoke_metrics.merge_snapshots(snaps)
     merged["errors"] = errors
     return merged
@@ -137,7 +150,7 @@ def server_info(base_url, api_key=None, timeout=30.0, tls=DEFAULT_TLS):
         else:
             info["errors"].append("/version: HTTP %s" % status)
     except Exception as exc:  # noqa: BLE001
-        info["errors"].append("/version: %s" % exc)
+        info["errors"].append("/version: %s" % describe_error(exc, tls))
     try:
         status, text = http_get(api + "/models", timeout=timeout, api_key=api_key, tls=tls)
         if status == 200:
@@ -149,5 +162,5 @@ def server_info(base_url, api_key=None, timeout=30.0, tls=DEFAULT_TLS):
         else:
             info["errors"].append("/v1/models: HTTP %s %s" % (status, text[:200]))
     except Exception as exc:  # noqa: BLE001
-        info["errors"].append("/v1/models: %s" % exc)
+        info["errors"].append("/v1/models: %s" % describe_error(exc, tls))
     return info

@@ -21,7 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_combos, plan_derived, plan_fleet
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_combos, plan_derived, plan_fleet, plan_tls
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_validate, plan_variables, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pick_versioned, to_bool
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render import (  # noqa: F401 (re-exported)
@@ -158,6 +158,7 @@ def _user_layer(ctx, node, recipe):
         names = [str(n) for n in names] if isinstance(names, list) else [str(names)]
         layers.append((PREFIX + "served_model_name", ["--served-model-name"] + names))
     if serves_http(ctx, node):
+        layers += plan_tls.server_layers(node)
         if api_host(node) not in ("0.0.0.0", "", None):
             layers.append((PREFIX + "api_host", ["--host", api_host(node)]))
         if ports["api_port"] != defaults["api_port"]:
@@ -398,10 +399,14 @@ def _node_plan(ctx, recipe, node, env, secret_env, args):
     plan.update(_serving_keys(ctx, recipe, node))
     if ctx["hw"].get("judge_accuracy") is False:
         plan["judge_accuracy"] = False
+    tls = plan_tls.plan_fields(ctx, node, [n for n in ctx["nodes"] if serves_http(ctx, n)])
+    if tls:
+        plan["tls"] = tls
+        plan["container"]["volumes"] += plan_tls.volumes(tls)
     if plan["serves_http"]:
         host = api_host(node)
         host = node_address(node) if host in ("0.0.0.0", "::", "") else host
-        plan["api_url"] = "http://%s:%d" % (host, ctx["ports"]["api_port"])
+        plan["api_url"] = "%s://%s:%d" % (plan_tls.scheme(tls), host, ctx["ports"]["api_port"])
     plan["container"]["labels"]["io.gpufleet.kimi_k3.plan_hash"] = plan_hash(plan)
     return plan
 
@@ -423,6 +428,8 @@ def _build_deployment(nodes, recipe, snapshots, deployment=None, model_facts=Non
     ``model_facts``: ``f(model, revision, cache_dir)`` -> what the controller found in the model cache, or None."""
     errors, warnings = [], []
     ctx = plan_validate.resolve(nodes, recipe, snapshots, errors, warnings, deployment)
+    if not errors:
+        errors.extend(plan_tls.deployment_problems(ctx, [n for n in ctx["nodes"] if serves_http(ctx, n)]))
     plans = {}
     if not errors:
         ctx["env"] = _node_env(ctx, recipe)
@@ -465,6 +472,8 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None)
     errors = _once([e for b in built for e in b[2]])
     warnings = _once([w for b in built for w in b[3]] + plan_fleet.scope_warnings(nodes, routers))
     if not errors:
+        errors = plan_tls.mixed_problems([n for b in built for n in b[0]["nodes"] if serves_http(b[0], n)])
+    if not errors:
         errors = plan_fleet.validate_fleet(built, routers, recipe, snapshots)
     if errors:
         return _refused(errors, warnings)
@@ -475,10 +484,15 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None)
         entry.update(capacity=ctx.get("capacity"), timeouts=ctx.get("timeouts"))
     if len(built) > 1:
         cluster.update(capacity=None, timeouts=None)  # per deployment: cluster.deployments[].capacity
+    tls = plan_tls.cluster_fields(plans.values())
+    if tls:
+        cluster["tls"] = tls
     if routers:
-        router = plan_fleet.router_plan(routers[0], built, recipe)
+        router = plan_fleet.router_plan(routers[0], built, recipe, tls)
         plans[router["host"]] = router
         cluster.update(plan_fleet.router_summary(router, cluster["endpoints"], built))
+        warnings += plan_tls.router_warnings(router["host"], router["api_host"],
+                                             plan_validate.is_loopback(router["api_host"]), tls)
     return {"ok": True, "errors": [], "warnings": warnings, "plans": plans, "cluster": cluster}
 
 

@@ -1,6 +1,7 @@
 """`vllm` entry point of the stand-in: `vllm serve MODEL [options]`, `vllm --version`."""
 import os
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -11,7 +12,7 @@ from . import flags as flagmod
 from .chat import ChatBehaviour
 from .config import GIB, Deployment, KVBudget, StartupError, env_bool, env_float
 from .engine import EngineGroup
-from .server import App, Timing, make_server, serve_in_thread
+from .server import App, Timing, make_server, serve_in_thread, tls_context
 
 DEFAULT_VERSION = "0.28.0"
 SHARDS = 96
@@ -277,13 +278,20 @@ def run_serve(argv):
             pd_config[0], pd_config[1], app.pd.engine_id,
             ", side channel listening on %s:%d" % side[:2] if side else ""))
     try:
-        httpd = make_server(app, dep.host, dep.port)
+        context = tls_context(values.get("ssl_keyfile"), values.get("ssl_certfile"))
+    except (OSError, ssl.SSLError) as exc:
+        vlog.error("api_server.py:2010", "%s: %s (--ssl-keyfile %s, --ssl-certfile %s)"
+                   % (type(exc).__name__, exc, values.get("ssl_keyfile"), values.get("ssl_certfile")))
+        return 1
+    try:
+        httpd = make_server(app, dep.host, dep.port, context)
     except OSError as exc:
         vlog.error("api_server.py:2010", "OSError: [Errno %s] error while attempting to bind on address (%r, %d): %s"
                    % (exc.errno, dep.host, dep.port, exc.strerror))
         return 1
     vlog.info("api_server.py:1999", "vLLM server version %s, serving model %s" % (reported, dep.model))
-    vlog.info("api_server.py:2040", "Starting vLLM API server 0 on http://%s:%d" % (dep.host, dep.port))
+    vlog.info("api_server.py:2040", "Starting vLLM API server 0 on %s://%s:%d"
+              % ("https" if context else "http", dep.host, dep.port))
     vlog.info("launcher.py:46", "Available routes are:")
     for route, methods in (("/health", "GET"), ("/load", "GET"), ("/ping", "POST, GET"), ("/version", "GET"),
                            ("/metrics", "GET"), ("/v1/models", "GET"), ("/v1/chat/completions", "POST")):

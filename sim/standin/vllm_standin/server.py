@@ -4,6 +4,7 @@ import json
 import os
 import queue
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -63,6 +64,7 @@ class _Server(HTTPServer):
     """
     request_queue_size = 2048
     allow_reuse_address = True
+    ssl_context = None
 
     def server_activate(self):
         HTTPServer.server_activate(self)
@@ -121,6 +123,7 @@ class _Server(HTTPServer):
             request, client_address, stamp = self._q.get()
             _tls.accept_stamp = stamp
             try:
+                request = self._handshake(request)
                 self.finish_request(request, client_address)
             except Exception:  # noqa: BLE001 - like socketserver: report and keep serving
                 self.handle_error(request, client_address)
@@ -128,19 +131,37 @@ class _Server(HTTPServer):
                 _tls.accept_stamp = None
                 self.shutdown_request(request)
 
+    def _handshake(self, request):
+        """TLS on this worker thread (uvicorn's --ssl-keyfile/--ssl-certfile), never on the accept loop."""
+        if self.ssl_context is None:
+            return request
+        return self.ssl_context.wrap_socket(request, server_side=True)
+
     def handle_error(self, request, client_address):
         exc = sys.exc_info()[1]
-        if isinstance(exc, (BrokenPipeError, ConnectionResetError, socket.timeout)):
-            return
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError, socket.timeout, ssl.SSLError)):
+            return  # a client that refuses the certificate (wrong CA) aborts the handshake: uvicorn logs nothing
         vlog.error("launcher.py:120", "Exception in ASGI application: %r" % (exc,))
 
 
-def make_server(app, host, port):
+def make_server(app, host, port, ssl_context=None):
     handler = type("BoundHandler", (Handler,), {"app": app})
     cls = _Server
     if ":" in host:
         cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
-    return cls((host, port), handler)
+    httpd = cls((host, port), handler)
+    httpd.ssl_context = ssl_context
+    return httpd
+
+
+def tls_context(keyfile, certfile):
+    """The server context of vLLM's --ssl-keyfile/--ssl-certfile (None without them); OSError/ssl.SSLError when
+    the files are missing or do not match, as uvicorn's start-up fails."""
+    if not keyfile and not certfile:
+        return None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certfile, keyfile)
+    return ctx
 
 
 class Handler(BaseHTTPRequestHandler):
