@@ -7,14 +7,22 @@ its behaviour when a rank dies.
     the report holds the version the server says (0.32.0), KV tokens and concurrency from the real start-up log
     and the real metrics, schema-valid tool calls with Kimi's ids, and says that answers are not judged;
 (b) the follower killed after ready: the head's /health stays 200 (the engine does not notice), the collection's
-    status check fails within 90 s naming the follower; launch.yml brings the deployment back.
+    status check fails within 90 s naming the follower; launch.yml brings the deployment back;
+(c) upgrade.yml to the second real image (another digest) passes its smoke gate on both nodes;
+(d) upgrade.yml to the image whose engine really fails at start (it cannot import the model class): the collection
+    notices within 90 s, names the head and rolls back to the previous real image;
+(e) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy
+    finishes the rollback and both nodes run the previous digest again.
 
 Needs `sim/simctl up --cluster cpu` (or KIMI_SIM_AUTO_UP=1). Group `cpu` (scripts/test.sh stage realengine runs it
 alone: the engines take both cores).
 """
+import datetime
 import glob
 import json
 import os
+import signal
+import subprocess
 import tempfile
 import time
 
@@ -23,7 +31,7 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
 
 from tests.helpers.http import status as _http
-from tests.helpers.runner import failed_tasks, run_playbook
+from tests.helpers.runner import REPO, failed_tasks, run_playbook
 
 pytestmark = [pytest.mark.sim, pytest.mark.sim_group("cpu")]
 
@@ -35,8 +43,12 @@ FAST = {"launch_poll_interval_s": 2, "launch_progress_every_s": 15, "preflight_m
         "preflight_min_shm": "32m"}
 
 
+# one artifacts directory for the module: the deployment's state record (upgrade in progress, deployed plan) lives there
+ART = tempfile.mkdtemp(prefix="real-engine-art-")
+
+
 def _run(sim, playbook, extra=None, **kw):
-    art = kw.pop("artifacts", None) or tempfile.mkdtemp(prefix="real-engine-art-")
+    art = kw.pop("artifacts", None) or ART
     ev = dict(FAST, kimi_k3_artifacts_dir=art, **(extra or {}))
     r = run_playbook(playbook, sim.inventory, extravars=ev, timeout=kw.pop("timeout", 1500), **kw)
     r.artifacts_dir = art
@@ -136,4 +148,86 @@ def test_b_follower_killed_after_ready_is_named_by_the_collection(deployed):
     r = _run(sim, "launch.yml")
     assert r.status == "successful", failed_tasks(r)
     assert _inspect(sim, FOLLOWER)["State"]["Running"]
+    assert _http(HEAD_URL + "/health") == 200
+
+
+def _images(sim):
+    return [(_inspect(sim, n) or {}).get("Config", {}).get("Image") for n in (HEAD, FOLLOWER)]
+
+
+def _state():
+    with open(os.path.join(ART, "plan", "state.json")) as handle:
+        return json.load(handle)
+
+
+def _first_failure_s(run):
+    """Seconds from the run's first event to its first failed task (when the collection noticed)."""
+    def stamp(event):
+        return datetime.datetime.fromisoformat(event["created"]).timestamp()
+    events = [e for e in run.events if e.get("created")]
+    failed = [e for e in events if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")]
+    return stamp(failed[0]) - stamp(events[0]) if failed else float("inf")
+
+
+def test_c_upgrade_to_the_second_real_image(deployed):
+    sim, _r = deployed
+    target = sim.images["engine-b"]
+    r = _run(sim, "upgrade.yml", {"kimi_k3_image": target})
+    assert r.status == "successful", failed_tasks(r)
+    assert _images(sim) == [target, target]
+    assert _http(HEAD_URL + "/health") == 200
+    assert _state()["upgrade"] is None
+
+
+def test_d_engine_that_fails_at_start_is_rolled_back_within_90s(deployed):
+    sim, _r = deployed
+    before = _images(sim)
+    broken = sim.images["engine-broken"]
+    r = _run(sim, "upgrade.yml", {"kimi_k3_image": broken})
+    assert r.status == "failed"
+    msgs = [m for _h, t, m in failed_tasks(r) if t == "Fail the upgrade after a successful rollback"]
+    assert len(msgs) == 1, failed_tasks(r)
+    assert broken in msgs[0] and before[0] in msgs[0], msgs[0]
+    assert HEAD in msgs[0], msgs[0]
+    noticed = _first_failure_s(r)
+    print("\nreal-engine head-crash upgrade: failure noticed after %.1f s, failed and rolled back in %.1f s" % (
+        noticed, r.elapsed_s))
+    # the collection notices the crash within 90 s; the rollback then waits for the previous engine's start
+    assert noticed < 90, noticed
+    assert _images(sim) == before
+    assert _http(HEAD_URL + "/health") == 200
+    assert _state()["upgrade"] is None
+
+
+def test_e_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
+    sim, _r = deployed
+    before = _images(sim)
+    target = sim.images["engine-a"] if before[0] != sim.images["engine-a"] else sim.images["engine-b"]
+    fd, vars_file = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(dict(FAST, kimi_k3_artifacts_dir=ART, kimi_k3_image=target), handle)
+    proc = subprocess.Popen([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", sim.inventory,
+                             os.path.join(REPO, "playbooks", "upgrade.yml"), "-e", "@" + vars_file],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                            env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg")))
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "start phase 1" in line:
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            break
+    proc.communicate(timeout=180)
+    os.unlink(vars_file)
+    assert proc.returncode != 0, "".join(seen[-20:])
+    st = _state()
+    assert st["upgrade"] and st["upgrade"]["to_image"] == target, st
+    # the operator's next deploy, with the image the inventory holds for what was deployed before the upgrade
+    r = _run(sim, "deploy.yml", {"kimi_k3_image": before[0]}, skip_tags="preflight")
+    assert r.status == "successful", failed_tasks(r)
+    with open(os.path.join(r.config.artifact_dir, "stdout")) as handle:
+        out = " ".join(handle.read().split())
+    assert "was interrupted at the" in out and "Finishing the rollback to" in out
+    assert _images(sim) == before
+    assert _state()["upgrade"] is None
     assert _http(HEAD_URL + "/health") == 200

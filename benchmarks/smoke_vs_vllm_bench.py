@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The module's latency/throughput figures side by side with vLLM's own `vllm bench serve`, on the real engine.
+
+Against a deployment of the rehearsal cpu cluster (vLLM's CPU build, `inventories/sim-cpu` or `sim-cpu-single`,
+deployed first), per concurrency C the module and `vllm bench serve` alternate, `--repeats` runs each, N =
+`--requests-per-stream` x C streaming requests of the same prompt with `ignore_eos` and a fixed output length;
+medians are compared; target |difference| <= 5 % (or 10 ms for latencies). `vllm bench serve` is the one shipped
+in the engine image (the same vLLM package), run in a container of that image on the sim's control engine with
+host networking:
+
+    vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --base-url URL --model M
+      --tokenizer <the model's snapshot> --dataset-name custom --dataset-path prompts.jsonl
+      --custom-output-len T --num-prompts N --max-concurrency C --ignore-eos --save-result
+
+| module | vllm bench serve | meaning |
+| --- | --- | --- |
+| `throughput_tok_s` | `output_throughput` | output tokens / run wall time |
+| TTFT mean, median | `mean_ttft_ms`, `median_ttft_ms` | request sent -> first token |
+| ITL (mean of per-chunk gaps) | `mean_itl_ms` | gap between token-carrying chunks |
+| TPOT ((e2e - ttft) / (tokens - 1)) | `mean_tpot_ms` | per-request time per output token |
+
+A benchmark: it prints numbers and asserts nothing.
+
+usage: .venv/bin/python benchmarks/smoke_vs_vllm_bench.py [--base http://127.0.0.61:8000/v1]
+       [--concurrency 1 4 16] [--repeats 2] [--tokens 32] [--json build/bench/vs_vllm_bench.json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import smoke_vs_guidellm as svg  # noqa: E402  (module_run, summarise, med)
+import smoke_client_overhead as sco  # noqa: E402
+
+REPO = sco.REPO
+OUT = os.path.join(REPO, "build", "bench", "vllm_bench")
+CONTROL_SOCK = "unix:///run/kimi-sim/control/docker.sock"
+MODEL_DIR = "/var/lib/kimi-sim/models-cpu"
+PROMPT = "Say something."
+PAIRS = [("output tok/s", "tok_s", "tok_s", True), ("TTFT mean ms", "ttft_mean_ms", "ttft_mean_ms", True),
+         ("TTFT median ms", "ttft_p50_ms", "ttft_p50_ms", True),
+         ("ITL mean ms", "itl_mean_ms", "itl_mean_ms", True), ("TPOT mean ms", "tpot_mean_ms", "tpot_mean_ms", True)]
+
+
+def engine_image():
+    with open(os.path.join(REPO, "sim", ".state", "engine_images.json")) as fh:
+        return json.load(fh)["engine_image"]
+
+
+def snapshot_dir():
+    snaps = os.path.join(MODEL_DIR, "hub", "models--moonshotai--Kimi-K3", "snapshots")
+    return os.path.join(snaps, sorted(os.listdir(snaps))[0])
+
+
+def bench_run(base, c, n, tokens, tag):
+    os.makedirs(OUT, exist_ok=True)
+    data = os.path.join(OUT, "prompts.jsonl")
+    with open(data, "w") as fh:
+        for _row in range(max(n, 16)):
+            fh.write(json.dumps({"prompt": PROMPT}) + "\n")
+    name = "c%d-%s.json" % (c, tag)
+    cmd = ["docker", "run", "--rm", "--network", "host", "-v", "%s:%s:ro" % (MODEL_DIR, MODEL_DIR),
+           "-v", "%s:/bench" % OUT, "-e", "HF_HUB_OFFLINE=1", "--entrypoint", "vllm", engine_image(),
+           "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+           "--base-url", base[:-3], "--model", sco.MODEL, "--tokenizer", snapshot_dir(),
+           "--dataset-name", "custom", "--dataset-path", "/bench/prompts.jsonl", "--custom-output-len", str(tokens),
+           "--num-prompts", str(n), "--max-concurrency", str(c), "--ignore-eos", "--save-result",
+           "--result-dir", "/bench", "--result-filename", name]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False,
+                       env=dict(os.environ, DOCKER_HOST=CONTROL_SOCK))
+    out = os.path.join(OUT, name)
+    if p.returncode != 0 or not os.path.exists(out):
+        raise RuntimeError("vllm bench serve rc=%s: %s" % (p.returncode, (p.stdout + p.stderr)[-2000:]))
+    with open(out) as fh:
+        m = json.load(fh)
+    return {"tok_s": m["output_throughput"], "ttft_mean_ms": m["mean_ttft_ms"], "ttft_p50_ms": m["median_ttft_ms"],
+            "itl_mean_ms": m["mean_itl_ms"], "tpot_mean_ms": m["mean_tpot_ms"], "failed": n - m["completed"],
+            "wall_s": round(time.time() - t0, 1), "load": round(os.getloadavg()[0], 2)}
+
+
+def agrees(v):
+    """Within 5 %, or 10 ms for a latency."""
+    a, b = v["module"][0], v["vllm_bench"][0]
+    if a is None or b is None:
+        return False
+    return abs(v["diff_pct"]) <= 5 or (not v["label"].startswith("output") and abs(a - b) <= 10)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", default="http://127.0.0.61:8000/v1")
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--requests-per-stream", type=int, default=2)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    results = {}
+    for c in args.concurrency:
+        n = max(c * args.requests_per_stream, 4)
+        rows = {"module": [], "vllm_bench": []}
+        for i in range(args.repeats):
+            rows["module"].append(svg.module_run(args.base, c, n, args.tokens))
+            rows["vllm_bench"].append(bench_run(args.base, c, n, args.tokens, str(i)))
+        summ, _ok = svg.summarise(rows, "vllm_bench", PAIRS)
+        for label, v in summ.items():
+            v["label"] = label
+        ok = all(agrees(v) for v in summ.values())
+        results[c] = {"rows": rows, "summary": summ, "agrees": ok}
+        print("\nconcurrency %d, %d requests per run, %d runs each (median (min..max)); load %s" % (
+            c, n, args.repeats, "/".join(str(r["load"]) for r in rows["module"] + rows["vllm_bench"])))
+        print("  %-20s %-26s %-26s %8s" % ("figure", "module", "vllm bench serve", "diff %"))
+        for label, v in summ.items():
+            print("  %-20s %-26s %-26s %8s" % (label, svg._cell(v["module"]), svg._cell(v["vllm_bench"]),
+                                                "%+.2f" % v["diff_pct"] if v["diff_pct"] is not None else ""))
+        sys.stdout.flush()
+    print("\nmodule vs vllm bench serve within 5 %% (or 10 ms): %s" % ", ".join(
+        "c=%d %s" % (c, "yes" if r["agrees"] else "NO") for c, r in results.items()))
+    sco.write_json(args.json, {"args": vars(args), "results": results})
+
+
+if __name__ == "__main__":
+    main()
