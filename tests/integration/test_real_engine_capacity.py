@@ -38,7 +38,7 @@ SWEEP = {"capacity_max_concurrency": 2, "capacity_requests_per_level": 1, "capac
          "capacity_prompt_fraction": 0.25, "capacity_ttft_limit_s": 120, "capacity_ready_timeout_s": 600,
          "capacity_probe_refusal": True, "capacity_max_model_lens": POINTS,
          "kimi_k3_extra_env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}}
-PREDICT = "Predict whether the engine refuses max-model-len %d (the plan's KV budget)"
+PREDICT = "Predict from the plan's KV budget whether the engine refuses max-model-len %d"
 
 
 @pytest.fixture(scope="module")
