@@ -136,6 +136,12 @@ def compare(cap, server, kv_from_log=None, gpu_memory=None, tolerance_pct=DEFAUL
     observed = observed_figures(server, kv_from_log, gpu_memory)
     tolerance = float(tolerance_pct)
     errors = dict((key, error_pct(predicted[key], observed[key])) for key, _label in _COMPARED)
+    running = _number((server or {}).get("max_model_len"))
+    notes = []
+    if running and predicted["max_model_len"] and running != predicted["max_model_len"]:
+        errors["max_concurrency"] = None  # another length than the plan's: its concurrency is not comparable
+        notes.append("the engine serves max-model-len %s, the plan predicted for %s: concurrency not compared" % (
+            _fmt(running), _fmt(predicted["max_model_len"])))
     warnings = []
     for key, label in _COMPARED:
         if errors[key] is not None and abs(errors[key]) > tolerance:
@@ -145,7 +151,7 @@ def compare(cap, server, kv_from_log=None, gpu_memory=None, tolerance_pct=DEFAUL
                                 label, _fmt(observed[key]), _fmt(predicted[key]), errors[key], tolerance))
     judged = [e for e in errors.values() if e is not None]
     return {"predicted": predicted, "observed": observed, "error_pct": errors, "tolerance_pct": tolerance,
-            "within_tolerance": (not warnings) if judged else None, "warnings": warnings,
+            "within_tolerance": (not warnings) if judged else None, "warnings": warnings, "notes": notes,
             "compared": bool(cap) and bool(judged)}
 
 
@@ -173,7 +179,8 @@ def markdown_lines(check):
     verdict = "within" if check["within_tolerance"] else "BEYOND"
     lines += rows + ["", "- source: %s; max-model-len %s; %s the %.2f %% tolerance" % (
         check["observed"]["source"], _fmt(check["predicted"]["max_model_len"]), verdict, check["tolerance_pct"])]
-    return lines + ["- warning: %s" % w for w in check["warnings"]] + [""]
+    return lines + ["- warning: %s" % w for w in check["warnings"]] + [
+        "- note: %s" % n for n in check.get("notes") or []] + [""]
 
 
 # ----------------------------------------------------------------------------- the refusal point

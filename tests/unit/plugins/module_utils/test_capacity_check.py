@@ -119,6 +119,14 @@ def test_the_smallest_engine_counts_and_gpu_memory_is_per_gpu():
                                                            "maximum concurrency at max-model-len"]
 
 
+def test_concurrency_at_another_length_is_not_compared():
+    check = cc.compare(CPU_PLAN, dict(CPU_SERVER, max_model_len=2048))
+    assert check["error_pct"]["max_concurrency"] is None and check["error_pct"]["kv_cache_size_tokens"] == 0.0
+    assert check["notes"] == ["the engine serves max-model-len 2,048, the plan predicted for 4,096: concurrency not "
+                              "compared"]
+    assert "- note: the engine serves max-model-len 2,048" in "\n".join(cc.markdown_lines(check))
+
+
 def test_no_prediction_or_no_engine_figures_is_not_compared():
     assert cc.compare(None, CPU_SERVER)["compared"] is False
     check = cc.compare(CPU_PLAN, {})
