@@ -22,9 +22,16 @@ def capacity_values(values):
     return capacity.curve_values(to_plain(values or []))
 
 
+def _tri_state(served):
+    """True, False or None (not launched); a template may hand None over as the text "None"."""
+    if served is None or isinstance(served, bool):
+        return served
+    return {"none": None, "": None, "true": True, "false": False}.get(str(served).strip().lower(), bool(served))
+
+
 def capacity_refusal(plan_cluster, value, served=None, log_text="", deployment=None):
     cap = capacity_check.deployment_capacity(to_plain(plan_cluster or {}), deployment)
-    return capacity_check.point_refusal(cap, int(value), served, str(log_text or ""))
+    return capacity_check.point_refusal(cap, int(value), _tri_state(served), str(log_text or ""))
 
 
 class FilterModule(object):

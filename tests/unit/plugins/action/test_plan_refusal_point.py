@@ -60,3 +60,10 @@ def test_the_curve_filter_predicts_before_the_relaunch(tmp_path):
     assert capacity_filters.capacity_refusal(cluster, 4096)["refused"] is False
     beyond = capacity_filters.capacity_refusal(cluster, 524288)
     assert (beyond["limit"], beyond["refused"], beyond["observed"]) == (466032, True, "not launched")
+
+
+def test_the_curve_filter_reads_a_templated_none_as_not_launched(tmp_path):
+    cluster = cpu_plan(tmp_path)["cluster"]
+    for served, observed in (("None", "not launched"), ("", "not launched"), ("True", "served"), (True, "served")):
+        assert capacity_filters.capacity_refusal(cluster, 524288, served)["observed"] == observed
+    assert capacity_filters.capacity_refusal(cluster, 524288, "False", "RuntimeError")["observed"].startswith("failed")
