@@ -167,10 +167,9 @@ def markdown_lines(check):
         return []
     lines = ["## Engine figures vs the plan's prediction", ""]
     if not check.get("compared"):
-        return lines + ["- not compared: %s" % ("the plan predicted no capacity for this deployment"
-                                                 if not check["predicted"].get("kv_cache_size_tokens")
-                                                 else "the engine reported no KV figures (metrics or start-up log)"),
-                        ""]
+        why = ("the plan predicted no capacity for this deployment" if not check["predicted"].get("kv_cache_size_tokens")
+               else "the engine reported no KV figures (metrics or start-up log)")
+        return lines + ["- not compared: %s" % why, ""]
     rows = ["| figure | predicted | engine | error |", "| --- | --- | --- | --- |"]
     for key, label in _COMPARED:
         err = check["error_pct"][key]

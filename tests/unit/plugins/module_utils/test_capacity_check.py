@@ -115,8 +115,8 @@ def test_the_smallest_engine_counts_and_gpu_memory_is_per_gpu():
                                  "max_concurrency": 5.34, "gpu_memory_used_mib": 269000.0}
     assert check["error_pct"] == {"kv_cache_size_tokens": -2.274, "max_concurrency": -2.198,
                                   "gpu_memory_used_mib": -0.371}
-    assert [w.split(":")[0] for w in check["warnings"]] == ["KV cache size (tokens per engine)",
-                                                           "maximum concurrency at max-model-len"]
+    assert [w.split(":")[0] for w in check["warnings"]] == [
+        "KV cache size (tokens per engine)", "maximum concurrency at max-model-len"]
 
 
 def test_concurrency_at_another_length_is_not_compared():
