@@ -245,3 +245,27 @@ def test_capacity_report_shows_refused_points_without_a_sweep():
     assert "| 524288 | - | - | - | - | - | yes | refused (predicted refused) |" in md
     assert "| 4096 | 466032 | 113.7773 | 1 | 10.0 | 0.00 | yes | served (predicted served) |" in md
     assert "## Refusal point" in md and "## max_model_len 4096" in md and "## max_model_len 524288" not in md
+
+
+def test_the_stand_ins_refusal_reads_like_vllms(monkeypatch):
+    """The rehearsal stand-in (sim/standin, check_enough_kv_cache_memory's wording) is read by the same parser; its
+    VLLM_STANDIN_KV_TOKENS knob is the fault of an engine whose KV figure is not the plan's."""
+    import os
+    import sys
+    standin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "sim", "standin")
+    if not os.path.isdir(os.path.join(standin, "vllm_standin")):
+        pytest.skip("sim/standin is not in this tree")
+    sys.path.insert(0, standin)
+    from vllm_standin import config  # noqa: E402
+
+    class Dep(object):
+        world_size = 8
+
+    monkeypatch.setenv("VLLM_STANDIN_KV_TOKENS", "466032")
+    budget = config.KVBudget(Dep(), {"max_model_len": "524288"})
+    with pytest.raises(config.StartupError) as refused:
+        budget.check()
+    found = cc.parse_refusal("ValueError: %s" % refused.value)
+    assert (found["max_model_len"], found["estimated_max_model_len"]) == (524288, 466032)
+    served = cc.point_refusal(CPU_PLAN, 524288, False, "ValueError: %s" % refused.value)
+    assert served["observed"] == "refused" and served["agrees"] is True
