@@ -69,6 +69,9 @@ notes:
   - 'C(kimi_k3_target_concurrency) (int, deployment scope, default unset (required with kimi_k3_max_model_len:
     auto)): Concurrent full-length sequences the deployment must hold: kimi_k3_max_model_len auto becomes the
     longest length whose predicted concurrency meets it. Allowed: >= 1.'
+  - 'C(kimi_k3_max_model_len_fit) (str, deployment scope, default refuse): A --max-model-len predicted to hold not
+    one sequence (from trusted figures): refuse the plan, or warn and launch anyway so that the engine''s own
+    refusal is observed (the capacity curve''s refusal probe, capacity_probe_refusal). Allowed: refuse, warn.'
   - 'C(kimi_k3_kv_cache_dtype) (str, cluster scope, default recipe (fp8 on Blackwell)): --kv-cache-dtype. Allowed:
     a --kv-cache-dtype choice of the target release (auto, bfloat16, float16, fp8, fp8_ds_mla, fp8_e4m3, fp8_e5m2,
     fp8_inc, fp8_per_token_head, int4_per_token_head, int8_per_token_head, nvfp4, nvfp4_4over6, nvfp4_ds_mla,

@@ -3,13 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the capacity role (thin wrappers around module_utils.capacity).
 
-Documentation: capacity_restart.yml and capacity_values.yml beside this file.
+Documentation: capacity_restart.yml, capacity_values.yml and capacity_refusal.yml beside this file.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity, capacity_check
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 
@@ -22,6 +22,19 @@ def capacity_values(values):
     return capacity.curve_values(to_plain(values or []))
 
 
+def _tri_state(served):
+    """True, False or None (not launched); a template may hand None over as the text "None"."""
+    if served is None or isinstance(served, bool):
+        return served
+    return {"none": None, "": None, "true": True, "false": False}.get(str(served).strip().lower(), bool(served))
+
+
+def capacity_refusal(plan_cluster, value, served=None, log_text="", deployment=None):
+    cap = capacity_check.deployment_capacity(to_plain(plan_cluster or {}), deployment)
+    return capacity_check.point_refusal(cap, int(value), _tri_state(served), str(log_text or ""))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"capacity_restart": capacity_restart, "capacity_values": capacity_values}
+        return {"capacity_restart": capacity_restart, "capacity_values": capacity_values,
+                "capacity_refusal": capacity_refusal}

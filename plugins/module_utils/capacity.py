@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_check
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report as sl
 
 
@@ -136,6 +137,13 @@ def point_summary(max_model_len, steps, kv, restarted):
     }
 
 
+def _served(point):
+    """What the engine did at a point: served, refused (predicted or not), or not launched."""
+    r = point.get("refusal") or {}
+    predicted = {True: "predicted refused", False: "predicted served"}.get(r.get("refused"), "no prediction")
+    return "%s (%s)" % (r.get("observed") or "served", predicted)
+
+
 def render_markdown(curve):
     rows = []
     for p in curve["points"]:
@@ -143,7 +151,7 @@ def render_markdown(curve):
                      p.get("theoretical_max_concurrency") or "-", p.get("measured_max_concurrency") or "-",
                      "%.1f" % p["peak_throughput_tok_s"] if p.get("peak_throughput_tok_s") else "-",
                      "%.2f" % p["kv_cache_usage_perc_peak"] if p.get("kv_cache_usage_perc_peak") is not None else "-",
-                     "yes" if p.get("restarted") else "no"])
+                     "yes" if p.get("restarted") else "no", _served(p)])
     lines = ["# Kimi-K3 max-model-len capacity curve", "",
              "- restarts: %s (values sorted ascending; no relaunch when the running max_model_len already matches)" %
              curve.get("restarts"),
@@ -151,8 +159,11 @@ def render_markdown(curve):
              "start-up log line); measured = highest swept concurrency with no queue, no preemption, no failed "
              "request, p99 TTFT within %s s and no throughput plateau" % curve.get("ttft_limit_s"), "",
              sl.markdown_table(["max_model_len", "KV tokens", "theoretical conc.", "measured conc.",
-                                "peak tok/s", "peak KV use", "restarted"], rows), ""]
+                                "peak tok/s", "peak KV use", "restarted", "engine"], rows), ""]
+    lines += capacity_check.refusal_markdown(curve.get("refusal"))
     for p in curve["points"]:
+        if (p.get("refusal") or {}).get("observed") not in (None, "served"):
+            continue  # refused or not launched: no sweep
         lines += ["## max_model_len %d" % p["max_model_len"], "", sl.markdown_table(
             ["concurrency", "requests", "tok/s", "ttft p50", "ttft p99", "itl p50", "itl p99", "waiting max",
              "preempt", "kv use max", "saturation"],

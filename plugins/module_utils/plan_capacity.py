@@ -113,6 +113,20 @@ def pool_bytes(budget, token_bytes, block_size):
     return math.floor(budget / (block_size * token_bytes)) * block_size * token_bytes
 
 
+def max_accepted_length(budget, token_bytes, state_bytes, block_size=None):
+    """The longest max-model-len the engine starts with: one sequence of it (its tokens in whole blocks of
+    ``block_size``, plus its state) fits the budget - vLLM's own test (``_check_enough_kv_cache_memory``: needed
+    ``cdiv(L, block) x page`` per layer above the available memory is refused). 0 when not one block fits,
+    None when unknown."""
+    if budget is None or token_bytes <= 0:
+        return None
+    step = int(block_size) if block_size else 1
+    room = budget - state_bytes
+    if room < step * token_bytes:
+        return 0
+    return int(math.floor(room / (step * token_bytes))) * step
+
+
 def capacity_at(budget, token_bytes, state_bytes, length, engines=1):
     """Predicted figures at max-model-len ``length``: vLLM's per-engine line and the deployment's total."""
     need = length * token_bytes + state_bytes

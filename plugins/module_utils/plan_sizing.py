@@ -208,7 +208,8 @@ def _record(figures, layout, sources, engines):
                         "kv_budget_gib": round(figures["pool"] / pc.GIB, 2),
                         "kv_bytes_per_token": round(figures["token"], 1),
                         "state_bytes_per_sequence": int(figures["state"])},
-            "kv_tokens": int(figures["pool"] / figures["token"]) if figures["token"] else 0}
+            "kv_tokens": int(figures["pool"] / figures["token"]) if figures["token"] else 0,
+            "max_model_len_limit": figures["limit"]}
 
 
 def _predict(ctx, recipe, layout, figures, out):
@@ -225,12 +226,16 @@ def _predict(ctx, recipe, layout, figures, out):
     if isinstance(length, int):
         at = pc.capacity_at(figures["pool"], figures["token"], figures["state"], length, engines)
         cap["at_max_model_len"] = at
-        if at["max_concurrency"] < 1 and not out["errors"]:
+        if figures["limit"] is not None and length > figures["limit"] and not out["errors"]:
             best = pc.auto_length(figures["pool"], figures["token"], figures["state"], 1,
                                   recipe.get("capacity", {}).get("auto_len_multiple", 1024), figures["ceiling"])
             issue = _length_problem(ctx, length, at, figures["pool"] / pc.GIB, best)
-            if figures["trusted"]:
+            if figures["trusted"] and ctx["settings"].get("max_model_len_fit") != "warn":
                 out["errors"].append(issue)
+            elif figures["trusted"]:
+                issue["message"] += (" (kimi_k3_max_model_len_fit: warn - launched anyway, so that the engine's own "
+                                     "refusal can be observed)")
+                out["warnings"].append(issue)
             else:
                 issue["message"] += (" (predicted from estimates - %s: refused only once the hardware's reserve is "
                                      "calibrated and the model's config.json is read)" % figures["estimates"])
@@ -280,6 +285,8 @@ def assess(ctx, recipe, args, facts=None):
     figures["token"], figures["state"] = pc.per_gpu_kv(arch, layout, kv_bytes)
     figures["pool"] = pc.pool_bytes(figures["budget"], figures["token"], figures["rule"].get("block_size"))
     figures["ceiling"] = arch.get("max_position_embeddings")
+    figures["limit"] = pc.max_accepted_length(figures["budget"], figures["token"], figures["state"],
+                                              figures["rule"].get("block_size"))
     estimates = [what for what, ok in (("uncalibrated %s reserve" % ctx["accelerator"],
                                         figures["rule"].get("calibrated") or figures["fixed"]),
                                        ("architecture from recipe data", asource and asource.endswith("config.json")))

@@ -127,6 +127,9 @@ VARIABLES = (
     _v("target_concurrency", "int", DEPLOYMENT, "Concurrent full-length sequences the deployment must hold: "
        "kimi_k3_max_model_len auto becomes the longest length whose predicted concurrency meets it.", minimum=1,
        default_doc="unset (required with kimi_k3_max_model_len: auto)"),
+    _v("max_model_len_fit", "str", DEPLOYMENT, "A --max-model-len predicted to hold not one sequence (from trusted "
+       "figures): refuse the plan, or warn and launch anyway so that the engine's own refusal is observed (the "
+       "capacity curve's refusal probe, capacity_probe_refusal).", default="refuse", choices=["refuse", "warn"]),
     _v("kv_cache_dtype", "str", CLUSTER, "--kv-cache-dtype.", choices="snapshot", flag="--kv-cache-dtype",
        default_doc="recipe (fp8 on Blackwell)"),
     _v("v2_model_runner", "bool", CLUSTER, "Force VLLM_USE_V2_MODEL_RUNNER on/off.", default_doc="recipe"),

@@ -5,6 +5,7 @@ sent here; the ``vllm_smoke`` module calls it at the end of a run, the ``vllm_sm
 role has read the logs (they exist only after the requests)."""
 from __future__ import annotations
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_check
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_gpu
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_policy
@@ -16,12 +17,14 @@ def _kv_from_logs(logs):
     return {h: v for h, v in kv.items() if v["kv_cache_size_tokens"] is not None}
 
 
-def finalise(facts, log_lines=None, log_results=None, node_probes=None, reproduction=None, fail_policy=None):
+def finalise(facts, log_lines=None, log_results=None, node_probes=None, reproduction=None, fail_policy=None,
+             capacity=None):
     """``facts`` (the ``vllm_smoke`` facts) with ``log_findings``, ``server.kv_from_log``, ``gpu_memory``,
-    ``reproduction`` and ``policy`` (re)computed.
+    ``reproduction``, ``kv_check`` and ``policy`` (re)computed.
 
     ``log_results``: the registered loop results of the role's ``container_logs.py`` task (unreadable logs are
-    reported as such); ``log_lines``: ``{host: text or [lines]}`` read some other way."""
+    reported as such); ``log_lines``: ``{host: text or [lines]}`` read some other way; ``capacity``:
+    ``{"prediction": the plan's capacity record of the deployment, "tolerance_pct": n}`` for ``kv_check``."""
     facts = dict(facts)
     logs, unreadable = smoke_logs.logs_from_script_results(log_results)
     logs.update(log_lines or {})
@@ -34,6 +37,12 @@ def finalise(facts, log_lines=None, log_results=None, node_probes=None, reproduc
         facts["gpu_memory"] = smoke_gpu.gpu_memory_summary(node_probes)
     if reproduction:
         facts["reproduction"] = dict(facts.get("reproduction") or {}, **reproduction)
+    if capacity is not None or "kv_check" not in facts:
+        capacity = capacity or {}
+        server = facts.get("server") or {}
+        facts["kv_check"] = capacity_check.compare(
+            capacity.get("prediction"), server, server.get("kv_from_log"), facts.get("gpu_memory"),
+            capacity.get("tolerance_pct", capacity_check.DEFAULT_TOLERANCE_PCT))
     violations = smoke_policy.evaluate_policy(facts, fail_policy)
     facts["policy"] = {"passed": not violations, "violations": violations}
     return facts

@@ -2,6 +2,8 @@
 """The smoke report: summary rows, plain-text and Markdown tables, the Markdown report. No I/O."""
 from __future__ import annotations
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_check
+
 
 def _fmt(v, digits=3):
     if v is None:
@@ -75,6 +77,7 @@ def render_markdown(facts, violations=None):
     if win:
         lines += ["## Server during the smoke window", "",
                   markdown_table(["metric", "value"], [[k, _fmt(v, 4)] for k, v in sorted(win.items())]), ""]
+    lines += capacity_check.markdown_lines(facts.get("kv_check"))
     gm = facts.get("gpu_memory") or {}
     if gm:
         lines += ["## GPU memory", "", markdown_table(

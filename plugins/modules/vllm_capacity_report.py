@@ -39,6 +39,15 @@ options:
   meta:
     description: Extra data recorded in the JSON (inventory, image, accelerator, ...).
     type: dict
+  plan_cluster:
+    description:
+      - The plan's cluster record (C(plan_result.cluster)). Its capacity prediction gives the predicted refusal point
+        (the longest max-model-len one sequence fits, C(max_model_len_limit)), set beside what the engine did at each
+        point (C(refusal) of the points) in C(curve.refusal) and the Markdown.
+    type: dict
+  deployment:
+    description: The deployment whose prediction counts (the only one when omitted).
+    type: str
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -57,7 +66,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 curve:
-  description: points (sorted by max_model_len), restarts, ttft_limit_s, meta.
+  description:
+    - points (sorted by max_model_len), restarts, ttft_limit_s, meta, and refusal - the predicted refusal point
+      (C(predicted_limit), C(predicted_refused_from)) against the engine (C(engine_limit), its estimate in its
+      refusal; C(longest_served), C(shortest_refused), C(limit_error_pct), C(agrees), C(messages)).
   returned: always
   type: dict
 files:
@@ -79,7 +91,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 try:
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity, capacity_check
 
     IMPORT_ERROR = None
 except ImportError:  # pragma: no cover
@@ -140,12 +152,16 @@ def main():
         ttft_limit_s=dict(type="float", default=0),
         dest=dict(type="path", required=True),
         meta=dict(type="dict"),
+        plan_cluster=dict(type="dict"),
+        deployment=dict(type="str"),
     ), supports_check_mode=True)
     if IMPORT_ERROR:
         module.fail_json(msg="cannot import the collection's module_utils", exception=IMPORT_ERROR)
     p = module.params
     curve = {"points": sorted(p["points"], key=lambda x: x["max_model_len"]), "restarts": p["restarts"],
              "ttft_limit_s": p["ttft_limit_s"], "meta": p["meta"] or {}}
+    curve["refusal"] = capacity_check.curve_refusal(
+        capacity_check.deployment_capacity(p["plan_cluster"], p["deployment"]), curve["points"])
     md = capacity.render_markdown(curve)
     files = {"capacity.json": (json.dumps(curve, indent=2, sort_keys=True) + "\n").encode(),
              "capacity.md": (md + "\n").encode()}

@@ -15,6 +15,9 @@ description:
   - Recomputes C(log_findings) (warning/error lines and known signatures per host; a log that could not be read is
     reported with C(readable=false) and the reason, never as a clean log), C(server.kv_from_log), C(gpu_memory),
     C(reproduction) and C(policy).
+  - Sets C(kv_check) - the engine's KV cache tokens and maximum concurrency at max-model-len
+    (C(vllm:cache_config_info), else the start-up line) and the GPU memory in use beside the plan's prediction from
+    O(plan_cluster), the error in % and a warning per figure beyond O(kv_tolerance_pct) - and a report section.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes
@@ -40,6 +43,21 @@ options:
     description: Facts needed to reproduce the run (image, driver, CUDA/ROCm, GPU model, interconnect, ...), merged
       into C(reproduction).
     type: dict
+  plan_cluster:
+    description:
+      - The plan's cluster record (C(plan_result.cluster) of M(gpufleet.kimi_k3.cluster_plan)). Its capacity
+        prediction for O(deployment) is set beside the engine's own figures in C(kv_check).
+    type: dict
+  deployment:
+    description: The deployment whose prediction counts (the head's C(deployment) in its plan; the only one when
+      omitted).
+    type: str
+  kv_tolerance_pct:
+    description:
+      - Error in % between a predicted and an engine figure beyond which C(kv_check) carries a warning (never a
+        failure of the policy).
+    type: float
+    default: 2.0
   fail_policy:
     description:
       - Evaluated into C(policy) of RV(ansible_facts.vllm_smoke) (C(passed), C(violations)). Keys C(fail_on_group_failure) (bool, default true),
@@ -89,14 +107,14 @@ ansible_facts:
   type: complex
   contains:
     vllm_smoke:
-      description: The O(facts) with C(log_findings), C(server.kv_from_log), C(gpu_memory), C(reproduction) and
-        C(policy) recomputed (see M(gpufleet.kimi_k3.vllm_smoke) for the rest).
+      description: The O(facts) with C(log_findings), C(server.kv_from_log), C(gpu_memory), C(reproduction),
+        C(kv_check) and C(policy) recomputed (see M(gpufleet.kimi_k3.vllm_smoke) for the rest).
       type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_check, smoke_finalise
 
 ARGUMENT_SPEC = dict(
     facts=dict(type="dict", required=True),
@@ -105,6 +123,9 @@ ARGUMENT_SPEC = dict(
     node_probes=dict(type="dict"),
     reproduction=dict(type="dict"),
     fail_policy=dict(type="dict"),
+    plan_cluster=dict(type="dict"),
+    deployment=dict(type="str"),
+    kv_tolerance_pct=dict(type="float", default=2.0),
 )
 
 
@@ -113,7 +134,10 @@ def main():
     p = module.params
     facts = smoke_finalise.finalise(p["facts"], log_lines=p["log_lines"], log_results=p["log_results"],
                                     node_probes=p["node_probes"], reproduction=p["reproduction"],
-                                    fail_policy=p["fail_policy"])
+                                    fail_policy=p["fail_policy"], capacity={
+                                        "prediction": capacity_check.deployment_capacity(p["plan_cluster"],
+                                                                                         p["deployment"]),
+                                        "tolerance_pct": p["kv_tolerance_pct"]})
     module.exit_json(**smoke_finalise.module_result(facts))
 
 

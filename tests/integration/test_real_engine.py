@@ -119,10 +119,16 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
     assert smoke_logs.parse_kv_log(_head_log(sim))["kv_cache_size_tokens"] == 466032
     assert server["kv_cache_max_concurrency"] == pytest.approx(466032 / 4096, rel=1e-4)
     assert server["window"]["generation_tokens"] > 0 and server["window"]["prompt_tokens"] > 0
+    # the plan's prediction beside them (kv_check): 466,032 tokens and 113.78x predicted, 0 % off
+    check = facts["kv_check"]
+    assert check["predicted"]["kv_cache_size_tokens"] == 466032 and check["predicted"]["max_concurrency"] == 113.78
+    assert check["error_pct"]["kv_cache_size_tokens"] == 0.0 and check["error_pct"]["max_concurrency"] == 0.0
+    assert check["within_tolerance"] is True and check["warnings"] == []
     tc = facts["groups"]["tool_calling"]
     assert tc["status"] == "ok" and tc["tool_calls"]["final_success_rate"] == 1.0, tc
     md = open(os.path.join(r.artifacts_dir, "smoke", "smoke-%s.md" % HEAD)).read()
     assert "vLLM 0.32.0" in md and "NOT judged for accuracy" in md
+    assert "| KV cache size (tokens per engine) | 466,032 | 466,032 | +0.000 % |" in md
     # the real server's tool-call path: Kimi's ids, arguments valid against the schema
     msg = _forced_call()
     call = msg.tool_calls[0]
