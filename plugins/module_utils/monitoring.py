@@ -56,7 +56,7 @@ def plan_targets(plans):
             routers.append({"name": host, "url": plan["router"]["metrics_url"]})
         elif plan.get("serves_http") and plan.get("api_url"):
             vllm[host] = {"host": host, "role": plan["role"], "node_rank": plan["node_rank"], "serves_http": True,
-                          "api_url": plan["api_url"], "metrics_url": plan["api_url"] + METRICS_PATH}
+                          "api_url": plan["api_url"], "metrics_url": plan["api_url"].rstrip("/") + METRICS_PATH}
     return {"vllm": vllm, "routers": routers}
 
 
