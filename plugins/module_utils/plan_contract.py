@@ -52,15 +52,19 @@ def _type_name(value):
         (n for n, t in _TYPES.items() if isinstance(value, t)), type(value).__name__)
 
 
-def missing_keys(plan, keys=HOST_KEYS):
-    """Contract keys absent from one host's plan or the cluster summary (``plan`` may be None)."""
+def missing_keys(plan, keys=None):
+    """Contract keys absent from one host's plan (``keys`` None: HOST_KEYS) or the cluster summary (CLUSTER_KEYS);
+    ``plan`` may be None."""
+    keys = HOST_KEYS if keys is None else keys
     if not isinstance(plan, dict):
         return list(keys)
     return [k for k in keys if k not in plan]
 
 
-def wrong_types(mapping, keys=HOST_KEYS):
-    """``["key is <type>, expected <type>"]`` for every present contract key of the wrong type."""
+def wrong_types(mapping, keys=None):
+    """``["key is <type>, expected <type>"]`` for every present contract key of the wrong type (``keys`` None:
+    HOST_KEYS)."""
+    keys = HOST_KEYS if keys is None else keys
     return ["%s is %s, expected %s" % (k, _type_name(mapping[k]), keys[k].replace("?", " or null"))
             for k in keys if k in mapping and not type_ok(mapping[k], keys[k])]
 
