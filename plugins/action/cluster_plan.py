@@ -13,8 +13,7 @@ __metaclass__ = type
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_contract, plan_render, topology
-from ansible_collections.gpufleet.kimi_k3.plugins.filter.plan import _FALLBACK_VARS as FALLBACK_VARS
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_render, topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import model_facts, plan_files, recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import role_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
@@ -125,13 +124,7 @@ class ActionModule(ActionBase):
             # (issue #17: 2.3 MB at 1,152 nodes, walked by register, the callback and every task's variables).
             result["scripts"] = scripts
         if args["return_plans"]:
-            # The files hold the rendered plans; plan_result (what the roles read: this result, registered by the
-            # plan role) the plans with every contract key (issue #17: formerly a set_fact through the plan_complete
-            # filter). hostvars are read only for a plan that lacks a key.
-            hostvars = task_vars.get("hostvars", {})
-            result["plans"] = plan_contract.complete(
-                {"plans": plan["plans"]},
-                lambda host: dict((k, to_plain(hostvars[host][k])) for k in FALLBACK_VARS if k in hostvars[host]),
-                recipe.get("defaults") or {})["plans"]
+            # what the roles read (plan_result, registered by the plan role): every contract key is the plan's own
+            result["plans"] = plan["plans"]
         # else plan.yml: rendered, written and shown; nothing after it reads plan_result.plans (issue #17).
         return result

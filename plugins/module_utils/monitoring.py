@@ -46,8 +46,23 @@ def _endpoint(url, who):
     return parts.scheme, "%s:%d" % (host, port)
 
 
+def plan_targets(plans):
+    """The plan's ``cluster.monitoring``: ``vllm`` ({host: {host, role, node_rank, serves_http, api_url,
+    metrics_url}} of every vLLM node serving HTTP) and ``routers`` ([{name, url}] scraped on the router's
+    metrics port, which is not its API port)."""
+    vllm, routers = {}, []
+    for host, plan in sorted(plans.items()):
+        if plan.get("role") == "router":
+            routers.append({"name": host, "url": plan["router"]["metrics_url"]})
+        elif plan.get("serves_http") and plan.get("api_url"):
+            vllm[host] = {"host": host, "role": plan["role"], "node_rank": plan["node_rank"], "serves_http": True,
+                          "api_url": plan["api_url"], "metrics_url": plan["api_url"].rstrip("/") + METRICS_PATH}
+    return {"vllm": vllm, "routers": routers}
+
+
 def vllm_targets(plans, cluster_name):
-    """file_sd target groups of every node that serves /metrics, in node_rank order: (scheme, groups)."""
+    """file_sd target groups of every vLLM node that serves /metrics, in node_rank order: (scheme, groups).
+    A router's plan is skipped: its API port serves no vLLM metrics (``router_targets`` scrapes it)."""
     if not plans:
         raise MonitoringError("plan_result.plans is empty. Fix: run gpufleet.kimi_k3.plan first in the same play.")
     groups, schemes = [], set()

@@ -1,43 +1,88 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The per-host plan keys every role reads (docs/dev/architecture.md "Plan contract"), and their presence check.
+"""The plan contract (docs/dev/architecture.md "Plan contract"): the keys of ``plan_result.plans[host]`` and of
+``plan_result.cluster`` a role may read, each with its type, and the check the plan role's ``require`` task runs
+for every role before it reads the plan.
 
-``CONTRACT_KEYS`` are the keys a role may rely on in ``plan_result.plans[host]``. ``missing_keys`` names what a
-plan lacks; ``complete`` fills the keys the cluster_plan action does not publish yet.
-
-``complete`` fills only keys a plan lacks. The cluster_plan action publishes every NEW_KEYS key itself (also
-master_port and dp_rpc_port, and deployment / deployment_kind: docs/deployments.md), so for a current plan it
-changes nothing; for a plan written by an older collection it derives them from the rendered argv
-(``--master-port``, ``--data-parallel-rpc-port``, ...), else the host's inventory variable, else the recipe default.
-It is the only place outside the plan that reads those ``kimi_k3_*`` variables.
+Types are ``str``, ``int``, ``bool``, ``dict``, ``list``; a trailing ``?`` allows null. Only the top-level type is
+checked: the cluster_plan action builds the values, the check catches a plan_result that is not its result (an
+older collection's, or one edited by a play).
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
-
 PREFIX = "kimi_k3_"
 
-BASE_KEYS = ("host", "role", "node_rank", "vendor", "accelerator", "strategy", "image", "vllm_version",
-             "internal_address", "api_url", "serves_http", "container", "env", "secret_env", "vllm_args")
-NEW_KEYS = ("docker_host", "model", "model_revision", "model_cache_dir", "served_model_name", "api_host",
-            "api_port", "master_port", "dp_rpc_port")
-CONTRACT_KEYS = BASE_KEYS + NEW_KEYS
+HOST_KEYS = {
+    "host": "str", "role": "str", "deployment": "str", "deployment_kind": "str", "node_rank": "int", "nnodes": "int",
+    "vendor": "str?", "accelerator": "str?", "strategy": "str?", "vllm_version": "str?", "image": "str",
+    "internal_address": "str", "serves_http": "bool", "start_phase": "int", "api_url": "str?",
+    "health_url": "str", "metrics_url": "str?", "api_base_url": "str?", "features": "dict",
+    "container": "dict", "env": "dict", "secret_env": "list", "vllm_args": "list", "docker_host": "str",
+    "model": "str", "model_revision": "str?", "model_cache_dir": "str?", "served_model_name": "str?",
+    "api_host": "str", "api_port": "int", "master_port": "int?", "dp_rpc_port": "int?",
+}
+CLUSTER_KEYS = {
+    "mode": "str", "deployments": "list", "router": "dict?", "head": "str", "head_address": "str",
+    "order": "list", "endpoints": "list", "metrics_urls": "list", "monitoring": "dict", "api_access": "str",
+    "strategy": "str", "accelerator": "str", "vendor": "str", "interconnect": "str?", "vllm_version": "str",
+    "image": "str", "nnodes": "int", "gpus_per_node": "int", "total_gpus": "int", "tensor_parallel_size": "int",
+    "pipeline_parallel_size": "int", "data_parallel_size": "int", "dp_lb_mode": "str?", "all2all_backend": "str?",
+    "capacity": "dict?", "timeouts": "dict?",
+}
+CONTRACT_KEYS = tuple(HOST_KEYS)
 RUN_PLAN_FIRST = "run the gpufleet.kimi_k3.plan role first (every playbook of the collection does)"
+_TYPES = {"str": (str,), "int": (int,), "bool": (bool,), "dict": (dict,), "list": (list, tuple)}
 
 
-def missing_keys(plan):
-    """Contract keys absent from one host's plan (``plan`` may be None)."""
+def type_ok(value, declared):
+    """Whether ``value`` has the declared type (``int`` is no ``bool``)."""
+    if value is None:
+        return declared.endswith("?")
+    name = declared.rstrip("?")
+    if name == "int" and isinstance(value, bool):
+        return False
+    return isinstance(value, _TYPES[name])
+
+
+def _type_name(value):
+    return "null" if value is None else {bool: "bool", int: "int", float: "float"}.get(type(value)) or next(
+        (n for n, t in _TYPES.items() if isinstance(value, t)), type(value).__name__)
+
+
+def missing_keys(plan, keys=None):
+    """Contract keys absent from one host's plan (``keys`` None: HOST_KEYS) or the cluster summary (CLUSTER_KEYS);
+    ``plan`` may be None."""
+    keys = HOST_KEYS if keys is None else keys
     if not isinstance(plan, dict):
-        return list(CONTRACT_KEYS)
-    return [k for k in CONTRACT_KEYS if k not in plan]
+        return list(keys)
+    return [k for k in keys if k not in plan]
 
 
-def require(plan_result, host):
-    """One host's plan, or ValueError naming the host and what to do."""
-    plans = (plan_result or {}).get("plans") if isinstance(plan_result, dict) else None
+def wrong_types(mapping, keys=None):
+    """``["key is <type>, expected <type>"]`` for every present contract key of the wrong type (``keys`` None:
+    HOST_KEYS)."""
+    keys = HOST_KEYS if keys is None else keys
+    return ["%s is %s, expected %s" % (k, _type_name(mapping[k]), keys[k].replace("?", " or null"))
+            for k in keys if k in mapping and not type_ok(mapping[k], keys[k])]
+
+
+def _contract_problem(host, what, mapping, keys):
+    missing = missing_keys(mapping, keys)
+    if missing:
+        return ("%s: the plan's %s lacks %s - the plan role is older than this role; update the collection."
+                % (host, what, ", ".join(missing)))
+    wrong = wrong_types(mapping, keys)
+    if wrong:
+        return ("%s: in the plan's %s, %s - plan_result is not the cluster_plan result; %s."
+                % (host, what, "; ".join(wrong), RUN_PLAN_FIRST))
+    return None
+
+
+def _plans_of(plan_result, host):
+    plans = plan_result.get("plans") if isinstance(plan_result, dict) else None
     if isinstance(plan_result, dict) and "plans" not in plan_result and plan_result.get("nodes"):
         raise ValueError("%s: plan_result holds no plans (the plan role ran with plan_return_plans: false, as "
                          "playbooks/plan.yml does) - apply gpufleet.kimi_k3.plan with plan_return_plans: true "
@@ -47,10 +92,17 @@ def require(plan_result, host):
     if host not in plans:
         raise ValueError("%s: the plan has no entry for this host (is it in group vllm_cluster?) - %s."
                          % (host, RUN_PLAN_FIRST))
-    missing = missing_keys(plans[host])
-    if missing:
-        raise ValueError("%s: the plan lacks %s - the plan role is older than this role; update the collection."
-                         % (host, ", ".join(missing)))
+    return plans
+
+
+def require(plan_result, host):
+    """One host's plan, or ValueError naming the host, the key and what to do: the host's plan and the cluster
+    summary hold every contract key with its type."""
+    plans = _plans_of(plan_result, host)
+    problem = (_contract_problem(host, "entry for this host", plans[host], HOST_KEYS)
+               or _contract_problem(host, "cluster summary", plan_result.get("cluster"), CLUSTER_KEYS))
+    if problem:
+        raise ValueError(problem)
     return plans[host]
 
 
@@ -64,53 +116,3 @@ def arg_value(argv, flag):
         elif item.startswith(flag + "="):
             value = item.split("=", 1)[1]
     return value
-
-
-def _cache_dir(plan, recipe_defaults):
-    """Host side of the mount onto the container's HF cache directory."""
-    target = recipe_defaults.get("container_cache_dir")
-    for volume in (plan.get("container") or {}).get("volumes") or []:
-        parts = str(volume).split(":")
-        if len(parts) >= 2 and parts[1] == target:
-            return parts[0]
-    return None
-
-
-def _derived(plan, host_vars, recipe_defaults):
-    """Values of NEW_KEYS from the plan's argv and mounts, else the inventory, else the recipe's defaults."""
-    argv = plan.get("vllm_args") or []
-
-    def pick(flag, var, default=None):
-        found = arg_value(argv, flag) if flag else None
-        if found is not None:
-            return found
-        value = host_vars.get(PREFIX + var)
-        return value if value not in (None, "") else default
-
-    return {
-        "docker_host": pick(None, "docker_host", DEFAULT_DOCKER_HOST),
-        "model": str(argv[0]) if argv else None,
-        "model_revision": pick("--revision", "model_revision"),
-        "model_cache_dir": _cache_dir(plan, recipe_defaults) or pick(None, "model_cache_dir",
-                                                                     recipe_defaults.get("model_cache_dir")),
-        "served_model_name": pick("--served-model-name", "served_model_name"),
-        "api_host": pick("--host", "api_host", "0.0.0.0"),
-        "api_port": int(pick("--port", "api_port", recipe_defaults.get("api_port"))),
-        "master_port": int(pick("--master-port", "master_port", recipe_defaults.get("master_port"))),
-        "dp_rpc_port": int(pick("--data-parallel-rpc-port", "dp_rpc_port", recipe_defaults.get("dp_rpc_port"))),
-    }
-
-
-def complete(plan_result, hostvars_of, recipe_defaults):
-    """``plan_result`` with every host plan holding NEW_KEYS (existing keys kept). ``hostvars_of(host)`` -> dict."""
-    out = dict(plan_result)
-    plans = {}
-    for host, plan in (plan_result.get("plans") or {}).items():
-        plan = dict(plan)
-        todo = [k for k in NEW_KEYS if k not in plan]
-        if todo:
-            derived = _derived(plan, hostvars_of(host), recipe_defaults)
-            plan.update((k, derived[k]) for k in todo)
-        plans[host] = plan
-    out["plans"] = plans
-    return out

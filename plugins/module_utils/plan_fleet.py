@@ -425,6 +425,8 @@ def router_plan(router, built, recipe, tls=None):
     section = _router_section(router, built, recipe)
     tls_env, tls_volumes = plan_tls.router_fields(router["router_settings"], tls)
     section["env"].update(tls_env)
+    if tls_env:  # the CA the router's client verifies the backends with; its health waits use the same file
+        section["backend_ca_file"] = tls_env[plan_tls.ROUTER_CA_ENV]
     first = next(iter(built[0][1].values()))
     settings, defaults = router["router_settings"], recipe["defaults"]
     container = {"name": settings["router_container_name"] or defaults["router_container_name"],

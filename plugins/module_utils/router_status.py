@@ -68,6 +68,7 @@ def backend_health(workers, backends, metrics_text="", direct=None):
             url = _norm(w.get("url"))
             listed[url] = listed.get(url, True) and bool(w.get("is_healthy"))
     cb_state = worker_samples(metrics_text, "vllm_router_cb_state", combine=max)
+    direct = None if direct is None else dict((_norm(k), v) for k, v in direct.items())
     rows = []
     for b in backends or []:
         url = _norm(b.get("url"))

@@ -22,7 +22,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_combos, plan_derived, plan_fleet, plan_tls
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_validate, plan_variables, vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import monitoring, plan_handover, plan_validate
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_variables, vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pick_versioned, to_bool
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.plan_render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)
@@ -493,6 +494,8 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None)
         cluster.update(plan_fleet.router_summary(router, cluster["endpoints"], built))
         warnings += plan_tls.router_warnings(router["host"], router["api_host"],
                                              plan_validate.is_loopback(router["api_host"]), tls)
+    plan_handover.publish(plans, cluster)
+    cluster["monitoring"] = monitoring.plan_targets(plans)
     return {"ok": True, "errors": [], "warnings": warnings, "plans": plans, "cluster": cluster}
 
 

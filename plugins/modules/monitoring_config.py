@@ -28,7 +28,9 @@ extends_documentation_fragment:
   - gpufleet.kimi_k3.attributes.action
 options:
   plans:
-    description: Per-host plans, C(plan_result.plans).
+    description:
+      - The plan's vLLM targets, C(plan_result.cluster.monitoring.vllm) (per-host plans, C(plan_result.plans), are
+        accepted too); a router's plan is no vLLM target (its C(/metrics) is on its own port, O(routers)).
     type: dict
     required: true
   cluster_name:
@@ -65,7 +67,8 @@ attributes:
 EXAMPLES = r"""
 - name: Write the monitoring configuration next to the other artifacts
   gpufleet.kimi_k3.monitoring_config:
-    plans: "{{ plan_result.plans }}"
+    plans: "{{ plan_result.cluster.monitoring.vllm }}"
+    routers: "{{ plan_result.cluster.monitoring.routers }}"
     cluster_name: gb300-cluster
     dest: "{{ lookup('gpufleet.kimi_k3.artifacts_dir') }}/monitoring"
 """

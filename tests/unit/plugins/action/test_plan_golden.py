@@ -1,6 +1,7 @@
 """Golden plan files: every inventory that existed before deployments/PD/router keeps producing the same
 ``<host>.sh`` byte for byte and the same ``<host>.json`` apart from the keys added since (deployment,
-deployment_kind, master_port, dp_rpc_port), whose values are the single-deployment ones. The files under
+deployment_kind, master_port, dp_rpc_port, timeouts), whose values are the single-deployment ones, and the values
+the plan hands the roles (DERIVED: health_url, metrics_url, api_base_url, features), checked per host. The files under
 golden_plans/ were written by scripts/plan_snapshot.sh before the change; the MI355X ones since carry
 VLLM_ENGINE_READY_TIMEOUT_S (derived for every vendor; vLLM's 600 s default applied before) and its plan hash."""
 # Inventories are planned as the cluster_plan action does, without ansible-playbook (ansible-test units has no
@@ -74,6 +75,18 @@ ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501
                       "launch_ready_timeout_s": 3900, "stall_timeout_s": 900, "weight_read_mib_s": None}}
 
 
+DERIVED = ("health_url", "metrics_url", "api_base_url", "features")  # per host, values vary: _derived checks them
+
+
+def _derived_urls(plan, head_url):
+    """The URLs the plan hands the roles: a node without an HTTP server watches its deployment's head."""
+    own = plan["api_url"] if plan["serves_http"] else None
+    v2 = plan["env"].get("VLLM_USE_V2_MODEL_RUNNER") == "1"
+    rust = plan["env"].get("VLLM_USE_RUST_FRONTEND") == "1"
+    return {"health_url": (own or head_url) + "/health", "metrics_url": own and own + "/metrics",
+            "api_base_url": own and own + "/v1", "features": {"v2_model_runner": v2, "rust_frontend": rust}}
+
+
 def _read(*parts):
     with open(os.path.join(GOLDEN, *parts)) as handle:
         return handle.read()
@@ -89,6 +102,8 @@ def test_existing_inventory_plans_are_unchanged(name):
         assert plan_render.run_script(plan) == _read(name, host + ".sh")
         plan = dict(plan)
         assert dict((k, plan.pop(k)) for k in ADDED) == ADDED
+        head_url = r["cluster"]["deployments"][0]["api_url"]
+        assert dict((k, plan.pop(k)) for k in DERIVED) == _derived_urls(plan, head_url)
         assert plan_render.plan_json(plan) == _read(name, host + ".json")
     assert r["cluster"]["mode"] == "single" and r["cluster"]["router"] is None
     (deployment,) = r["cluster"]["deployments"]

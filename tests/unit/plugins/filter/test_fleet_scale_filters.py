@@ -6,14 +6,12 @@ from ansible_collections.gpufleet.kimi_k3.plugins.filter import next_steps as ne
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import plan as plan_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import preflight as preflight_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import next_steps as next_steps_utils
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract as PCT
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import PlainView, plain_view, to_plain
-from tests.unit.plugins.filter.test_plan_contract import DEFAULTS, rendered
+from tests.unit.plugins.filter.test_plan_contract import rendered
 
 
 def full_result(**kw):
-    result, hv = rendered(**kw)
-    return PCT.complete(result, lambda h: hv[h], DEFAULTS)
+    return rendered(**kw)[0]
 
 
 def test_plan_problems_is_plan_problem_for_every_host():
@@ -22,7 +20,7 @@ def test_plan_problems_is_plan_problem_for_every_host():
     del full["plans"]["tray02"]["docker_host"]
     hosts = ["tray01", "tray02", "ghost"]
     assert plan_filters.plan_problems(full, hosts) == [plan_filters.plan_problem(full, h) for h in hosts[1:]]
-    assert "the plan lacks docker_host" in plan_filters.plan_problems(full, hosts)[0]
+    assert "the plan's entry for this host lacks docker_host" in plan_filters.plan_problems(full, hosts)[0]
     assert "the plan has no entry for this host" in plan_filters.plan_problems(full, hosts)[1]
     missing = plan_filters.plan_problems(None, ["tray01", "tray02"])
     assert missing == [plan_filters.plan_problem(None, "tray01"), plan_filters.plan_problem(None, "tray02")]
@@ -34,7 +32,7 @@ def test_plan_problem_reads_only_the_hosts_plan():
     other = full["plans"]["tray02"]
     full["plans"]["tray02"] = {"broken": True}          # another host's plan does not affect this host's answer
     assert plan_filters.plan_problem(full, "tray01") == ""
-    assert "the plan lacks" in plan_filters.plan_problem(full, "tray02")
+    assert "the plan's entry for this host lacks" in plan_filters.plan_problem(full, "tray02")
     full["plans"]["tray02"] = other
 
 

@@ -1,8 +1,9 @@
-"""The plan contract every role reads (module_utils.plan_contract, filters plan_problem / plan_complete), and the
+"""The plan contract every role reads (module_utils.plan_contract, filters plan_problem / plan_problems), and the
 ports/expectations preflight derives from a plan (module_utils.preflight_expect)."""
 import copy
 
 import pytest
+from hypothesis import given, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import capacity as capacity_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import plan as plan_filters
@@ -33,47 +34,94 @@ def rendered(nodes=2, host_vars=None, **cluster):
     return result, dict((n["host"], n["vars"]) for n in out)
 
 
-def complete(result, host_vars):
-    return PCT.complete(result, lambda h: host_vars[h], DEFAULTS)
+RESULT = rendered()[0]
 
 
 def test_defaults_of_an_example_cluster():
-    result, hv = rendered()
-    plans = complete(result, hv)["plans"]
+    result, _hv = rendered()
+    plans = result["plans"]
     head, worker = plans["tray01"], plans["tray02"]
     assert PCT.missing_keys(head) == [] and PCT.missing_keys(worker) == []
-    assert head["docker_host"] == PCT.DEFAULT_DOCKER_HOST == "unix:///var/run/docker.sock"
+    assert PCT.wrong_types(head) == [] and PCT.wrong_types(worker) == []
+    assert PCT.missing_keys(result["cluster"], PCT.CLUSTER_KEYS) == []
+    assert PCT.wrong_types(result["cluster"], PCT.CLUSTER_KEYS) == []
+    assert head["docker_host"] == "unix:///var/run/docker.sock"
     assert head["model"] == "moonshotai/Kimi-K3" and head["model_revision"] is None
     assert head["model_cache_dir"] == "/data/hf-cache"
-    assert head["served_model_name"] in (None, "moonshotai/Kimi-K3")   # the plan's: the model id when unset
     ports = (head["api_host"], head["api_port"], head["master_port"], head["dp_rpc_port"])
     assert ports == ("0.0.0.0", 8000, 29501, 29550)
     assert worker["api_port"] == 8000                          # headless worker: no --port, the default port
+    assert (head["health_url"], head["metrics_url"], head["api_base_url"]) == (
+        "http://10.0.0.11:8000/health", "http://10.0.0.11:8000/metrics", "http://10.0.0.11:8000/v1")
+    assert (worker["health_url"], worker["metrics_url"], worker["api_base_url"]) == (
+        "http://10.0.0.11:8000/health", None, None)            # a TP worker watches its head
+    assert result["cluster"]["metrics_urls"] == ["http://10.0.0.11:8000/metrics"]
 
 
-def test_values_come_from_the_rendered_plan_first():
-    result, hv = rendered(host_vars={0: {"kimi_k3_api_host": "10.0.0.11"}}, kimi_k3_variant="nvfp4",
-                          kimi_k3_model_cache_dir="/srv/hf", kimi_k3_api_port=9000, kimi_k3_master_port=29600,
-                          kimi_k3_served_model_name="k3", kimi_k3_docker_host="unix:///run/docker.sock")
-    plans = complete(result, hv)["plans"]
-    head = plans["tray01"]
-    assert head["model"] == "RedHatAI/Kimi-K3-NVFP4"          # the variant's model, from the argv
-    assert head["model_cache_dir"] == "/srv/hf"                # the host side of the HF cache mount
+def test_values_come_from_the_plan():
+    result, _hv = rendered(host_vars={0: {"kimi_k3_api_host": "10.0.0.11"}}, kimi_k3_variant="nvfp4",
+                           kimi_k3_model_cache_dir="/srv/hf", kimi_k3_api_port=9000, kimi_k3_master_port=29600,
+                           kimi_k3_served_model_name="k3", kimi_k3_docker_host="unix:///run/docker.sock")
+    head = result["plans"]["tray01"]
+    assert head["model"] == "RedHatAI/Kimi-K3-NVFP4"
+    assert head["model_cache_dir"] == "/srv/hf"
     assert (head["api_host"], head["api_port"], head["master_port"]) == ("10.0.0.11", 9000, 29600)
-    assert head["api_url"] == "http://10.0.0.11:9000"          # consistent with the rendered URL
+    assert head["api_url"] == "http://10.0.0.11:9000" and head["health_url"] == "http://10.0.0.11:9000/health"
     assert head["served_model_name"] == "k3"
     assert head["docker_host"] == "unix:///run/docker.sock"
-    assert plans["tray02"]["api_port"] == 9000 and plans["tray02"]["master_port"] == 29600
+    assert result["plans"]["tray02"]["api_port"] == 9000 and result["plans"]["tray02"]["master_port"] == 29600
 
 
-def test_keys_the_plan_has_are_never_touched():
-    result, hv = rendered()
-    result = copy.deepcopy(result)
-    result["plans"]["tray01"]["docker_host"] = "tcp://10.0.0.11:2375"
-    result["plans"]["tray01"]["model"] = "/models/k3"
-    plans = complete(result, hv)["plans"]
-    assert plans["tray01"]["docker_host"] == "tcp://10.0.0.11:2375" and plans["tray01"]["model"] == "/models/k3"
-    assert complete(complete(result, hv), hv) == complete(result, hv)          # idempotent
+@pytest.mark.parametrize("where, key, value, message", [
+    ("plans", "api_port", "8000", "in the plan's entry for this host, api_port is str, expected int"),
+    ("plans", "serves_http", 1, "in the plan's entry for this host, serves_http is int, expected bool"),
+    ("plans", "node_rank", True, "in the plan's entry for this host, node_rank is bool, expected int"),
+    ("plans", "image", None, "in the plan's entry for this host, image is null, expected str"),
+    ("cluster", "router", [], "in the plan's cluster summary, router is list, expected dict or null"),
+    ("cluster", "endpoints", "http://x", "in the plan's cluster summary, endpoints is str, expected list"),
+])
+def test_require_refuses_a_key_of_the_wrong_type(where, key, value, message):
+    result = copy.deepcopy(rendered()[0])
+    (result["plans"]["tray01"] if where == "plans" else result["cluster"])[key] = value
+    assert plan_filters.plan_problem(result, "tray01") == (
+        "tray01: %s - plan_result is not the cluster_plan result; %s." % (message, PCT.RUN_PLAN_FIRST))
+
+
+def test_nullable_keys_accept_null_and_their_type():
+    result = copy.deepcopy(rendered()[0])
+    result["plans"]["tray01"].update(metrics_url=None, master_port=None)
+    result["cluster"].update(router={"host": "r"}, capacity=None)
+    assert plan_filters.plan_problem(result, "tray01") == ""
+
+
+def test_a_cluster_summary_without_a_contract_key_is_refused():
+    result = copy.deepcopy(rendered()[0])
+    del result["cluster"]["metrics_urls"], result["cluster"]["monitoring"]
+    assert plan_filters.plan_problem(result, "tray01") == (
+        "tray01: the plan's cluster summary lacks metrics_urls, monitoring - the plan role is older than this "
+        "role; update the collection.")
+    del result["cluster"]
+    assert "the plan's cluster summary lacks mode, " in plan_filters.plan_problem(result, "tray01")
+
+
+@given(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5),
+                 st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)),
+       st.sampled_from(sorted(set(PCT.HOST_KEYS.values()) | set(PCT.CLUSTER_KEYS.values()))))
+def test_type_ok_is_total_and_agrees_with_wrong_types(value, declared):
+    ok = PCT.type_ok(value, declared)
+    assert ok in (True, False)
+    assert (PCT.wrong_types({"k": value}, {"k": declared}) == []) == ok
+    if value is None:
+        assert ok == declared.endswith("?")
+
+
+@given(st.dictionaries(st.sampled_from(sorted(PCT.HOST_KEYS)), st.one_of(st.none(), st.integers(), st.text()),
+                       max_size=40))
+def test_require_refuses_any_broken_plan_with_a_message_not_a_traceback(plan):
+    result = copy.deepcopy(RESULT)
+    result["plans"]["tray01"] = plan
+    problem = plan_filters.plan_problem(result, "tray01")
+    assert problem.startswith("tray01: ") and problem.endswith(".")
 
 
 @pytest.mark.parametrize("argv,flag,value", [
@@ -87,7 +135,7 @@ def test_arg_value(argv, flag, value):
 
 def test_require_and_plan_problem_name_the_host_and_the_fix():
     result, hv = rendered()
-    full = complete(result, hv)
+    full = result
     assert plan_filters.plan_problem(full, "tray01") == ""
     assert PCT.require(full, "tray01")["host"] == "tray01"
     assert plan_filters.plan_problem(None, "tray01") == (
@@ -96,7 +144,7 @@ def test_require_and_plan_problem_name_the_host_and_the_fix():
     assert "the plan has no entry for this host" in plan_filters.plan_problem(full, "ghost")
     old = copy.deepcopy(result)
     del old["plans"]["tray01"]["docker_host"]
-    assert "the plan lacks docker_host" in plan_filters.plan_problem(old, "tray01")       # an older plan role
+    assert "the plan's entry for this host lacks docker_host" in plan_filters.plan_problem(old, "tray01")
     # plan.yml's plan_result (plan_return_plans: false): the count, no plans - the refusal says what to set
     files_only = {"ok": True, "nodes": 2, "cluster": result["cluster"], "summary": ["x"]}
     assert plan_filters.plan_problem(files_only, "tray01") == (
@@ -112,32 +160,15 @@ def test_require_and_plan_problem_name_the_host_and_the_fix():
     assert PCT.missing_keys(older["plans"]["tray01"]) == ["docker_host", "model"]
     with pytest.raises(ValueError) as err:
         PCT.require(older, "tray01")
-    assert str(err.value) == ("tray01: the plan lacks docker_host, model - the plan role is older than this role; "
-                              "update the collection.")
+    assert str(err.value) == ("tray01: the plan's entry for this host lacks docker_host, model - the plan role is "
+                              "older than this role; update the collection.")
     with pytest.raises(ValueError, match="^tray01: plan_result is not set"):
         PCT.require(["not", "a", "mapping"], "tray01")
 
 
-def test_plan_complete_filter_reads_only_the_fallback_variables():
-    result, hv = rendered(kimi_k3_docker_host="unix:///x.sock")
-
-    class Hostvars(dict):
-        def __getitem__(self, host):
-            return _Strict(dict.__getitem__(self, host))
-
-    class _Strict(dict):
-        def __getitem__(self, key):
-            assert key in plan_filters._FALLBACK_VARS, key       # nothing else is looked at
-            return dict.__getitem__(self, key)
-
-    out = plan_filters.plan_complete(result, Hostvars(hv))
-    assert out["plans"]["tray02"]["docker_host"] == "unix:///x.sock"
-    assert out["cluster"] == result["cluster"] and out["ok"] is True
-
-
 def test_preflight_ports_and_expectations_from_a_plan():
     result, hv = rendered(host_vars={0: {"kimi_k3_api_host": "10.0.0.11"}})
-    full = complete(result, hv)
+    full = result
     head = full["plans"]["tray01"]
     assert preflight_filters.preflight_ports(head) == [
         {"name": "api", "port": 8000, "bind": ["10.0.0.11"]},

@@ -166,3 +166,16 @@ def test_promtool_parses_every_dashboard_query(tmp_path, spec):
                        timeout=60, check=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "SUCCESS: %d rules found" % len(rules) in p.stdout + p.stderr
+
+
+def test_a_router_plan_is_no_vllm_target_and_the_plan_publishes_its_metrics_port():
+    router = {"host": "r", "role": "router", "node_rank": 0, "serves_http": True, "api_url": "http://10.0.0.9:8000",
+              "router": {"metrics_url": "http://10.0.0.9:29000/metrics"}}
+    plans = {"a": _plan("a", 0), "b": _plan("b", 1, serves=False), "r": router}
+    assert [g["targets"] for g in monitoring.vllm_targets(plans, "x")[1]] == [["10.0.0.11:8000"]]
+    assert monitoring.plan_targets(plans) == {
+        "vllm": {"a": {"host": "a", "role": "head", "node_rank": 0, "serves_http": True,
+                       "api_url": "http://10.0.0.11:8000", "metrics_url": "http://10.0.0.11:8000/metrics"}},
+        "routers": [{"name": "r", "url": "http://10.0.0.9:29000/metrics"}]}
+    assert monitoring.router_targets(monitoring.plan_targets(plans)["routers"], "x")[1][0]["targets"] == [
+        "10.0.0.9:29000"]

@@ -153,6 +153,7 @@ def test_router_verifies_https_backends_with_the_ca(ca_dir):
     assert r["ok"], r["errors"]
     rp = r["plans"]["router"]
     assert rp["env"] == {"SSL_CERT_FILE": ca} and rp["container"]["volumes"] == ["%s:%s:ro" % (ca, ca)]
+    assert rp["router"]["backend_ca_file"] == ca  # the router role's backend health waits read it
     assert [b["url"] for b in rp["router"]["backends"]] == ["https://10.9.1.1:8000", "https://10.9.3.1:8000"]
     assert rp["api_url"] == "http://127.0.0.9:8000"  # vllm-router 0.1.17 has no TLS listener
     script = plan_render.run_script(rp)
