@@ -85,6 +85,13 @@ def _head_log(sim):
     return sim.docker(HEAD, "logs", NAME, timeout=60).stdout + sim.docker(HEAD, "logs", NAME, timeout=60).stderr
 
 
+def _role_seconds(run, role):
+    """Wall time from the first to the last event of a role's tasks in a run (what the step adds to it)."""
+    stamps = [datetime.datetime.fromisoformat(e["created"]).timestamp() for e in run.events
+              if e.get("created") and str(e.get("event_data", {}).get("role", "")).endswith("." + role)]
+    return max(stamps) - min(stamps) if stamps else 0.0
+
+
 def _forced_call(attempts=12):
     """One schema-valid call through the real server's tool-call path (tool_choice required), or the last try."""
     from openai import OpenAI
@@ -113,6 +120,11 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
     facts = _smoke_report(r)
     server = facts["server"]
     assert server["version"] == "0.32.0"
+    # the versions the fabric step read inside the image, in the reproduction record beside the server's own
+    rep = facts["reproduction"]
+    assert (rep["image_vllm_version"], rep["image_torch_version"], rep["image_torch_cuda"]) == (
+        "0.32.0", "2.13.0+cpu", None), rep
+    print("\nfabric step inside deploy.yml: %.1f s" % _role_seconds(r, "fabric"))
     # the engine's own figures: vllm:cache_config_info, and its start-up line read by the collection's parser
     # (1 GiB of VLLM_CPU_KVCACHE_SPACE / (576 x 2 bytes x 2 MLA layers), in 16-token blocks)
     assert server["kv_cache_size_tokens"] == 466032 and server["block_size"] == 16
