@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side action: read or update the deployment state record (``<plan_dir>/state.json``).
 
-Documentation lives in plugins/modules/deployment_state.py; the record's logic in module_utils/deploy_state.py.
+Documentation lives in plugins/modules/deployment_state.py; the record's logic in module_utils/deploy_state.py,
+the moves an upgrade may make in plugin_utils/rollout.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,7 +17,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, deploy_state
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, rollout
 
 
 def _now():
@@ -24,16 +25,13 @@ def _now():
 
 
 def _update(record, op, args):
+    """The record after ``op``; the upgrade operations are moves of the rollout state machine (RolloutError)."""
     if op == "ready":
         return deploy_state.mark_ready(record, args.get("plan_id"), args.get("image"), _now())
     if op == "failed":
         return deploy_state.mark_failed(record, args.get("plan_id"), _now(), str(args.get("reason") or ""))
-    if op == "upgrade_begin":
-        return deploy_state.begin_upgrade(record, args.get("from_image"), args.get("to_image"),
-                                          args.get("from_plan_id"), args.get("to_plan_id"), _now())
-    if op == "upgrade_stage":
-        return deploy_state.upgrade_stage(record, args.get("stage"))
-    return deploy_state.end_upgrade(record)
+    upgrade = dict((k, args.get(k)) for k in ("from_image", "to_image", "from_plan_id", "to_plan_id"))
+    return rollout.apply(record, rollout.event_of(op, args.get("stage")), upgrade, _now())
 
 
 class ActionModule(ActionBase):
@@ -50,13 +48,14 @@ class ActionModule(ActionBase):
         if op != "read":
             try:
                 new = _update(record, op, args)
-            except ValueError as exc:
+            except ValueError as exc:  # rollout.RolloutError: an illegal move, the record untouched
                 raise AnsibleActionFail("deployment_state: %s" % exc)
             changed = new != record
             if changed and not self._task.check_mode:
                 plan_files.write_state(args["plan_dir"], new)
             record = new
         result.update(changed=changed, state=record, interrupted=deploy_state.interrupted(record),
+                      rollout_state=rollout.state_of(record),
                       deployed_plans=plan_files.read_plans(args["plan_dir"],
                                                            (record["deployed"] or {}).get("plan_id")),
                       kept_plans=plan_files.plans_by_hash(args["plan_dir"]) if op == "read" else {})

@@ -18,6 +18,10 @@ description:
   - C(deployed) names the plan (id, image) that last became ready; C(upgrade) is set while an upgrade runs (from
     which digest to which, and its stage) and cleared when the new digest passed its smoke gate or the rollback is
     serving; C(last_run) tells whether the last launch became ready or failed, and why.
+  - The upgrade operations are moves of the rollout state machine (C(plugins/plugin_utils/rollout.py)); the state is
+    C(idle) without an upgrade, else the upgrade's stage. A move the table does not hold (for example the smoke
+    stage before the launch stage, or a second upgrade while one is in progress) fails naming the state, the move
+    and the moves allowed from there, and leaves the record as it was.
   - The plan role writes every rendered plan to C(plans/<plan_id>/); a failed or interrupted run therefore never
     rewrites the deployed plan's files.
 extends_documentation_fragment:
@@ -31,10 +35,13 @@ options:
     required: true
   op:
     description:
-      - C(read) returns the record; C(ready) and C(failed) record the outcome of a launch of O(plan_id);
-        C(upgrade_begin), C(upgrade_stage) and C(upgrade_end) track an upgrade.
+      - C(read) returns the record; C(ready) and C(failed) record the outcome of a launch of O(plan_id).
+      - C(upgrade_begin) notes an upgrade (stage C(pull)); C(upgrade_stage) moves it to O(stage); C(upgrade_end)
+        closes it after the smoke gate passed or the rollback serves; C(upgrade_recover) closes an interrupted one
+        after the digest it started from was relaunched; C(upgrade_abandon) sets aside an interrupted one the
+        operator chose to ignore.
     type: str
-    choices: [read, ready, failed, upgrade_begin, upgrade_stage, upgrade_end]
+    choices: [read, ready, failed, upgrade_begin, upgrade_stage, upgrade_end, upgrade_recover, upgrade_abandon]
     default: read
   plan_id:
     description: Plan id (C(plan_result.plan_id)) for C(ready) and C(failed).
@@ -58,9 +65,9 @@ options:
     description: Plan id being installed, for C(upgrade_begin).
     type: str
   stage:
-    description: Upgrade stage for C(upgrade_stage).
+    description: Upgrade stage for C(upgrade_stage) (C(pull) is entered by C(upgrade_begin) only).
     type: str
-    choices: [pull, launch, smoke, rollback]
+    choices: [launch, smoke, rollback]
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -84,6 +91,10 @@ state:
   type: dict
 interrupted:
   description: Text describing an interrupted upgrade (C(upgrade) set), or null.
+  returned: always
+  type: str
+rollout_state:
+  description: The rollout state after the operation (C(idle), C(pull), C(launch), C(smoke), C(rollback), C(unknown)).
   returned: always
   type: str
 deployed_plans:

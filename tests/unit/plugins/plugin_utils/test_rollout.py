@@ -1,0 +1,161 @@
+"""plugin_utils.rollout: the upgrade's state machine. Every legal move with its target, one exact-message test per
+illegal move (the record left as it was), the moves the upgrade role and recover make in their order, and random
+move sequences against a model of the table."""
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import deploy_state as ds
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import rollout as R
+
+UP = {"from_image": "img@a", "to_image": "img@b", "from_plan_id": "p1", "to_plan_id": "p2"}
+
+LEGAL = [
+    ("idle", "begin", "pull"),
+    ("pull", "launch", "launch"),
+    ("launch", "smoke", "smoke"),
+    ("launch", "rollback", "rollback"),
+    ("smoke", "rollback", "rollback"),
+    ("launch", "end", "idle"),
+    ("smoke", "end", "idle"),
+    ("rollback", "end", "idle"),
+] + [(s, e, "idle") for s in ("pull", "launch", "smoke", "rollback", "unknown") for e in ("recover", "abandon")]
+
+MEANING = {
+    "idle": "no upgrade is in progress",
+    "pull": "an upgrade was noted and the new digest is being pulled; nothing was stopped yet",
+    "launch": "the new digest is being launched",
+    "smoke": "the new digest is launched and being smoke-tested",
+    "rollback": "the new digest failed and the previous one is being relaunched",
+    "unknown": "an upgrade is recorded at a stage this collection does not know",
+}
+DOING = {
+    "begin": "note a new upgrade", "launch": "note the launch stage", "smoke": "note the smoke stage",
+    "rollback": "note the rollback stage", "end": "close the upgrade",
+}
+ALLOWED = {
+    "idle": "begin",
+    "pull": "launch, recover, abandon",
+    "launch": "smoke, rollback, end, recover, abandon",
+    "smoke": "rollback, end, recover, abandon",
+    "rollback": "end, recover, abandon",
+    "unknown": "recover, abandon",
+}
+ILLEGAL = [
+    ("idle", "launch"), ("idle", "smoke"), ("idle", "rollback"), ("idle", "end"), ("idle", "recover"),
+    ("idle", "abandon"),
+    ("pull", "begin"), ("pull", "smoke"), ("pull", "rollback"), ("pull", "end"),
+    ("launch", "begin"), ("launch", "launch"),
+    ("smoke", "begin"), ("smoke", "launch"), ("smoke", "smoke"),
+    ("rollback", "begin"), ("rollback", "launch"), ("rollback", "smoke"), ("rollback", "rollback"),
+    ("unknown", "begin"), ("unknown", "launch"), ("unknown", "smoke"), ("unknown", "rollback"), ("unknown", "end"),
+]
+TAIL = ("Another run may be changing this deployment, or the state record was edited: playbooks/status.yml shows "
+        "the record and every node.")
+WORDS = {"recover": "close an interrupted upgrade after relaunching the digest it started from",
+         "abandon": "set aside an interrupted upgrade the operator chose to ignore"}
+
+
+def record_in(state):
+    """A state record whose rollout state is ``state``."""
+    record = ds.mark_ready(None, "p1", "img@a", "T0")
+    if state == "idle":
+        return record
+    record = ds.begin_upgrade(record, "img@a", "img@b", "p1", "p2", "T1")
+    record["upgrade"]["stage"] = "dance" if state == "unknown" else state
+    return record
+
+
+def test_the_table_is_exactly_the_legal_moves_and_every_other_pair_is_illegal():
+    assert sorted(R.TRANSITIONS.items()) == sorted(((s, e), t) for s, e, t in LEGAL)
+    pairs = set((s, e) for s in R.STATES for e in R.EVENTS)
+    assert pairs - set(R.TRANSITIONS) == set(ILLEGAL) and len(ILLEGAL) == 24
+
+
+@pytest.mark.parametrize("state, event, target", LEGAL)
+def test_legal_move(state, event, target):
+    assert R.transition(state, event) == target
+    out = R.apply(record_in(state), event, UP, "T2")
+    assert R.state_of(out) == target
+    assert out["deployed"] == {"plan_id": "p1", "image": "img@a", "at": "T0"}
+
+
+@pytest.mark.parametrize("state, event", ILLEGAL)
+def test_illegal_move_is_refused_with_what_is_allowed(state, event):
+    want = "Refused to %s (%s) in rollout state %s: %s. Allowed from %s: %s. %s" % (
+        dict(DOING, **WORDS)[event], event, state, MEANING[state], state, ALLOWED[state], TAIL)
+    with pytest.raises(R.RolloutError) as err:
+        R.transition(state, event)
+    assert str(err.value) == want
+    record = record_in(state)
+    before = ds.normalise(record)
+    with pytest.raises(R.RolloutError):
+        R.apply(record, event, UP, "T2")
+    assert record == before
+
+
+def test_one_refusal_in_full():
+    with pytest.raises(R.RolloutError) as err:
+        R.apply(record_in("pull"), "smoke")
+    assert str(err.value) == (
+        "Refused to note the smoke stage (smoke) in rollout state pull: an upgrade was noted and the new digest is "
+        "being pulled; nothing was stopped yet. Allowed from pull: launch, recover, abandon. Another run may be "
+        "changing this deployment, or the state record was edited: playbooks/status.yml shows the record and "
+        "every node.")
+
+
+@pytest.mark.parametrize("state, event, want", [
+    ("idle", "pull", "unknown rollout event 'pull' (one of begin, launch, smoke, rollback, end, recover, abandon)"),
+    ("idle", None, "unknown rollout event None (one of begin, launch, smoke, rollback, end, recover, abandon)"),
+    ("deployed", "begin", "unknown rollout state 'deployed' (one of idle, pull, launch, smoke, rollback, unknown)"),
+])
+def test_unknown_names_are_refused(state, event, want):
+    with pytest.raises(R.RolloutError) as err:
+        R.transition(state, event)
+    assert str(err.value) == want
+
+
+def test_begin_records_the_upgrade_and_the_paths_of_the_role():
+    r = R.apply(record_in("idle"), "begin", UP, "T1")
+    assert r["upgrade"] == {"from_image": "img@a", "to_image": "img@b", "from_plan_id": "p1", "to_plan_id": "p2",
+                            "stage": "pull", "started_at": "T1"}
+    passed = R.apply(R.apply(R.apply(r, "launch"), "smoke"), "end")
+    rolled_back = R.apply(R.apply(R.apply(R.apply(r, "launch"), "smoke"), "rollback"), "end")
+    rolling = R.apply(R.apply(r, "launch"), "end")
+    assert [R.state_of(x) for x in (passed, rolled_back, rolling)] == ["idle"] * 3
+    assert passed["upgrade"] is None and passed["deployed"] == r["deployed"]
+    assert R.apply(R.apply(r, "launch"), "rollback")["upgrade"]["stage"] == "rollback"
+
+
+def test_state_of_reads_any_record():
+    assert [R.state_of(x) for x in (None, "junk", {}, {"upgrade": {"stage": "smoke"}}, {"upgrade": {}},
+                                    {"upgrade": {"stage": "idle"}})] == \
+        ["idle", "idle", "idle", "smoke", "unknown", "unknown"]
+
+
+@pytest.mark.parametrize("op, stage, event", [
+    ("upgrade_begin", None, "begin"), ("upgrade_stage", "smoke", "smoke"), ("upgrade_end", None, "end"),
+    ("upgrade_recover", None, "recover"), ("upgrade_abandon", None, "abandon"), ("ready", None, None),
+    ("failed", None, None), ("read", None, None),
+])
+def test_event_of_each_operation(op, stage, event):
+    assert R.event_of(op, stage) == event
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(sorted(R.EVENTS)), max_size=25))
+def test_random_move_sequences_follow_the_table(events):
+    record, state = record_in("idle"), "idle"
+    for event in events:
+        legal = (state, event) in dict(((s, e), t) for s, e, t in LEGAL)
+        before = ds.normalise(record)
+        try:
+            record = R.apply(record, event, UP, "T")
+        except R.RolloutError:
+            assert not legal and ds.normalise(record) == before
+            continue
+        assert legal
+        state = dict(((s, e), t) for s, e, t in LEGAL)[(state, event)]
+        assert R.state_of(record) == state
+        assert (record["upgrade"] is None) == (state == "idle")
+        assert record["deployed"] == {"plan_id": "p1", "image": "img@a", "at": "T0"}
