@@ -60,7 +60,7 @@ DEPLOYMENT_STATE = dict(
     plan_dir=dict(type="path", required=True),
     op=dict(type="str", default="read",
             choices=["read", "ready", "failed", "upgrade_begin", "upgrade_stage", "upgrade_end", "upgrade_recover",
-                     "upgrade_abandon"]),
+                     "upgrade_supersede"]),
     plan_id=dict(type="str"), image=dict(type="str"), reason=dict(type="str"),
     from_image=dict(type="str"), to_image=dict(type="str"), from_plan_id=dict(type="str"),
     to_plan_id=dict(type="str"), stage=dict(type="str", choices=["launch", "smoke", "rollback"]),

@@ -38,10 +38,10 @@ options:
       - C(read) returns the record; C(ready) and C(failed) record the outcome of a launch of O(plan_id).
       - C(upgrade_begin) notes an upgrade (stage C(pull)); C(upgrade_stage) moves it to O(stage); C(upgrade_end)
         closes it after the smoke gate passed or the rollback serves; C(upgrade_recover) closes an interrupted one
-        after the digest it started from was relaunched; C(upgrade_abandon) sets aside an interrupted one the
-        operator chose to ignore.
+        after the digest it started from was relaunched; C(upgrade_supersede) notes an upgrade (as
+        C(upgrade_begin)) over an interrupted one the operator chose to ignore.
     type: str
-    choices: [read, ready, failed, upgrade_begin, upgrade_stage, upgrade_end, upgrade_recover, upgrade_abandon]
+    choices: [read, ready, failed, upgrade_begin, upgrade_stage, upgrade_end, upgrade_recover, upgrade_supersede]
     default: read
   plan_id:
     description: Plan id (C(plan_result.plan_id)) for C(ready) and C(failed).

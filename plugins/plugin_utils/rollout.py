@@ -12,8 +12,8 @@ the same deployment at once, or a hand-edited record, are what such a refusal ca
     idle --begin--> pull --launch--> launch --smoke--> smoke --end--> idle
                                        |  \\--end--> idle    (rolling: each deployment gated and rolled back alone)
                                        +--rollback--> rollback --end--> idle   (smoke --rollback--> rollback too)
-    any upgrade state --recover--> idle     (recover.yml relaunched the digest the upgrade started from)
-    any upgrade state --abandon--> idle     (recover_interrupted_upgrade=ignore, then a new upgrade begins)
+    any upgrade state --recover--> idle      (recover.yml relaunched the digest the upgrade started from)
+    any upgrade state --supersede--> pull    (recover_interrupted_upgrade=ignore, and a new upgrade is noted)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,12 +39,12 @@ STATES = {
 # event -> what it does, for messages
 EVENTS = {
     "begin": "note a new upgrade",
+    "supersede": "note a new upgrade over an interrupted one the operator chose to ignore",
     "launch": "note the launch stage",
     "smoke": "note the smoke stage",
     "rollback": "note the rollback stage",
     "end": "close the upgrade",
     "recover": "close an interrupted upgrade after relaunching the digest it started from",
-    "abandon": "set aside an interrupted upgrade the operator chose to ignore",
 }
 
 _IN_PROGRESS = ("pull", "launch", "smoke", "rollback", UNKNOWN)
@@ -60,7 +60,7 @@ TRANSITIONS = dict(
      (("smoke", "end"), IDLE),
      (("rollback", "end"), IDLE)]
     + [((state, "recover"), IDLE) for state in _IN_PROGRESS]
-    + [((state, "abandon"), IDLE) for state in _IN_PROGRESS])
+    + [((state, "supersede"), "pull") for state in _IN_PROGRESS])
 
 
 class RolloutError(ValueError):
@@ -101,15 +101,16 @@ def event_of(op, stage=None):
     if op == "upgrade_stage":
         return stage
     return {"upgrade_begin": "begin", "upgrade_end": "end", "upgrade_recover": "recover",
-            "upgrade_abandon": "abandon"}.get(op)
+            "upgrade_supersede": "supersede"}.get(op)
 
 
 def apply(record, event, upgrade=None, at=None):
     """The record after ``event``; RolloutError (record untouched) for an illegal move.
 
-    ``upgrade``: for ``begin``, the dict of from_image, to_image, from_plan_id, to_plan_id; ``at``: the time."""
+    ``upgrade``: for ``begin`` and ``supersede``, the dict of from_image, to_image, from_plan_id, to_plan_id;
+    ``at``: the time."""
     target = transition(state_of(record), event)
-    if event == "begin":
+    if event in ("begin", "supersede"):
         up = upgrade or {}
         return deploy_state.begin_upgrade(record, up.get("from_image"), up.get("to_image"),
                                           up.get("from_plan_id"), up.get("to_plan_id"), at)

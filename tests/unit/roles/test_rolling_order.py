@@ -1,4 +1,4 @@
-"""roles/launch/tasks/rolling.yml replaces the deployments in its loop's order, never in the order hosts answered.
+"""roles/upgrade/tasks/rolling.yml replaces the deployments in its loop's order, never in the order hosts answered.
 
 Ansible turns a looped include into one include file per distinct item and orders those files by the first host
 result that names them. With a per-host `when` on the include, each deployment's step was named only by its own
@@ -11,7 +11,7 @@ import yaml
 
 from tests.helpers.runner import REPO
 
-TASKS = os.path.join(REPO, "roles", "launch", "tasks")
+TASKS = os.path.join(REPO, "roles", "upgrade", "tasks")
 
 
 def _load(name):
@@ -29,6 +29,6 @@ def test_every_host_includes_every_step_in_loop_order():
 def test_the_step_runs_only_on_its_deployments_hosts():
     step = _load("rolling_step.yml")
     assert len(step) == 1 and "block" in step[0]
-    assert step[0]["when"] == "inventory_hostname in launch_rolling_deployment.hosts"
+    assert step[0]["when"] == "inventory_hostname in upgrade_rolling_deployment.hosts"
     names = [t["name"] for t in step[0]["block"]]
     assert names == ["Replace this deployment", "Roll back this deployment alone, or note it as replaced"]

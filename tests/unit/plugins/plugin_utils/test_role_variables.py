@@ -118,9 +118,14 @@ def test_a_template_that_needs_a_run_is_left_to_the_role():
 
 
 def test_what_the_collections_own_tasks_register_is_no_inventory_mistake():
-    """An upgrade's rollback plans again in a later play, where the launch role's registered results are in
-    hostvars: launch_secret_files is one edit from launch_secret_values, and is the role's own."""
-    assert {"launch_secret_files", "launch_before", "image_pulled"} <= rv.internal_names()
-    assert problems(launch_secret_files={"changed": False, "results": []}) == []
+    """An upgrade's rollback plans again in a later play, where the roles' registered results and facts are in
+    hostvars: node_secrets_files is one edit from node_secrets_values, and is the role's own; the upgrade role's
+    facts (rollback target, failed stage, rolling step outcome) are its own too."""
+    internal = rv.internal_names()
+    assert {"node_secrets_files", "launch_before", "image_pulled"} <= internal
+    assert {"upgrade_rollback_image", "upgrade_noted", "upgrade_failed_stage", "upgrade_rolling_failure",
+            "upgrade_rolling_done", "upgrade_begin"} <= internal
+    assert problems(node_secrets_files={"changed": False, "results": []}) == []
+    assert problems(upgrade_rollback_image="img@a", upgrade_failed_stage="launch", upgrade_noted=True) == []
     (p,) = problems(launch_secret_valuez={})
     assert p["fix"] == "did you mean launch_secret_values? (roles/launch/meta/argument_specs.yml)"

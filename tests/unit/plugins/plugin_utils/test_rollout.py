@@ -19,7 +19,8 @@ LEGAL = [
     ("launch", "end", "idle"),
     ("smoke", "end", "idle"),
     ("rollback", "end", "idle"),
-] + [(s, e, "idle") for s in ("pull", "launch", "smoke", "rollback", "unknown") for e in ("recover", "abandon")]
+] + [(s, e, "idle") for s in ("pull", "launch", "smoke", "rollback", "unknown") for e in ("recover",)] + \
+    [(s, "supersede", "pull") for s in ("pull", "launch", "smoke", "rollback", "unknown")]
 
 MEANING = {
     "idle": "no upgrade is in progress",
@@ -35,15 +36,15 @@ DOING = {
 }
 ALLOWED = {
     "idle": "begin",
-    "pull": "launch, recover, abandon",
-    "launch": "smoke, rollback, end, recover, abandon",
-    "smoke": "rollback, end, recover, abandon",
-    "rollback": "end, recover, abandon",
-    "unknown": "recover, abandon",
+    "pull": "supersede, launch, recover",
+    "launch": "supersede, smoke, rollback, end, recover",
+    "smoke": "supersede, rollback, end, recover",
+    "rollback": "supersede, end, recover",
+    "unknown": "supersede, recover",
 }
 ILLEGAL = [
-    ("idle", "launch"), ("idle", "smoke"), ("idle", "rollback"), ("idle", "end"), ("idle", "recover"),
-    ("idle", "abandon"),
+    ("idle", "supersede"), ("idle", "launch"), ("idle", "smoke"), ("idle", "rollback"), ("idle", "end"),
+    ("idle", "recover"),
     ("pull", "begin"), ("pull", "smoke"), ("pull", "rollback"), ("pull", "end"),
     ("launch", "begin"), ("launch", "launch"),
     ("smoke", "begin"), ("smoke", "launch"), ("smoke", "smoke"),
@@ -53,7 +54,7 @@ ILLEGAL = [
 TAIL = ("Another run may be changing this deployment, or the state record was edited: playbooks/status.yml shows "
         "the record and every node.")
 WORDS = {"recover": "close an interrupted upgrade after relaunching the digest it started from",
-         "abandon": "set aside an interrupted upgrade the operator chose to ignore"}
+         "supersede": "note a new upgrade over an interrupted one the operator chose to ignore"}
 
 
 def record_in(state):
@@ -99,14 +100,14 @@ def test_one_refusal_in_full():
         R.apply(record_in("pull"), "smoke")
     assert str(err.value) == (
         "Refused to note the smoke stage (smoke) in rollout state pull: an upgrade was noted and the new digest is "
-        "being pulled; nothing was stopped yet. Allowed from pull: launch, recover, abandon. Another run may be "
+        "being pulled; nothing was stopped yet. Allowed from pull: supersede, launch, recover. Another run may be "
         "changing this deployment, or the state record was edited: playbooks/status.yml shows the record and "
         "every node.")
 
 
 @pytest.mark.parametrize("state, event, want", [
-    ("idle", "pull", "unknown rollout event 'pull' (one of begin, launch, smoke, rollback, end, recover, abandon)"),
-    ("idle", None, "unknown rollout event None (one of begin, launch, smoke, rollback, end, recover, abandon)"),
+    ("idle", "pull", "unknown rollout event 'pull' (one of begin, supersede, launch, smoke, rollback, end, recover)"),
+    ("idle", None, "unknown rollout event None (one of begin, supersede, launch, smoke, rollback, end, recover)"),
     ("deployed", "begin", "unknown rollout state 'deployed' (one of idle, pull, launch, smoke, rollback, unknown)"),
 ])
 def test_unknown_names_are_refused(state, event, want):
@@ -135,7 +136,7 @@ def test_state_of_reads_any_record():
 
 @pytest.mark.parametrize("op, stage, event", [
     ("upgrade_begin", None, "begin"), ("upgrade_stage", "smoke", "smoke"), ("upgrade_end", None, "end"),
-    ("upgrade_recover", None, "recover"), ("upgrade_abandon", None, "abandon"), ("ready", None, None),
+    ("upgrade_recover", None, "recover"), ("upgrade_supersede", None, "supersede"), ("ready", None, None),
     ("failed", None, None), ("read", None, None),
 ])
 def test_event_of_each_operation(op, stage, event):
@@ -159,3 +160,11 @@ def test_random_move_sequences_follow_the_table(events):
         assert R.state_of(record) == state
         assert (record["upgrade"] is None) == (state == "idle")
         assert record["deployed"] == {"plan_id": "p1", "image": "img@a", "at": "T0"}
+
+
+def test_supersede_replaces_an_ignored_upgrade_with_the_new_one():
+    old = record_in("launch")
+    new = R.apply(old, "supersede", dict(UP, from_image="img@b", to_image="img@c", to_plan_id="p3"), "T3")
+    assert new["upgrade"] == {"from_image": "img@b", "to_image": "img@c", "from_plan_id": "p1", "to_plan_id": "p3",
+                              "stage": "pull", "started_at": "T3"}
+    assert old["upgrade"]["stage"] == "launch"   # the record given is not changed
