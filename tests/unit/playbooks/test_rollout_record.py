@@ -1,0 +1,52 @@
+"""The deployment_state action moves the state record along the rollout table and refuses an illegal move through
+Ansible with the table's message, leaving state.json as it was; check mode reports the move and writes nothing."""
+import json
+
+from tests.helpers.runner import run_playbook, task_results
+
+PLAYBOOK = """
+- name: Move the record along the rollout table
+  hosts: localhost
+  gather_facts: false
+  connection: local
+  tasks:
+    - name: Begin in check mode
+      gpufleet.kimi_k3.deployment_state: {plan_dir: "{{ plan_dir }}", op: upgrade_begin, from_image: img@a,
+                                          to_image: img@b, from_plan_id: p1, to_plan_id: p2}
+      check_mode: true
+    - name: Begin
+      gpufleet.kimi_k3.deployment_state: {plan_dir: "{{ plan_dir }}", op: upgrade_begin, from_image: img@a,
+                                          to_image: img@b, from_plan_id: p1, to_plan_id: p2}
+    - name: Smoke before launch
+      gpufleet.kimi_k3.deployment_state: {plan_dir: "{{ plan_dir }}", op: upgrade_stage, stage: smoke}
+      ignore_errors: true
+    - name: Launch
+      gpufleet.kimi_k3.deployment_state: {plan_dir: "{{ plan_dir }}", op: upgrade_stage, stage: launch}
+    - name: Pull again
+      gpufleet.kimi_k3.deployment_state: {plan_dir: "{{ plan_dir }}", op: upgrade_stage, stage: pull}
+      ignore_errors: true
+"""
+
+
+def test_the_action_follows_the_table(tmp_path):
+    playbook = tmp_path / "rollout.yml"
+    playbook.write_text(PLAYBOOK)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {"localhost": {"ansible_python_interpreter": "auto_silent"}}}}))
+    plan_dir = tmp_path / "plans"
+    r = run_playbook(str(playbook), str(inventory), extravars={"plan_dir": str(plan_dir)})
+    assert r.status == "successful"
+    res = dict((name, task_results(r, name)["localhost"])
+               for name in ("Begin in check mode", "Begin", "Smoke before launch", "Launch", "Pull again"))
+    assert res["Begin in check mode"]["changed"] is True and res["Begin in check mode"]["rollout_state"] == "pull"
+    # the check-mode begin wrote nothing: the real one still starts from idle
+    assert res["Begin"]["changed"] is True and res["Begin"]["rollout_state"] == "pull"
+    assert res["Smoke before launch"]["msg"] == (
+        "deployment_state: Refused to note the smoke stage (smoke) in rollout state pull: an upgrade was noted and "
+        "the new digest is being pulled; nothing was stopped yet. Allowed from pull: supersede, launch, recover. "
+        "Another run may be changing this deployment, or the state record was edited: playbooks/status.yml shows "
+        "the record and every node.")
+    assert res["Launch"]["rollout_state"] == "launch"
+    assert "value of stage must be one of: launch, smoke, rollback" in res["Pull again"]["msg"]
+    state = json.loads((plan_dir / "state.json").read_text())
+    assert state["upgrade"]["stage"] == "launch" and state["upgrade"]["to_image"] == "img@b"
