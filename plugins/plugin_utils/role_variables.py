@@ -154,7 +154,7 @@ SEMANTIC_CHECKS = {
     "monitoring_ca_file": _controller_file_problem("monitoring_ca_file"),
 }
 ROLE_PREFIXES = ("image_", "launch_", "smoke_", "router_", "weights_", "capacity_", "preflight_", "teardown_",
-                 "monitoring_")
+                 "monitoring_", "upgrade_")
 
 
 def _unknown_problem(host, name, options):

@@ -129,3 +129,11 @@ def test_what_the_collections_own_tasks_register_is_no_inventory_mistake():
     assert problems(upgrade_rollback_image="img@a", upgrade_failed_stage="launch", upgrade_noted=True) == []
     (p,) = problems(launch_secret_valuez={})
     assert p["fix"] == "did you mean launch_secret_values? (roles/launch/meta/argument_specs.yml)"
+
+
+def test_the_upgrade_roles_variables_are_checked_like_the_others():
+    (typo,) = problems(upgrade_rolling_rejoin_timout_s=60)
+    assert typo["fix"] == "did you mean upgrade_rolling_rejoin_timeout_s? (roles/upgrade/meta/argument_specs.yml)"
+    (choice,) = problems(upgrade_interrupted="skip")
+    assert choice["variable"] == "upgrade_interrupted" and "rollback, fail, ignore" in choice["message"]
+    assert problems(upgrade_interrupted="fail", upgrade_rolling_rejoin_timeout_s=60) == []
