@@ -117,3 +117,55 @@ def apply(record, event, upgrade=None, at=None):
     if target == IDLE:
         return deploy_state.end_upgrade(record)
     return deploy_state.upgrade_stage(record, target)
+
+
+def _first_line(text):
+    lines = str(text or "").splitlines()
+    return lines[0] if lines else ""
+
+
+def _facts(hosts):
+    """(failed, rolling failures, replaced) from the cluster hosts' facts, in group order."""
+    failed, rolling, replaced = [], [], []
+    for facts in hosts or []:
+        if "upgrade_failed_stage" in facts:
+            failed.append({"stage": facts["upgrade_failed_stage"], "failure": facts.get("upgrade_failure", "")})
+        if "upgrade_rolling_failure" in facts:
+            rolling.append(facts["upgrade_rolling_failure"])
+        if "upgrade_rolling_done" in facts and facts["upgrade_rolling_done"] not in replaced:
+            replaced.append(facts["upgrade_rolling_done"])
+    return failed, rolling, replaced
+
+
+def rollback_message(failed, target, previous):
+    """Why the upgrade failed after the rollback to ``previous`` serves again (the first host that noted a failure)."""
+    return ("Upgrade to %s failed at the %s stage; the cluster was rolled back to %s and is serving again. Cause: %s "
+            "(the failure summary above has the log tail; every node's is in the artifacts directory)"
+            % (target, failed["stage"], previous, _first_line(failed["failure"])))
+
+
+def rolling_message(failure, replaced, target, previous):
+    """Where a rolling upgrade behind a router stopped, and what runs where."""
+    back = " and serves again" if failure.get("rolled_back") else " (the rollback failed too: see above)"
+    return ("Rolling upgrade to %s stopped at deployment %s (%s, task \"%s\"): %s. %s was rolled back to %s%s; "
+            "replaced with the new digest: %s; the later deployments were not touched. The router serves from every "
+            "healthy deployment. Fix the cause and run upgrade.yml again (replaced deployments stay as they are), "
+            "or deploy.yml to put every deployment back on the inventory's digest."
+            % (target, failure.get("deployment"), failure.get("host"), failure.get("task"),
+               _first_line(failure.get("msg")), failure.get("deployment"), previous, back,
+               ", ".join(replaced) or "none"))
+
+
+def outcome(hosts, target, previous):
+    """What the finish phase does, from the facts the launch and smoke phases left on the cluster's hosts.
+
+    ``rollback``: the launch or the smoke gate failed somewhere (roll every deployment back, then fail with
+    ``rollback_message``); ``rolling_failed``: a rolling step failed and rolled its deployment back (fail with
+    ``rolling_message``); ``passed``: neither."""
+    failed, rolling, replaced = _facts(hosts)
+    return {
+        "rollback": bool(failed), "rolling_failed": bool(rolling), "passed": not failed and not rolling,
+        "replaced": replaced,
+        "rollback_message": rollback_message(failed[0], target, previous) if failed else "",
+        "rolling_message": rolling_message(rolling[0], replaced, target, previous) if rolling else "",
+    }

@@ -50,3 +50,39 @@ def test_the_action_follows_the_table(tmp_path):
     assert "value of stage must be one of: launch, smoke, rollback" in res["Pull again"]["msg"]
     state = json.loads((plan_dir / "state.json").read_text())
     assert state["upgrade"]["stage"] == "launch" and state["upgrade"]["to_image"] == "img@b"
+
+
+OUTCOME = """
+- name: Read the outcome from the hosts' facts
+  hosts: all
+  gather_facts: false
+  connection: local
+  tasks:
+    - name: A failed rolling step on one host, a replaced deployment on the other
+      ansible.builtin.set_fact:
+        upgrade_rolling_failure: {deployment: replica-2, host: h2, task: Smoke, msg: "gate failed\\nmore", rolled_back: true}
+      when: inventory_hostname == 'h2'
+    - name: Note the replaced deployment
+      ansible.builtin.set_fact:
+        upgrade_rolling_done: replica-1
+      when: inventory_hostname == 'h1'
+    - name: Outcome
+      ansible.builtin.set_fact:
+        outcome: "{{ groups['all'] | map('extract', hostvars) | gpufleet.kimi_k3.upgrade_outcome('img@b', 'img@a') }}"
+      run_once: true
+"""
+
+
+def test_the_outcome_filter_reads_hostvars(tmp_path):
+    playbook = tmp_path / "outcome.yml"
+    playbook.write_text(OUTCOME)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": dict((h, {"ansible_python_interpreter": "auto_silent"})
+                                                           for h in ("h1", "h2"))}}))
+    r = run_playbook(str(playbook), str(inventory))
+    assert r.status == "successful"
+    got = task_results(r, "Outcome")["h1"]["ansible_facts"]["outcome"]
+    assert got["rolling_failed"] is True and got["rollback"] is False and got["replaced"] == ["replica-1"]
+    assert got["rolling_message"].startswith(
+        'Rolling upgrade to img@b stopped at deployment replica-2 (h2, task "Smoke"): gate failed. replica-2 was '
+        "rolled back to img@a and serves again; replaced with the new digest: replica-1; ")

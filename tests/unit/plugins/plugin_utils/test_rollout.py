@@ -2,6 +2,7 @@
 illegal move (the record left as it was), the moves the upgrade role and recover make in their order, and random
 move sequences against a model of the table."""
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -168,3 +169,85 @@ def test_supersede_replaces_an_ignored_upgrade_with_the_new_one():
     assert new["upgrade"] == {"from_image": "img@b", "to_image": "img@c", "from_plan_id": "p1", "to_plan_id": "p3",
                               "stage": "pull", "started_at": "T3"}
     assert old["upgrade"]["stage"] == "launch"   # the record given is not changed
+
+
+# The finish phase's messages as upgrade.yml rendered them in Jinja, verbatim: the Python that replaced them must
+# say exactly the same (the integration drills and the chaos soak match them), but for one line break.
+JINJA = """
+upgrade_failed: "{{ groups['vllm_cluster'] | map('extract', hostvars) | selectattr('upgrade_failed_stage', 'defined') | list }}"
+upgrade_rolling_failures: >-
+  {{ groups['vllm_cluster'] | map('extract', hostvars) | selectattr('upgrade_rolling_failure', 'defined')
+     | map(attribute='upgrade_rolling_failure') | list }}
+upgrade_rolling_replaced: >-
+  {{ groups['vllm_cluster'] | map('extract', hostvars) | selectattr('upgrade_rolling_done', 'defined')
+     | map(attribute='upgrade_rolling_done') | unique | list }}
+rollback: >-
+  Upgrade to {{ upgrade_target_image }} failed at the {{ upgrade_failed[0].upgrade_failed_stage }} stage;
+  the cluster was rolled back to {{ upgrade_rollback_image }} and is serving again.
+  Cause: {{ upgrade_failed[0].upgrade_failure.splitlines()[0] | default('') }} (the failure summary above has the
+  log tail; every node's is in the artifacts directory)
+rolling: >-
+  Rolling upgrade to {{ upgrade_target_image }} stopped at deployment
+  {{ upgrade_rolling_failures[0].deployment }} ({{ upgrade_rolling_failures[0].host }}, task
+  "{{ upgrade_rolling_failures[0].task }}"): {{ upgrade_rolling_failures[0].msg.splitlines()[0] | default('') }}.
+  {{ upgrade_rolling_failures[0].deployment }} was rolled back to
+  {{ upgrade_rollback_image ~ (' and serves again' if upgrade_rolling_failures[0].rolled_back | default(false)
+     else ' (the rollback failed too: see above)') }};
+  replaced with the new digest: {{ upgrade_rolling_replaced | join(', ') or 'none' }}; the later deployments
+  were not touched. The router serves from every healthy deployment. Fix the cause and run upgrade.yml again
+  (replaced deployments stay as they are), or deploy.yml to put every deployment back on the inventory's digest.
+"""
+
+
+def _jinja(hostvars, target, previous):
+    """The old messages, rendered by Ansible's own templating from the old variables."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    text = dict((k, trust_as_template(v)) for k, v in yaml.safe_load(JINJA).items())
+    variables = {"groups": {"vllm_cluster": sorted(hostvars)}, "hostvars": hostvars, "upgrade_target_image": target,
+                 "upgrade_rollback_image": previous}
+    variables.update((k, text[k]) for k in ("upgrade_failed", "upgrade_rolling_failures", "upgrade_rolling_replaced"))
+    templar = Templar(loader=DataLoader(), variables=variables)
+    out = {}
+    if templar.template(text["upgrade_failed"]):
+        out["rollback"] = templar.template(text["rollback"])
+    if templar.template(text["upgrade_rolling_failures"]):
+        out["rolling"] = templar.template(text["rolling"])
+    return out
+
+
+FAILURE_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries({}, optional={
+    "upgrade_failed_stage": st.sampled_from(["launch", "smoke"]), "upgrade_failure": FAILURE_TEXT,
+    "upgrade_rolling_done": st.sampled_from(["replica-1", "replica-2", "prefill"]),
+    "upgrade_rolling_failure": st.fixed_dictionaries({
+        "deployment": st.sampled_from(["replica-1", "decode"]), "host": st.sampled_from(["h1", "h2"]),
+        "task": st.sampled_from(["Launch this deployment", "Smoke gate"]), "msg": FAILURE_TEXT,
+        "rolled_back": st.booleans()})}), min_size=1, max_size=4))
+def test_the_messages_are_the_ones_the_playbook_rendered(hosts):
+    for facts in hosts:
+        if "upgrade_failed_stage" in facts:
+            facts.setdefault("upgrade_failure", "launch failed")
+    hostvars = dict(("h%d" % i, facts) for i, facts in enumerate(hosts))
+    want = _jinja(hostvars, "img@b", "img@a")
+    got = R.outcome([hostvars[h] for h in sorted(hostvars)], "img@b", "img@a")
+    assert (got["rollback"], got["rolling_failed"]) == ("rollback" in want, "rolling" in want)
+    assert got["passed"] == (not want)
+    assert got["rollback_message"] == want.get("rollback", "")
+    # YAML folding kept the line break after the more-indented line of the old template: one line now
+    assert got["rolling_message"] == want.get("rolling", "").replace(";\nreplaced with", "; replaced with")
+
+
+def test_the_outcome_of_a_head_crash():
+    got = R.outcome([{"upgrade_failed_stage": "launch", "upgrade_failure": "The vLLM group failed: tray01: its vLLM "
+                      "container stopped (exit code 1)\nNode states:\n  ..."}, {}], "img@b", "img@a")
+    assert got == {
+        "rollback": True, "rolling_failed": False, "passed": False, "replaced": [], "rolling_message": "",
+        "rollback_message": "Upgrade to img@b failed at the launch stage; the cluster was rolled back to img@a and is "
+                            "serving again. Cause: The vLLM group failed: tray01: its vLLM container stopped (exit "
+                            "code 1) (the failure summary above has the log tail; every node's is in the artifacts "
+                            "directory)"}

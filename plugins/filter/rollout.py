@@ -1,0 +1,30 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters used by the upgrade role (thin wrappers around plugin_utils/rollout.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# Documentation: one <filter>.yml beside this file per filter.
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import rollout
+
+
+def upgrade_outcome(hosts, target_image, previous_image):
+    """What the finish phase of an upgrade does, from the facts the launch and smoke phases left on the hosts."""
+    hosts = list(hosts or [])
+    if not all(isinstance(h, Mapping) for h in hosts):
+        raise AnsibleFilterError("upgrade_outcome expects the cluster hosts' variables "
+                                 "(groups['vllm_cluster'] | map('extract', hostvars))")
+    return rollout.outcome(hosts, str(target_image), str(previous_image))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"upgrade_outcome": upgrade_outcome}
