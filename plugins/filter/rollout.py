@@ -25,6 +25,14 @@ def upgrade_outcome(hosts, target_image, previous_image):
     return rollout.outcome(hosts, str(target_image), str(previous_image))
 
 
+def upgrade_rollback_target(record, head_image):
+    """``{image, plan_id}`` an upgrade rolls back to (the state record's deployed plan, else the head's image)."""
+    if record is not None and not isinstance(record, Mapping):
+        raise AnsibleFilterError("upgrade_rollback_target expects the deployment state record (deployment_state's "
+                                 "state) or none")
+    return rollout.rollback_target(record, head_image)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"upgrade_outcome": upgrade_outcome}
+        return {"upgrade_outcome": upgrade_outcome, "upgrade_rollback_target": upgrade_rollback_target}

@@ -119,6 +119,15 @@ def apply(record, event, upgrade=None, at=None):
     return deploy_state.upgrade_stage(record, target)
 
 
+def rollback_target(record, head_image):
+    """``{image, plan_id}`` an upgrade rolls back to: the record's deployed plan, else the image the head runs
+    (plan id empty); image None when there is neither."""
+    deployed = deploy_state.normalise(record)["deployed"] or {}
+    if deployed.get("image"):
+        return {"image": deployed["image"], "plan_id": deployed.get("plan_id") or ""}
+    return {"image": head_image or None, "plan_id": deployed.get("plan_id") or ""}
+
+
 def _first_line(text):
     lines = str(text or "").splitlines()
     return lines[0] if lines else ""

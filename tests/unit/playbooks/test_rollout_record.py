@@ -70,6 +70,17 @@ OUTCOME = """
       ansible.builtin.set_fact:
         outcome: "{{ groups['all'] | map('extract', hostvars) | gpufleet.kimi_k3.upgrade_outcome('img@b', 'img@a') }}"
       run_once: true
+    - name: A record read that was skipped (no plan directory)
+      gpufleet.kimi_k3.deployment_state:
+        plan_dir: /nonexistent
+      register: upgrade_state
+      when: false
+    - name: Rollback target without a record
+      ansible.builtin.set_fact:
+        target: "{{ upgrade_state.state | default(none) | gpufleet.kimi_k3.upgrade_rollback_target(head.image | default(none)) }}"
+      vars:
+        head: {image: img@x}
+      run_once: true
 """
 
 
@@ -83,6 +94,8 @@ def test_the_outcome_filter_reads_hostvars(tmp_path):
     assert r.status == "successful"
     got = task_results(r, "Outcome")["h1"]["ansible_facts"]["outcome"]
     assert got["rolling_failed"] is True and got["rollback"] is False and got["replaced"] == ["replica-1"]
+    assert task_results(r, "Rollback target without a record")["h1"]["ansible_facts"]["target"] == {
+        "image": "img@x", "plan_id": ""}
     assert got["rolling_message"].startswith(
         'Rolling upgrade to img@b stopped at deployment replica-2 (h2, task "Smoke"): gate failed. replica-2 was '
         "rolled back to img@a and serves again; replaced with the new digest: replica-1; ")

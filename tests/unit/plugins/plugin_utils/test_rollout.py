@@ -251,3 +251,16 @@ def test_the_outcome_of_a_head_crash():
                             "serving again. Cause: The vLLM group failed: tray01: its vLLM container stopped (exit "
                             "code 1) (the failure summary above has the log tail; every node's is in the artifacts "
                             "directory)"}
+
+
+@pytest.mark.parametrize("record, head, want", [
+    ({"deployed": {"plan_id": "p1", "image": "img@a", "at": "T"}}, "img@x", {"image": "img@a", "plan_id": "p1"}),
+    ({"deployed": None}, "img@x", {"image": "img@x", "plan_id": ""}),
+    (None, "img@x", {"image": "img@x", "plan_id": ""}),
+    ({"deployed": {"plan_id": "p1", "image": ""}}, "img@x", {"image": "img@x", "plan_id": "p1"}),
+    ({"deployed": None}, None, {"image": None, "plan_id": ""}),
+    ({"deployed": None}, "", {"image": None, "plan_id": ""}),
+    ("junk", None, {"image": None, "plan_id": ""}),
+])
+def test_rollback_target(record, head, want):
+    assert R.rollback_target(record, head) == want
