@@ -144,10 +144,10 @@ def test_event_of_each_operation(op, stage, event):
     assert R.event_of(op, stage) == event
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(sorted(R.EVENTS)), max_size=25))
-def test_random_move_sequences_follow_the_table(events):
-    record, state = record_in("idle"), "idle"
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(sorted(R.STATES)), st.lists(st.sampled_from(sorted(R.EVENTS)), max_size=25))
+def test_random_move_sequences_follow_the_table(start, events):
+    record, state = record_in(start), start
     for event in events:
         legal = (state, event) in dict(((s, e), t) for s, e, t in LEGAL)
         before = ds.normalise(record)
