@@ -43,6 +43,8 @@ class ActionModule(ActionBase):
         op = args["op"]
         if not args["plan_dir"]:  # present but empty: the spec's `required` lets it through
             raise AnsibleActionFail("deployment_state: plan_dir is required (the plan role's plan_dir)")
+        if op == "upgrade_stage" and not args.get("stage"):
+            raise AnsibleActionFail("deployment_state: op=upgrade_stage needs stage (launch, smoke or rollback)")
         record = plan_files.read_state(args["plan_dir"])
         changed = False
         if op != "read":

@@ -25,6 +25,9 @@ PLAYBOOK = """
     - name: Pull again
       gpufleet.kimi_k3.deployment_state: {plan_dir: "{{ plan_dir }}", op: upgrade_stage, stage: pull}
       ignore_errors: true
+    - name: A stage without its name
+      gpufleet.kimi_k3.deployment_state: {plan_dir: "{{ plan_dir }}", op: upgrade_stage}
+      ignore_errors: true
 """
 
 
@@ -37,7 +40,8 @@ def test_the_action_follows_the_table(tmp_path):
     r = run_playbook(str(playbook), str(inventory), extravars={"plan_dir": str(plan_dir)})
     assert r.status == "successful"
     res = dict((name, task_results(r, name)["localhost"])
-               for name in ("Begin in check mode", "Begin", "Smoke before launch", "Launch", "Pull again"))
+               for name in ("Begin in check mode", "Begin", "Smoke before launch", "Launch", "Pull again",
+                            "A stage without its name"))
     assert res["Begin in check mode"]["changed"] is True and res["Begin in check mode"]["rollout_state"] == "pull"
     # the check-mode begin wrote nothing: the real one still starts from idle
     assert res["Begin"]["changed"] is True and res["Begin"]["rollout_state"] == "pull"
@@ -48,6 +52,8 @@ def test_the_action_follows_the_table(tmp_path):
         "the record and every node.")
     assert res["Launch"]["rollout_state"] == "launch"
     assert "value of stage must be one of: launch, smoke, rollback" in res["Pull again"]["msg"]
+    assert res["A stage without its name"]["msg"] == (
+        "deployment_state: op=upgrade_stage needs stage (launch, smoke or rollback)")
     state = json.loads((plan_dir / "state.json").read_text())
     assert state["upgrade"]["stage"] == "launch" and state["upgrade"]["to_image"] == "img@b"
 
