@@ -3,12 +3,15 @@ illegal move (the record left as it was), the moves the upgrade role and recover
 move sequences against a model of the table."""
 import pytest
 import yaml
+from ansible.parsing.dataloader import DataLoader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import deploy_state as ds
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import rollout as R
 
+# made at import: DataLoader reads the working directory, which a test run elsewhere may have removed by then
+LOADER = DataLoader()
 UP = {"from_image": "img@a", "to_image": "img@b", "from_plan_id": "p1", "to_plan_id": "p2"}
 
 LEGAL = [
@@ -201,14 +204,13 @@ rolling: >-
 
 def _jinja(hostvars, target, previous):
     """The old messages, rendered by Ansible's own templating from the old variables."""
-    from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
     text = dict((k, trust_as_template(v)) for k, v in yaml.safe_load(JINJA).items())
     variables = {"groups": {"vllm_cluster": sorted(hostvars)}, "hostvars": hostvars, "upgrade_target_image": target,
                  "upgrade_rollback_image": previous}
     variables.update((k, text[k]) for k in ("upgrade_failed", "upgrade_rolling_failures", "upgrade_rolling_replaced"))
-    templar = Templar(loader=DataLoader(), variables=variables)
+    templar = Templar(loader=LOADER, variables=variables)
     out = {}
     if templar.template(text["upgrade_failed"]):
         out["rollback"] = templar.template(text["rollback"])
