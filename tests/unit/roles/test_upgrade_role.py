@@ -24,8 +24,7 @@ def _walk(tasks):
     for task in tasks or []:
         yield task
         for key in ("block", "rescue", "always"):
-            for inner in _walk(task.get(key)):
-                yield inner
+            yield from _walk(task.get(key))
 
 
 def record_events(name):
