@@ -46,7 +46,7 @@ def curve(sim_cluster):
     sim = sim_cluster("cpu")
     art = tempfile.mkdtemp(prefix="real-engine-capacity-")
     r = run_playbook("capacity.yml", sim.inventory, timeout=3600,
-                     extravars=dict(FAST, SWEEP, kimi_k3_artifacts_dir=art))
+                     extravars=dict(FAST, **SWEEP, kimi_k3_artifacts_dir=art))
     try:
         yield sim, art, r
     finally:
