@@ -88,7 +88,7 @@ def _head_log(sim):
 def _role_seconds(run, role):
     """Wall time from the first to the last event of a role's tasks in a run (what the step adds to it)."""
     stamps = [datetime.datetime.fromisoformat(e["created"]).timestamp() for e in run.events
-              if e.get("created") and str(e.get("event_data", {}).get("role", "")).endswith("." + role)]
+              if e.get("created") and str(e.get("event_data", {}).get("role", "")).rsplit(".", 1)[-1] == role]
     return max(stamps) - min(stamps) if stamps else 0.0
 
 
