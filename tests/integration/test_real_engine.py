@@ -220,6 +220,28 @@ def test_d_engine_that_fails_at_start_is_rolled_back_within_90s(deployed):
     assert _state()["upgrade"] is None
 
 
+def _popen_with_sigint(cmd, **kw):
+    """Start the playbook with SIGINT deliverable, as at a terminal. A CI runner may run the tests with SIGINT
+    blocked, a mask the child inherits across exec; the interrupt would then stay pending and the upgrade would
+    finish as if nobody pressed Ctrl-C."""
+    old = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        return subprocess.Popen(cmd, **kw)  # pylint: disable=consider-using-with
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _interrupt(proc):
+    """Ctrl-C, then Ctrl-C again while the playbook still runs (ansible-core's second SIGINT ends it at once)."""
+    for _ in range(3):
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.communicate(timeout=20)[0]
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.communicate(timeout=180)[0]
+
+
 def test_e_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     sim, _r = deployed
     before = _images(sim)
@@ -227,18 +249,18 @@ def test_e_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     fd, vars_file = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w") as handle:
         json.dump(dict(FAST, kimi_k3_artifacts_dir=ART, kimi_k3_image=target), handle)
-    proc = subprocess.Popen([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", sim.inventory,
-                             os.path.join(REPO, "playbooks", "upgrade.yml"), "-e", "@" + vars_file],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                            env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg")))
+    proc = _popen_with_sigint([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", sim.inventory,
+                               os.path.join(REPO, "playbooks", "upgrade.yml"), "-e", "@" + vars_file],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                              env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg")))
     seen = []
     for line in proc.stdout:
         seen.append(line)
         if "start phase 1" in line:
             time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)
+            seen.append(_interrupt(proc))
             break
-    proc.communicate(timeout=180)
+    proc.wait(timeout=180)
     os.unlink(vars_file)
     assert proc.returncode != 0, "".join(seen[-20:])
     st = _state()
