@@ -87,16 +87,17 @@ class DockerError(Exception):
 
 
 class DockerAPI(object):
-    """Minimal read-only Docker Engine API client (unix socket or tcp://)."""
+    """Minimal read-only Docker Engine API client (engine_api: community.docker's client, any engine URL)."""
 
-    def __init__(self, docker_host=engine_api.DEFAULT_DOCKER_HOST, timeout=10):
-        self.docker_host = docker_host
+    def __init__(self, docker_host=engine_api.DEFAULT_DOCKER_HOST, timeout=10, docker_client=None):
+        self.options = engine_api.client_options({"docker_host": docker_host, "docker_client": docker_client})
+        self.docker_host = self.options["docker_host"]
         self.timeout = timeout
 
     def get(self, path):
         try:
-            return engine_api.engine_get(self.docker_host, path, timeout=self.timeout)
-        except (OSError, socket.error, httplib.HTTPException, ValueError) as exc:
+            return engine_api.engine_get(self.options, path, timeout=self.timeout)
+        except engine_api.EngineError as exc:
             raise DockerError("cannot reach the container engine at %s: %s" % (self.docker_host, exc))
 
     def inspect(self, name):
