@@ -597,6 +597,9 @@ def collect_interfaces(ctx, names):
             res["source"] = "sysfs"
         res["names"][name] = dict(info, exists=True) if info else {"exists": False}
     res["available"] = sorted(links) if res["source"] == "ip" else None
+    # Every interface's addresses: preflight's port_exposure tells the cluster network from the others.
+    res["all"] = dict((name, {"up": link["up"], "loopback": link["loopback"], "addresses": link["addresses"]})
+                      for name, link in links.items()) if res["source"] == "ip" else None
     return res
 
 
