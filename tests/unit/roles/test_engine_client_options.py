@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-OWN = ("gpufleet.kimi_k3.vllm_node_status", "gpufleet.kimi_k3.vllm_wait", "gpufleet.kimi_k3.node_probe")
+OWN = ("gpufleet.kimi_k3.vllm_node_status", "gpufleet.kimi_k3.vllm_wait", "gpufleet.kimi_k3.node_probe",
+       "gpufleet.kimi_k3.vllm_container_log")
 CLIENT = ("tls", "validate_certs", "ca_path", "client_cert", "client_key", "use_ssh_client")
 FILES = sorted(glob.glob(os.path.join(REPO, "roles", "*", "tasks", "*.yml"))
                + glob.glob(os.path.join(REPO, "playbooks", "*.yml")))
@@ -46,8 +47,8 @@ TASKS = engine_tasks()
 def test_the_engine_tasks_are_found():
     modules = set(t[2] for t in TASKS)
     assert {"community.docker.docker_container", "community.docker.docker_image_pull",
-            "gpufleet.kimi_k3.vllm_wait", "gpufleet.kimi_k3.node_probe"} <= modules
-    assert len(TASKS) >= 24
+            "gpufleet.kimi_k3.vllm_wait", "gpufleet.kimi_k3.node_probe", "gpufleet.kimi_k3.vllm_container_log"} <= modules
+    assert len(TASKS) >= 26
 
 
 @pytest.mark.parametrize("path,name,module,args", TASKS, ids=["%s: %s" % (t[0], t[1]) for t in TASKS])
