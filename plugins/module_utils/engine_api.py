@@ -220,6 +220,6 @@ def engine_get(options, path, timeout=5.0):
         resp = client.get(client.base_url + path, timeout=timeout, verify=client.verify)
         return resp.status_code, resp.content
     except Exception as exc:  # pylint: disable=broad-except  # requests, urllib3, paramiko and socket errors
-        raise EngineError("no answer from the engine at %s: %s" % (client_options(options)["docker_host"], exc))
+        raise EngineError("no answer from the engine: %s" % exc)     # the callers name the engine URL
     finally:
         client.close()

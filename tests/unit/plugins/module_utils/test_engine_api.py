@@ -137,7 +137,8 @@ def test_unix_socket_engine(unix_engine, tmp_path):
     assert E.engine_get({"docker_host": "unix://" + unix_engine}, "/containers/gone/json")[0] == 404
     with pytest.raises(E.EngineError) as exc:
         E.engine_get("unix://" + str(tmp_path / "nope.sock"), "/version")
-    assert "no answer from the engine at unix://%s" % tmp_path in str(exc.value)
+    assert str(exc.value).startswith("no answer from the engine: ")
+    assert "No such file or directory" in str(exc.value)
 
 
 def test_plain_tcp_engine(tcp_engine):

@@ -72,7 +72,8 @@ def test_reader_codes_say_why_there_is_no_log(engine, tmp_path):
     assert read(engine, "broken") == (2, "", 'docker API HTTP 500: {"message": "boom"}')
     rc, out, err = read(str(tmp_path / "missing.sock"), "vllm-kimi-k3")
     assert (rc, out) == (4, "") and err.startswith("cannot read the log of vllm-kimi-k3: cannot reach the container "
-                                                   "engine at unix://%s" % tmp_path)
+                                                   "engine at unix://%s/missing.sock: no answer from the engine: "
+                                                   % tmp_path)
     assert read(engine, "vllm-kimi-k3", tail="last")[0] == 64
 
 
