@@ -96,6 +96,8 @@ options:
     description:
       - Network interfaces whose state, MTU and addresses are reported (C(ip -j addr show), else C(/sys/class/net)).
         The preflight role passes the socket interfaces of the plan (C(GLOO_SOCKET_IFNAME) / C(NCCL_SOCKET_IFNAME)).
+      - With C(ip), the addresses of every interface are reported too (C(interfaces.all)), so preflight can tell the
+        cluster network from the others.
     type: list
     elements: str
     default: []
