@@ -653,7 +653,8 @@ def check_port_exposure(n):
         listed, "; ".join(outside), shown)
     return [n.f("port_exposure", "warn", observed, want, FIX["port_exposure"] % {
         "host": n.host, "ports": ", ".join(str(p["port"]) for p in ports),
-        "variables": ", ".join(sorted(set(p["variable"] for p in ports))), "network": ", ".join(sorted(set(str(net) for _name, net in networks))),
+        "variables": ", ".join(sorted(set(p["variable"] for p in ports))),
+        "network": ", ".join(sorted(set(str(net) for _name, net in networks))),
         "outside": ", ".join(sorted(set(o.split(" ")[0] for o in outside)))})]
 
 

@@ -46,8 +46,8 @@ TASKS = engine_tasks()
 
 def test_the_engine_tasks_are_found():
     modules = set(t[2] for t in TASKS)
-    assert {"community.docker.docker_container", "community.docker.docker_image_pull",
-            "gpufleet.kimi_k3.vllm_wait", "gpufleet.kimi_k3.node_probe", "gpufleet.kimi_k3.vllm_container_log"} <= modules
+    assert {"community.docker.docker_container", "community.docker.docker_image_pull", "gpufleet.kimi_k3.vllm_wait",
+            "gpufleet.kimi_k3.node_probe", "gpufleet.kimi_k3.vllm_container_log"} <= modules
     assert len(TASKS) >= 26
 
 

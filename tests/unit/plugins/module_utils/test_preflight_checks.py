@@ -1,5 +1,6 @@
 """Cluster checks on probe facts gathered from the fixture nodes (floors from the recipe, as the action passes them)."""
 import copy
+import json
 import importlib.util
 import os
 
@@ -577,14 +578,19 @@ def test_exposed_listeners_from_the_plan():
     assert E.exposed_listeners(_plan(role="worker", env=nixl)) == []            # bound on the node's own address
     wild = dict(nixl, VLLM_NIXL_SIDE_CHANNEL_HOST="0.0.0.0")
     assert E.exposed_listeners(_plan(role="worker", env=wild)) == [
-        {"port": 5557, "variable": "kimi_k3_extra_env", "what": "NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_HOST 0.0.0.0)"}]
+        {"port": 5557, "variable": "kimi_k3_extra_env",
+         "what": "NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_HOST 0.0.0.0)"}]
     assert E.exposed_listeners(_plan(role="worker", env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "x"})) == []
 
 
 def test_probe_reports_every_interface_from_ip_json():
-    ip_j = ('[{"ifname":"lo","flags":["LOOPBACK","UP"],"mtu":65536,"addr_info":[{"local":"127.0.0.1","prefixlen":8}]},'
-            '{"ifname":"bond0","flags":["UP","LOWER_UP"],"mtu":9000,"addr_info":[{"local":"10.0.0.11","prefixlen":24}]},'
-            '{"ifname":"eth1","flags":["UP","LOWER_UP"],"mtu":1500,"addr_info":[{"local":"203.0.113.7","prefixlen":24}]}]')
+    ip_j = json.dumps([
+        {"ifname": "lo", "flags": ["LOOPBACK", "UP"], "mtu": 65536,
+         "addr_info": [{"local": "127.0.0.1", "prefixlen": 8}]},
+        {"ifname": "bond0", "flags": ["UP", "LOWER_UP"], "mtu": 9000,
+         "addr_info": [{"local": "10.0.0.11", "prefixlen": 24}]},
+        {"ifname": "eth1", "flags": ["UP", "LOWER_UP"], "mtu": 1500,
+         "addr_info": [{"local": "203.0.113.7", "prefixlen": 24}]}])
     io = fixture_io.FixtureIO("gb300-tray01", {"tools": {"ip": "/usr/sbin/ip"}})
     io.run = lambda argv: (0, ip_j, "") if argv[1:] == ["-j", "addr", "show"] else (1, "", "")
     got = PC.collect(io, {"model_cache_dir": "/data/hf-cache", "docker_host": "unix:///var/run/docker.sock",
