@@ -14,9 +14,9 @@ short_description: Read-only status of the vLLM container on a node (state, star
 version_added: 0.1.0
 description:
   - Asks the node's container engine (Docker Engine API, through community.docker's client) for the container's
-    state and the last
-    lines of its log, classifies the vLLM start-up phase from the log (starting, joining, loading weights,
-    profiling / KV cache, capturing graphs, serving, error, exited) and probes the given health URLs from the node.
+    state and the last lines of its log, classifies the vLLM start-up phase from the log (starting, joining,
+    loading weights, profiling / KV cache, capturing graphs, serving, error, exited) and probes the given health
+    URLs from the node.
   - Optionally polls for up to O(wait_s) seconds and returns early once the node is healthy or the container
     stopped. Changes nothing.
 extends_documentation_fragment:
