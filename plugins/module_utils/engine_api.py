@@ -201,8 +201,9 @@ def open_client(options, timeout=5.0):
             params["tls"] = TLSConfig(**params["tls"])
         return APIClient(**params)
     except MissingRequirementException as exc:
+        hint = "; or set use_ssh_client to use the node's ssh command" if "paramiko" in str(exc) else ""
         raise EngineError("the node lacks a Python library community.docker's client needs: %s (install it for "
-                          "the node's ansible_python_interpreter)" % exc)
+                          "the node's ansible_python_interpreter%s)" % (exc, hint))
     except DockerException as exc:
         raise EngineError("cannot set up the engine client for %s: %s" % (params["base_url"], exc))
 

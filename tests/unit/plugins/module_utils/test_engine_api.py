@@ -321,3 +321,15 @@ def test_cli_fallback_asks_the_same_engine():
         ["info"]) == ["docker", "-H", "tcp://h:2376", "--tlsverify", "--tlscacert", "/c/ca.pem", "--tlscert",
                       "/c/cert.pem", "--tlskey", "/c/key.pem", "info"]
     assert E.cli_argv({"docker_host": "ssh://u@h"}, ["info"]) == ["docker", "-H", "ssh://u@h", "info"]
+
+
+def test_ssh_without_paramiko_names_the_library_and_the_alternative():
+    try:
+        import paramiko  # noqa: F401  pylint: disable=unused-import
+    except ImportError:
+        pass
+    else:
+        pytest.skip("paramiko is installed: the client would connect")
+    with pytest.raises(E.EngineError) as exc:
+        E.open_client({"docker_host": "ssh://kimi@127.0.0.4"})
+    assert "paramiko" in str(exc.value) and "or set use_ssh_client to use the node's ssh command" in str(exc.value)
