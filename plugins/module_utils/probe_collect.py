@@ -581,10 +581,11 @@ def _sysfs_interface(io, name):
             "addresses": None}
 
 
-def collect_interfaces(ctx, names):
-    """The network interfaces NCCL/Gloo are told to use (the plan's socket ifnames): up, MTU, addresses."""
+def collect_interfaces(ctx, names, want_all=False):
+    """The network interfaces NCCL/Gloo are told to use (the plan's socket ifnames): up, MTU, addresses; with
+    ``ip``, every interface's addresses too (``all``; read also without names when ``want_all``)."""
     res = {"source": None, "names": {}}
-    if not names:
+    if not names and not want_all:
         return res
     links = {}
     if ctx.have("ip"):
@@ -656,7 +657,7 @@ def collect_host(ctx, options):
                                     "seconds": options.get("weight_read_max_seconds") or 5.0}),
         "time_sync": collect_time_sync(ctx),
         "python": collect_python(io),
-        "interfaces": collect_interfaces(ctx, options.get("interfaces") or []),
+        "interfaces": collect_interfaces(ctx, options.get("interfaces") or [], options.get("all_interfaces")),
         "ports": collect_ports(io, options),
         "access": io.access(options["docker_host"], [cache_dir] + list(options.get("access_paths") or [])),
     }

@@ -101,6 +101,12 @@ options:
     type: list
     elements: str
     default: []
+  all_interfaces:
+    description:
+      - Read C(ip -j addr show) also when O(interfaces) is empty, for C(interfaces.all). The preflight role sets it
+        where inter-node ports will listen on every address (check C(port_exposure)).
+    type: bool
+    default: false
   probe_root:
     description:
       - Directory below which kernel state - paths under C(/proc) and C(/sys) (loaded modules, C(/proc/driver/nvidia/params),
@@ -282,6 +288,7 @@ ARGUMENT_SPEC = dict(
     command_timeout=dict(type="int", default=60),
     deployment_container=dict(type="str", default=""),
     interfaces=dict(type="list", elements="str", default=[]),
+    all_interfaces=dict(type="bool", default=False),
     probe_root=dict(type="path", fallback=(env_fallback, ["KIMI_K3_PROBE_ROOT"])),
     access_paths=dict(type="list", elements="path", default=[]),
     weight_read_sample_mib=dict(type="int", default=0),

@@ -598,3 +598,15 @@ def test_probe_reports_every_interface_from_ip_json():
     assert got["all"] == {"lo": {"up": True, "loopback": True, "addresses": ["127.0.0.1/8"]},
                           "bond0": {"up": True, "loopback": False, "addresses": ["10.0.0.11/24"]},
                           "eth1": {"up": True, "loopback": False, "addresses": ["203.0.113.7/24"]}}
+
+
+def test_probe_reads_every_interface_without_socket_names_when_asked():
+    ip_j = json.dumps([{"ifname": "eth1", "flags": ["UP", "LOWER_UP"], "mtu": 1500,
+                        "addr_info": [{"local": "203.0.113.7", "prefixlen": 24}]}])
+    io = fixture_io.FixtureIO("gb300-tray01", {"tools": {"ip": "/usr/sbin/ip"}})
+    io.run = lambda argv: (0, ip_j, "") if argv[1:] == ["-j", "addr", "show"] else (1, "", "")
+    opts = {"model_cache_dir": "/data/hf-cache", "docker_host": "unix:///var/run/docker.sock"}
+    assert PC.collect(io, opts)["interfaces"] == {"source": None, "names": {}}
+    got = PC.collect(io, dict(opts, all_interfaces=True))["interfaces"]
+    assert got["names"] == {} and got["all"] == {
+        "eth1": {"up": True, "loopback": False, "addresses": ["203.0.113.7/24"]}}
