@@ -5,6 +5,7 @@ import importlib.util
 import os
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_checks as C
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_cluster as PCL
@@ -610,3 +611,22 @@ def test_probe_reads_every_interface_without_socket_names_when_asked():
     got = PC.collect(io, dict(opts, all_interfaces=True))["interfaces"]
     assert got["names"] == {} and got["all"] == {
         "eth1": {"up": True, "loopback": False, "addresses": ["203.0.113.7/24"]}}
+
+
+_ADDR = st.one_of(st.sampled_from(["10.0.0.11/24", "10.0.0.12/16", "203.0.113.7/24", "fe80::1/64", "2001:db8::1/64",
+                                   "127.0.0.1/8", "10.0.0.11", "bogus", "1.2.3.4/99", "", "::/0"]),
+                  st.text(max_size=12))
+_LINK = st.fixed_dictionaries({"up": st.booleans(), "loopback": st.booleans(),
+                               "addresses": st.one_of(st.none(), st.lists(_ADDR, max_size=3))})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["lo", "bond0", "eth1", "docker0", "ib0"]), _LINK, max_size=4),
+       st.sampled_from(["10.0.0.11", "127.0.0.11", "tray01.example", "", "2001:db8::1"]))
+def test_port_exposure_never_raises_on_any_interface_facts(links, addr):
+    f = facts("gb300-tray01")
+    f["interfaces"] = {"source": "ip", "available": sorted(links), "names": {}, "all": links}
+    r = run_checks({"n": f}, {"n": exp(addr=addr, exposed_listeners=MASTER)})
+    found = by(r, "n", "port_exposure")
+    assert len(found) == 1 and found[0]["status"] in ("pass", "warn", "skip")
+    assert (found[0]["status"] == "warn") == bool(found[0]["fix"])
