@@ -79,9 +79,9 @@ def client_options(params):
 def url_problem(url):
     """Why community.docker's client refuses the engine URL ``url`` (or why this collection does), else None.
 
-    On top of the Docker SDK's own rules (``parse_host``: no query, fragment, parameters or password; tcp needs a
-    host; ssh takes no path) a ``tcp://`` URL must name its port: the SDK's default port is 2376 without TLS and
-    2375 with it, the reverse of the Docker daemon's convention."""
+    On top of the Docker SDK's own rules (``parse_host``: no query, fragment, parameters or password; ssh takes no
+    path) a ``tcp://`` URL must name its port: the SDK's default port is 2376 without TLS and 2375 with it, the
+    reverse of the Docker daemon's convention."""
     if not isinstance(url, str) or not url.strip():
         return "it is empty"
     if url != url.strip() or any(ord(c) < 32 or ord(c) == 127 for c in url):
@@ -95,16 +95,14 @@ def url_problem(url):
     try:
         port = parsed.port
     except ValueError:
-        return "its port is not a number 0-65535"
+        return "its port is not a number 1-65535"
     if parsed.params or parsed.query or parsed.fragment or parsed.password:
         return "the Docker SDK refuses a query, fragment or password in an engine URL"
     if parsed.scheme == "ssh" and parsed.path:
         return "the Docker SDK allows no path in an ssh:// engine URL (it runs `docker system dial-stdio` on the host)"
-    if parsed.scheme in ("tcp", "http", "https") and (not parsed.hostname or not port or parsed.path not in ("", "/")):
-        return ("a %s:// engine URL is host:port with no path (the Docker SDK's default port is 2376 without TLS "
-                "and 2375 with it, the reverse of the daemon's)" % parsed.scheme)
-    if parsed.scheme == "unix" and not parsed.path.startswith("/"):
-        return "a unix:// engine URL is unix:///absolute/path/to/the.sock"
+    if parsed.scheme in ("tcp", "http", "https") and (not parsed.netloc or not port):
+        return ("a %s:// engine URL needs a port (the Docker SDK's default port is 2376 without TLS and 2375 with "
+                "it, the reverse of the daemon's)" % parsed.scheme)
     return _sdk_problem(url)
 
 
