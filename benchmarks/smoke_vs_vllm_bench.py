@@ -117,8 +117,8 @@ def main():
             c, n, args.repeats, "/".join(str(r["load"]) for r in rows["module"] + rows["vllm_bench"])))
         print("  %-20s %-26s %-26s %8s" % ("figure", "module", "vllm bench serve", "diff %"))
         for label, v in summ.items():
-            print("  %-20s %-26s %-26s %8s" % (label, svg._cell(v["module"]), svg._cell(v["vllm_bench"]),
-                                                "%+.2f" % v["diff_pct"] if v["diff_pct"] is not None else ""))
+            diff = "%+.2f" % v["diff_pct"] if v["diff_pct"] is not None else ""
+            print("  %-20s %-26s %-26s %8s" % (label, svg._cell(v["module"]), svg._cell(v["vllm_bench"]), diff))
         sys.stdout.flush()
     print("\nmodule vs vllm bench serve within 5 %% (or 10 ms): %s" % ", ".join(
         "c=%d %s" % (c, "yes" if r["agrees"] else "NO") for c, r in results.items()))

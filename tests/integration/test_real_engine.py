@@ -10,7 +10,7 @@ its behaviour when a rank dies.
     status check fails within 90 s naming the follower; launch.yml brings the deployment back;
 (c) upgrade.yml to the second real image (another digest) passes its smoke gate on both nodes;
 (d) upgrade.yml to the image whose engine really fails at start (it cannot import the model class): the collection
-    notices within 90 s, names the head and rolls back to the previous real image;
+    notices within 90 s, names the node whose engine stopped first and rolls back to the previous real image;
 (e) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy
     finishes the rollback and both nodes run the previous digest again.
 
@@ -88,7 +88,7 @@ def _head_log(sim):
 def _role_seconds(run, role):
     """Wall time from the first to the last event of a role's tasks in a run (what the step adds to it)."""
     stamps = [datetime.datetime.fromisoformat(e["created"]).timestamp() for e in run.events
-              if e.get("created") and str(e.get("event_data", {}).get("role", "")).endswith("." + role)]
+              if e.get("created") and str(e.get("event_data", {}).get("role", "")).rsplit(".", 1)[-1] == role]
     return max(stamps) - min(stamps) if stamps else 0.0
 
 
@@ -134,7 +134,8 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
     # the plan's prediction beside them (kv_check): 466,032 tokens and 113.78x predicted, 0 % off
     check = facts["kv_check"]
     assert check["predicted"]["kv_cache_size_tokens"] == 466032 and check["predicted"]["max_concurrency"] == 113.78
-    assert check["error_pct"]["kv_cache_size_tokens"] == 0.0 and check["error_pct"]["max_concurrency"] == 0.0
+    # the engine's concurrency is not rounded (113.777...) where the plan's is (113.78): -0.002 % seen
+    assert check["error_pct"]["kv_cache_size_tokens"] == 0.0 and abs(check["error_pct"]["max_concurrency"]) < 0.01
     assert check["within_tolerance"] is True and check["warnings"] == []
     tc = facts["groups"]["tool_calling"]
     assert tc["status"] == "ok" and tc["tool_calls"]["final_success_rate"] == 1.0, tc
@@ -205,16 +206,40 @@ def test_d_engine_that_fails_at_start_is_rolled_back_within_90s(deployed):
     assert r.status == "failed"
     msgs = [m for _h, t, m in failed_tasks(r) if t == "Fail the upgrade after a successful rollback"]
     assert len(msgs) == 1, failed_tasks(r)
-    assert broken in msgs[0] and before[0] in msgs[0], msgs[0]
-    assert HEAD in msgs[0], msgs[0]
     noticed = _first_failure_s(r)
     print("\nreal-engine head-crash upgrade: failure noticed after %.1f s, failed and rolled back in %.1f s" % (
         noticed, r.elapsed_s))
+    assert broken in msgs[0] and before[0] in msgs[0], msgs[0]
+    # both nodes run the broken engine; whichever stops first is named (the follower did on the rehearsal)
+    stopped = ["%s: its vLLM container stopped" % node in msgs[0] for node in (HEAD, FOLLOWER)]
+    assert any(stopped), msgs[0]
     # the collection notices the crash within 90 s; the rollback then waits for the previous engine's start
     assert noticed < 90, noticed
     assert _images(sim) == before
     assert _http(HEAD_URL + "/health") == 200
     assert _state()["upgrade"] is None
+
+
+def _popen_with_sigint(cmd, **kw):
+    """Start the playbook with SIGINT deliverable, as at a terminal. A CI runner may run the tests with SIGINT
+    blocked, a mask the child inherits across exec; the interrupt would then stay pending and the upgrade would
+    finish as if nobody pressed Ctrl-C."""
+    old = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        return subprocess.Popen(cmd, **kw)  # pylint: disable=consider-using-with
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _interrupt(proc):
+    """Ctrl-C, then Ctrl-C again while the playbook still runs (ansible-core's second SIGINT ends it at once)."""
+    for _ in range(3):
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.communicate(timeout=20)[0]
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.communicate(timeout=180)[0]
 
 
 def test_e_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
@@ -224,18 +249,18 @@ def test_e_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     fd, vars_file = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w") as handle:
         json.dump(dict(FAST, kimi_k3_artifacts_dir=ART, kimi_k3_image=target), handle)
-    proc = subprocess.Popen([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", sim.inventory,
-                             os.path.join(REPO, "playbooks", "upgrade.yml"), "-e", "@" + vars_file],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                            env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg")))
+    proc = _popen_with_sigint([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", sim.inventory,
+                               os.path.join(REPO, "playbooks", "upgrade.yml"), "-e", "@" + vars_file],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                              env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg")))
     seen = []
     for line in proc.stdout:
         seen.append(line)
         if "start phase 1" in line:
             time.sleep(0.5)
-            proc.send_signal(signal.SIGINT)
+            seen.append(_interrupt(proc))
             break
-    proc.communicate(timeout=180)
+    proc.wait(timeout=180)
     os.unlink(vars_file)
     assert proc.returncode != 0, "".join(seen[-20:])
     st = _state()

@@ -68,6 +68,19 @@ def _openai_client(base, ca):
                                  http_client=httpx.Client(verify=ssl.create_default_context(cafile=ca)))
 
 
+def _deployed_over_https(sim, art):
+    """Deploy the cluster with the test CA's certificate; yield (sim, paths, tls vars); tear down and drop the CA."""
+    paths, outdir = _make_ca(sim)
+    tls = _tls_vars(paths)
+    deploy = routed.run(sim, art, "deploy.yml", extra=tls, skip_tags="preflight")
+    try:
+        routed.must(deploy)
+        yield sim, paths, tls
+    finally:
+        routed.run(sim, art, "teardown.yml", extra=tls)
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
 # ----------------------------------------------------------------------------- one deployment (gb300)
 
 
@@ -78,16 +91,7 @@ def gb300_art():
 
 @pytest.fixture(scope="module")
 def gb300_tls(sim_cluster, gb300_art):
-    sim = sim_cluster("gb300")
-    paths, outdir = _make_ca(sim)
-    tls = _tls_vars(paths)
-    deploy = routed.run(sim, gb300_art, "deploy.yml", extra=tls, skip_tags="preflight")
-    try:
-        routed.must(deploy)
-        yield sim, paths, tls
-    finally:
-        routed.run(sim, gb300_art, "teardown.yml", extra=tls)
-        shutil.rmtree(outdir, ignore_errors=True)
+    yield from _deployed_over_https(sim_cluster("gb300"), gb300_art)
 
 
 def test_deploy_and_smoke_over_https_with_the_test_ca(gb300_tls, gb300_art):
@@ -137,16 +141,7 @@ def fleet_art():
 
 @pytest.fixture(scope="module")
 def fleet_tls(sim_cluster, fleet_art):
-    sim = sim_cluster("fleet")
-    paths, outdir = _make_ca(sim)
-    tls = _tls_vars(paths)
-    deploy = routed.run(sim, fleet_art, "deploy.yml", extra=tls, skip_tags="preflight")
-    try:
-        routed.must(deploy)
-        yield sim, paths, tls
-    finally:
-        routed.run(sim, fleet_art, "teardown.yml", extra=tls)
-        shutil.rmtree(outdir, ignore_errors=True)
+    yield from _deployed_over_https(sim_cluster("fleet"), fleet_art)
 
 
 @pytest.mark.sim_group(routed.ROUTER_GROUP)

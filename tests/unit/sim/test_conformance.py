@@ -82,7 +82,8 @@ def standin():
 def test_real_stream_shapes_are_read_as_the_smoke_reads_them():
     real = real_observables()
     assert real["stream/chunk shapes"] == ["role", "content", "content+finish:length", "usage", "[DONE]"]
-    assert real["stream/usage chunk"] == [["choices", "created", "id", "model", "object", "usage"]]
+    assert real["stream/usage chunk"] == [["choices", "created", "id", "model", "object", "system_fingerprint",
+                                           "usage"]]
     assert real["stream/smoke verdict"] == "ok" and real["stream/completion_tokens is max_tokens"] is True
     # one chunk of the capture carries two tokens (coalesced): 7 token chunks for 8 tokens
     assert real["stream/one token per chunk"] is False
