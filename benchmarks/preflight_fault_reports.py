@@ -25,7 +25,8 @@ CASES = [("gb300", None, None), ("mi355x", None, None),
          ("gb300", 1, "fabric_not_completed"), ("gb300", 1, "no_nvidia_smi"), ("mi355x", 1, "ib_port_down"),
          ("mi355x", 1, "rocm_old"), ("gb300", 1, "gpu_busy"), ("mi355x", 0, "no_python_requests"),
          ("gb300", 1, "socket_ifname_down"), ("gb300", 1, "socket_mtu_mismatch"),
-         ("mi355x", 1, "socket_ifname_missing"), ("gb300", 1, "driver_not_loaded")]
+         ("mi355x", 1, "socket_ifname_missing"), ("gb300", 1, "driver_not_loaded"),
+         ("gb300", 0, "internode_port_exposed")]
 NODES = {"gb300": ["gb300-tray01", "gb300-tray02"], "mi355x": ["mi355x-node01", "mi355x-node02"]}
 VOLATILE = ("seconds", "_at", "time", "duration", "timestamp", "clock", "epoch")
 

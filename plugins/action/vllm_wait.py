@@ -104,6 +104,7 @@ class ActionModule(ActionBase):
         opts = {"timeout": args["timeout"], "interval": args["interval"], "every": args["progress_every"],
                 "stall": args["stall_timeout"], "peers": args["peers"], "board": args["board"]}
         opts["module_args"] = {"container": args["container"], "docker_host": args["docker_host"],
+                               "docker_client": args["docker_client"] or {},
                                "health_urls": args["health_urls"], "tail": args["tail"], "wait_s": args["interval"],
                                "validate_certs": args["validate_certs"]}
         if args["ca_path"]:

@@ -16,7 +16,48 @@ options:
     type: str
     required: true
   docker_host:
-    description: Engine socket on the node, C(unix://...) or C(tcp://host:port) (the plan's C(docker_host)).
+    description:
+      - Engine URL on the node (the plan's C(docker_host)), C(unix:///path), C(tcp://host:port) (TLS with
+        O(docker_client.tls) or O(docker_client.validate_certs)) or C(ssh://user@host[:port]) without a path.
+      - Asked through community.docker's client (its vendored Docker SDK), so every URL its modules accept works;
+        the node needs the Python library C(requests), and C(paramiko) for C(ssh://) unless
+        O(docker_client.use_ssh_client).
     type: str
     default: unix:///var/run/docker.sock
+"""
+
+    # The engine client's TLS and ssh options (every module that asks a node's engine).
+    CLIENT = r"""
+options:
+  docker_client:
+    description:
+      - TLS and ssh options of the engine client, with the names and meaning of community.docker's module options
+        (the plan's C(docker_client), from the C(kimi_k3_docker_*) inventory variables).
+      - TLS options apply to a C(tcp://) URL only, O(docker_client.use_ssh_client) to an C(ssh://) URL only; a
+        mismatch fails the module with the option to change.
+    type: dict
+    suboptions:
+      tls:
+        description: Talk TLS to a C(tcp://) engine without verifying its certificate.
+        type: bool
+        default: false
+      validate_certs:
+        description: Talk TLS to a C(tcp://) engine and verify its certificate (against O(docker_client.ca_path)
+          when set, else the system CAs).
+        type: bool
+        default: false
+      ca_path:
+        description: CA certificate file on the node that signed the engine's certificate (needs
+          O(docker_client.validate_certs)).
+        type: path
+      client_cert:
+        description: Client certificate file on the node (with O(docker_client.client_key)).
+        type: path
+      client_key:
+        description: Key file of O(docker_client.client_cert) on the node.
+        type: path
+      use_ssh_client:
+        description: For C(ssh://), run the node's C(ssh) command instead of paramiko.
+        type: bool
+        default: false
 """

@@ -113,6 +113,20 @@ notes:
   - 'C(kimi_k3_docker_host) (str, host, router host too scope, default unix:///var/run/docker.sock): Container
     engine URL on the node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host[:port] (no
     path).'
+  - 'C(kimi_k3_docker_tls) (bool, host, router host too scope, default false): Talk TLS to a tcp:// engine without
+    verifying its certificate (community.docker''s tls). Allowed: true/false.'
+  - 'C(kimi_k3_docker_validate_certs) (bool, host, router host too scope, default false): Talk TLS to a tcp://
+    engine and verify its certificate (community.docker''s validate_certs). Allowed: true/false.'
+  - 'C(kimi_k3_docker_ca_path) (str, host, router host too scope, default the system CAs): CA file on the node
+    that signed the engine''s certificate (needs kimi_k3_docker_validate_certs). Allowed: an absolute path (starts
+    with /, no '':'' and no control characters).'
+  - 'C(kimi_k3_docker_client_cert) (str, host, router host too scope, default none): Client certificate file on
+    the node for a tcp:// engine that asks for one (with kimi_k3_docker_client_key). Allowed: an absolute path
+    (starts with /, no '':'' and no control characters).'
+  - 'C(kimi_k3_docker_client_key) (str, host, router host too scope, default none): Key file on the node of
+    kimi_k3_docker_client_cert. Allowed: an absolute path (starts with /, no '':'' and no control characters).'
+  - 'C(kimi_k3_docker_use_ssh_client) (bool, host, router host too scope, default false): For an ssh:// engine,
+    run the node''s ssh command instead of paramiko (community.docker''s use_ssh_client). Allowed: true/false.'
   - 'C(kimi_k3_extra_args) (list, deployment scope, default []): Extra vllm serve arguments, each flag and value
     its own item (checked against the flag snapshot; flags the plan derives are refused). Allowed: -.'
   - 'C(kimi_k3_extra_env) (dict, deployment scope, default {}): Extra container environment NAME: value (no

@@ -30,9 +30,11 @@ def preflight_interfaces(plan):
 
 def probe_args(plan):
     """node_probe's plan-derived arguments for one host plan (model_revision None when unset: omitted)."""
-    return {"docker_host": plan["docker_host"], "model_cache_dir": plan["model_cache_dir"], "model": plan["model"],
+    return {"docker_host": plan["docker_host"], "docker_client": plan.get("docker_client") or {},
+            "model_cache_dir": plan["model_cache_dir"], "model": plan["model"],
             "model_revision": plan.get("model_revision") or None, "ports": preflight_ports(plan),
-            "interfaces": preflight_interfaces(plan), "deployment_container": (plan.get("container") or {})["name"]}
+            "interfaces": preflight_interfaces(plan), "deployment_container": (plan.get("container") or {})["name"],
+            "all_interfaces": bool(preflight_expect.exposed_listeners(to_plain(plan)))}
 
 
 def preflight_probe_args(plan_result, hosts):

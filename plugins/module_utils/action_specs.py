@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST, \
+    docker_client_spec
 
 CLUSTER_PLAN = dict(
     group=dict(type="str", default="vllm_cluster"),
@@ -44,6 +45,7 @@ FABRIC_REPORT = dict(
 VLLM_WAIT = dict(
     container=dict(type="str", required=True),
     docker_host=dict(type="str", default=DEFAULT_DOCKER_HOST),
+    docker_client=docker_client_spec(),
     health_urls=dict(type="list", elements="str", default=[]),
     timeout=dict(type="float", default=3600),
     interval=dict(type="float", default=5),

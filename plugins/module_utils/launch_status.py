@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Status of a vLLM container on a node: engine state, start-up phase read from its log, health.
 
-Pure parsing functions plus a small Docker Engine API client over the unix socket (standard library only,
-so it runs on any node with Python >= 3.9).
+Pure parsing functions plus a small read-only Docker Engine API client (engine_api: community.docker's client,
+so any engine URL it takes works; runs on any node with Python >= 3.9 and requests).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,10 +21,10 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
 
 try:
     import http.client as httplib
-    from urllib.parse import quote, urlparse
+    from urllib.parse import quote, urlencode, urlparse
 except ImportError:  # pragma: no cover - Python 2 is not supported on nodes
     import httplib
-    from urllib import quote
+    from urllib import quote, urlencode
     from urlparse import urlparse
 
 # Start-up phases in the order vLLM passes them; the last matching line of the log wins when it is later in
@@ -87,16 +87,17 @@ class DockerError(Exception):
 
 
 class DockerAPI(object):
-    """Minimal read-only Docker Engine API client (unix socket or tcp://)."""
+    """Minimal read-only Docker Engine API client (engine_api: community.docker's client, any engine URL)."""
 
-    def __init__(self, docker_host=engine_api.DEFAULT_DOCKER_HOST, timeout=10):
-        self.docker_host = docker_host
+    def __init__(self, docker_host=engine_api.DEFAULT_DOCKER_HOST, timeout=10, docker_client=None):
+        self.options = engine_api.client_options({"docker_host": docker_host, "docker_client": docker_client})
+        self.docker_host = self.options["docker_host"]
         self.timeout = timeout
 
     def get(self, path):
         try:
-            return engine_api.engine_get(self.docker_host, path, timeout=self.timeout)
-        except (OSError, socket.error, httplib.HTTPException, ValueError) as exc:
+            return engine_api.engine_get(self.options, path, timeout=self.timeout)
+        except engine_api.EngineError as exc:
             raise DockerError("cannot reach the container engine at %s: %s" % (self.docker_host, exc))
 
     def inspect(self, name):
@@ -112,6 +113,29 @@ class DockerAPI(object):
         if status != 200:
             return ""
         return demux_docker_log(body)
+
+
+# Why a log could not be read: the reader's return codes (the smoke's log findings report them).
+LOG_READ_OK, LOG_API_ERROR, LOG_NO_CONTAINER, LOG_UNREACHABLE, LOG_BAD_ARGS = 0, 2, 3, 4, 64
+
+
+def read_log(api, name, since=0, tail="all"):
+    """``(rc, log text, reason)`` of the container ``name``'s stdout+stderr since ``since`` (epoch seconds, 0 = from
+    the start), the last ``tail`` lines (``all`` or a count). ``rc``: 0 read; 2 the engine answered an error;
+    3 no such container; 4 the engine cannot be reached; 64 bad arguments."""
+    tail = str(tail).strip()
+    if tail != "all" and not tail.isdigit():
+        return LOG_BAD_ARGS, "", "tail must be 'all' or a line count, got %r" % tail
+    query = urlencode([("stdout", 1), ("stderr", 1), ("since", int(since or 0)), ("tail", tail)])
+    try:
+        status, body = api.get("/containers/%s/logs?%s" % (quote(name), query))
+    except DockerError as exc:
+        return LOG_UNREACHABLE, "", "cannot read the log of %s: %s" % (name, exc)
+    if status == 404:
+        return LOG_NO_CONTAINER, "", "no such container: %s" % name
+    if status != 200:
+        return LOG_API_ERROR, "", "docker API HTTP %s: %s" % (status, body[:300].decode("utf-8", "replace"))
+    return LOG_READ_OK, demux_docker_log(body), ""
 
 
 def tls_context(validate_certs=True, ca_path=None):

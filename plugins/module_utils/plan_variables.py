@@ -28,6 +28,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported
     from urlparse import urlparse
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import FALSE_WORDS, TRUE_WORDS
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
 
@@ -167,6 +168,19 @@ VARIABLES = (
        default_doc="unset (timeouts at their ceilings)"),
     _v("docker_host", "str", HOST, "Container engine URL on the node.", fmt="docker_host",
        default=DEFAULT_DOCKER_HOST, on_router=True),
+    # The engine client's TLS and ssh options: community.docker's option of the same name without the prefix.
+    _v("docker_tls", "bool", HOST, "Talk TLS to a tcp:// engine without verifying its certificate (community.docker's "
+       "tls).", default=False, on_router=True),
+    _v("docker_validate_certs", "bool", HOST, "Talk TLS to a tcp:// engine and verify its certificate "
+       "(community.docker's validate_certs).", default=False, on_router=True),
+    _v("docker_ca_path", "str", HOST, "CA file on the node that signed the engine's certificate (needs "
+       "kimi_k3_docker_validate_certs).", fmt="abs_path", on_router=True, default_doc="the system CAs"),
+    _v("docker_client_cert", "str", HOST, "Client certificate file on the node for a tcp:// engine that asks for one "
+       "(with kimi_k3_docker_client_key).", fmt="abs_path", on_router=True, default_doc="none"),
+    _v("docker_client_key", "str", HOST, "Key file on the node of kimi_k3_docker_client_cert.", fmt="abs_path",
+       on_router=True, default_doc="none"),
+    _v("docker_use_ssh_client", "bool", HOST, "For an ssh:// engine, run the node's ssh command instead of paramiko "
+       "(community.docker's use_ssh_client).", default=False, on_router=True),
     _v("extra_args", "list", DEPLOYMENT, "Extra vllm serve arguments, each flag and value its own item (checked "
        "against the flag snapshot; flags the plan derives are refused).", default_doc="[]"),
     _v("extra_env", "dict", DEPLOYMENT, "Extra container environment NAME: value (no secrets, no removed "
@@ -315,22 +329,50 @@ def _format_ok(fmt, text):
 
 
 def engine_url_problem(url):
-    """Why the Docker SDK (docker.utils.parse_host, which community.docker uses) refuses an engine URL, else None.
+    """Why community.docker's client (the engine client of the modules and the roles) refuses an engine URL, or
+    why the collection does, else None (engine_api.url_problem)."""
+    return engine_api.url_problem(url)
 
-    Its rules: no query, fragment, parameters or password; tcp (and http/https, its aliases) needs a host and a
-    port; ssh takes no path (``ssh://user@host/path`` is refused; the port defaults to 22)."""
-    parsed = urlparse(url)
-    try:
-        port = parsed.port
-    except ValueError:
-        return "its port is not a number 1-65535"
-    if parsed.params or parsed.query or parsed.fragment or parsed.password:
-        return "the Docker SDK refuses a query, fragment or password in an engine URL"
-    if parsed.scheme == "ssh" and parsed.path:
-        return "the Docker SDK allows no path in an ssh:// engine URL (it runs `docker system dial-stdio` on the host)"
-    if parsed.scheme in ("tcp", "http", "https") and (not parsed.netloc or not port):
-        return "a %s:// engine URL needs a port (the Docker SDK has no default port)" % parsed.scheme
-    return None
+
+# The engine client options (engine_api.CLIENT_OPTIONS, community.docker's names) and their inventory variables.
+ENGINE_CLIENT_VARIABLES = {"docker_host": "docker_host", "tls": "docker_tls",
+                           "validate_certs": "docker_validate_certs", "ca_path": "docker_ca_path",
+                           "client_cert": "docker_client_cert", "client_key": "docker_client_key",
+                           "use_ssh_client": "docker_use_ssh_client"}
+
+
+def docker_client(settings):
+    """The plan's ``docker_client`` of a node (its checked host settings): community.docker's client options but
+    ``docker_host``, which the plan hands over on its own."""
+    return dict((option, settings.get(key)) for option, key in ENGINE_CLIENT_VARIABLES.items()
+                if option != "docker_host")
+
+
+def _engine_client_problems(nodes, invalid, errors):
+    """Engine client variables of a node that do not fit together (TLS options on a unix or ssh URL, ...)."""
+    if invalid & set(ENGINE_CLIENT_VARIABLES.values()):
+        return
+    for node in nodes:
+        s = node["settings"]
+        found = engine_api.options_problem(dict((o, s[k]) for o, k in ENGINE_CLIENT_VARIABLES.items()))
+        if found:
+            option, message = found
+            for opt, key in ENGINE_CLIENT_VARIABLES.items() if option != "docker_host" else ():
+                message = re.sub(r"\b%s\b" % opt, PREFIX + key, message)
+            errors.append(_problem(node["host"], PREFIX + ENGINE_CLIENT_VARIABLES[option], message,
+                                   _ENGINE_FIXES[option]))
+
+
+_ENGINE_FIXES = {
+    "docker_host": "set kimi_k3_docker_host to %s" % FORMATS["docker_host"][1] + ".",
+    "tls": "unset kimi_k3_docker_tls, or point kimi_k3_docker_host at the engine's TLS port (tcp://host:2376).",
+    "validate_certs": "set kimi_k3_docker_validate_certs: true with kimi_k3_docker_ca_path (a tcp:// engine), or "
+                      "unset the TLS variables for a unix:// or ssh:// engine.",
+    "ca_path": "unset kimi_k3_docker_ca_path, or point kimi_k3_docker_host at the engine's TLS port.",
+    "client_cert": "set kimi_k3_docker_client_cert and kimi_k3_docker_client_key together, or neither.",
+    "client_key": "set kimi_k3_docker_client_cert and kimi_k3_docker_client_key together, or neither.",
+    "use_ssh_client": "unset kimi_k3_docker_use_ssh_client, or use an ssh://user@host engine URL.",
+}
 
 
 # Checks a pattern cannot say, by format: a function returning why the text is refused, or None.
@@ -471,6 +513,7 @@ def read_settings(nodes, recipe, snapshots, deployment=None):
             _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid)
             continue
         _read_shared_variable(decl, nodes, (recipe, snapshots, deployment), settings, errors, invalid)
+    _engine_client_problems(nodes, invalid, errors)
     settings["secrets"] = dict((k, bool(settings.pop(k) and any(n["vars"].get(PREFIX + k) for n in nodes)))
                                for k in SECRET_KEYS)
     settings["secret_digests"] = dict((k, secret_digest(_first_value(nodes, PREFIX + k))) for k in SECRET_KEYS)
@@ -524,12 +567,13 @@ def _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid):
 
 def read_router_settings(routers, recipe, snapshots):
     """The router variables (and the host variables) of the vllm_router hosts: ``(settings, errors)``."""
-    errors, settings = unknown_variables(routers), {}
+    errors, settings, invalid = unknown_variables(routers), {}, set()
     for decl in VARIABLES:
         if not decl["on_router"]:
             continue  # set on the router host it is a scope mistake (plan_fleet.scope_problems)
         if decl["scope"] == HOST:
-            _read_host_variable(decl, routers, recipe, snapshots, errors, set())
+            _read_host_variable(decl, routers, recipe, snapshots, errors, invalid)
         else:
-            _read_shared_variable(decl, routers, (recipe, snapshots, None), settings, errors, set())
+            _read_shared_variable(decl, routers, (recipe, snapshots, None), settings, errors, invalid)
+    _engine_client_problems(routers, invalid, errors)
     return settings, errors

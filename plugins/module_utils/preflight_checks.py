@@ -156,6 +156,10 @@ def _socket_ifnames_planned(n):
     return bool(n.exp.get("socket_ifnames")) and "interfaces" in n.facts
 
 
+def _listeners_exposed(n):
+    return bool(n.exp.get("exposed_listeners")) and (n.get("interfaces", {}).get("all") is not None)
+
+
 def _python_reported(n):
     return "python" in n.facts          # probes of an older collection version do not report it
 
@@ -592,6 +596,68 @@ def check_socket_ifname(n):
     return [n.f("socket_ifname", "pass", "%s up, MTU %s, %s" % (name, info.get("mtu"), checked), want)]
 
 
+# Node-local container bridges: only this node's containers reach their addresses.
+LOCAL_BRIDGES = ("docker", "br-", "veth", "cni", "flannel", "virbr", "podman")
+
+
+def _networks(item):
+    """The network of an ``a.b.c.d/len`` interface address (None when unparseable)."""
+    try:
+        return ipaddress.ip_network(str(item), strict=False)
+    except ValueError:
+        return None
+
+
+def cluster_networks(n):
+    """``[(ifname, network)]`` the node's internal address sits in: the networks of the interfaces carrying it."""
+    found = []
+    for name, info in sorted((n.get("interfaces", {}).get("all") or {}).items()):
+        if carries(info, n.exp.get("internal_address")):
+            found += [(name, net) for net in map(_networks, info.get("addresses") or [])
+                      if net is not None and not net.is_link_local]
+    return found
+
+
+def outside_addresses(n, networks):
+    """``["ifname address/len"]`` of the node's up, non-loopback, non-link-local addresses outside ``networks``
+    (container bridges excepted)."""
+    out = []
+    for name, info in sorted((n.get("interfaces", {}).get("all") or {}).items()):
+        if info.get("loopback") or not info.get("up") or name.startswith(LOCAL_BRIDGES):
+            continue
+        for item in info.get("addresses") or []:
+            net = _networks(item)
+            ip = ipaddress.ip_address(str(item).partition("/")[0]) if net is not None else None
+            if ip is None or ip.is_link_local or ip.is_loopback:
+                continue
+            if not any(ip in cnet for _ifname, cnet in networks if cnet.version == ip.version):
+                out.append("%s %s" % (name, item))
+    return out
+
+
+def check_port_exposure(n):
+    """Warn when inter-node ports will listen on every address and the node has addresses outside the cluster
+    network: those unauthenticated ports are then reachable from those networks unless a firewall stops them."""
+    ports = n.exp["exposed_listeners"]
+    listed = ", ".join("%s %s (%s)" % (p["what"], p["port"], p["variable"]) for p in ports)
+    networks = cluster_networks(n)
+    if not networks:
+        return [n.f("port_exposure", "skip", "no interface carries %s" % n.exp.get("internal_address"),
+                    "the internal address on one of the node's interfaces")]
+    shown = ", ".join(sorted(set("%s (%s)" % (net, name) for name, net in networks)))
+    want = "%s reachable only from the cluster network %s" % (listed, shown)
+    outside = outside_addresses(n, networks)
+    if not outside:
+        return [n.f("port_exposure", "pass", "no address outside %s besides loopback" % shown, want)]
+    observed = "%s listen on all addresses; %s outside the cluster network %s" % (
+        listed, "; ".join(outside), shown)
+    return [n.f("port_exposure", "warn", observed, want, FIX["port_exposure"] % {
+        "host": n.host, "ports": ", ".join(str(p["port"]) for p in ports),
+        "variables": ", ".join(sorted(set(p["variable"] for p in ports))),
+        "network": ", ".join(sorted(set(str(net) for _name, net in networks))),
+        "outside": ", ".join(sorted(set(o.split(" ")[0] for o in outside)))})]
+
+
 def check_probe_errors(n):
     if not n.facts.get("errors"):
         return []
@@ -628,6 +694,7 @@ HOST_CHECKS = (
     Check("python_requests", ("probe",), _python_reported, check_python_requests),
     Check("access", ("probe",), _access_reported, check_access),
     Check("socket_ifname", ("probe",), _socket_ifnames_planned, check_socket_ifname),
+    Check("port_exposure", ("probe", "socket_ifname"), _listeners_exposed, check_port_exposure),
     Check("probe_errors", ("probe",), _always, check_probe_errors),
 )
 

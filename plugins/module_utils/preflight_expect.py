@@ -34,6 +34,37 @@ def socket_ifnames(plan):
     return [n for n in names if n and not n.startswith("^")]
 
 
+# Addresses that mean "every address of the node" to a listener.
+WILDCARDS = ("", "0.0.0.0", "::", "*")
+
+
+def exposed_listeners(plan):
+    """The inter-node ports the node's vLLM will listen on at every address (not only the internal one):
+    ``[{"port", "variable", "what"}]``, from the plan's argv and env.
+
+    On the head of a multi-node deployment: the TP/PP rendezvous (``--master-addr``: rank 0's torch TCPStore on
+    ``--master-port``, all addresses) and the DP ports (``--data-parallel-address``: the RPC port and the
+    torch.distributed ports vLLM picks among free ones). On any node: the NIXL side channel when
+    VLLM_NIXL_SIDE_CHANNEL_HOST is unset or a wildcard. NCCL/Gloo bootstrap sockets bind the pinned interface's
+    address (socket_ifname checks that interface), so they are not listed."""
+    args = [str(a) for a in plan.get("vllm_args") or []]
+    env = plan.get("env") or {}
+    out = []
+    head = plan.get("role") == "head" and (plan.get("nnodes") or 1) > 1
+    if head and vllm_flags.flag_value(args, "--master-addr") and plan.get("master_port"):
+        out.append({"port": int(plan["master_port"]), "variable": "kimi_k3_master_port",
+                    "what": "TP/PP rendezvous (torch TCPStore)"})
+    if head and vllm_flags.flag_value(args, "--data-parallel-address") and plan.get("dp_rpc_port"):
+        out.append({"port": int(plan["dp_rpc_port"]), "variable": "kimi_k3_dp_rpc_port",
+                    "what": "DP RPC (and the torch.distributed ports vLLM picks among free ones)"})
+    side = env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+    if str(side or "").strip().isdigit() and str(env.get("VLLM_NIXL_SIDE_CHANNEL_HOST") or "").strip() in WILDCARDS:
+        out.append({"port": int(side), "variable": "kimi_k3_extra_env",
+                    "what": "NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_HOST %s)" % (
+                        env.get("VLLM_NIXL_SIDE_CHANNEL_HOST") or "unset")})
+    return out
+
+
 def _ulimit_soft(container, name):
     for item in container.get("ulimits") or []:
         parts = str(item).split(":")
@@ -101,6 +132,7 @@ def expected_from_plan(plan, cluster, recipe):
         "imex_channel": _needs_device(container, IMEX_CHANNEL),
         "rdma_devices": _needs_device(container, RDMA_DEVICES),
         "socket_ifnames": socket_ifnames(plan),
+        "exposed_listeners": exposed_listeners(plan),
     }
     exp.update(requirements(recipe, plan["vendor"], plan["accelerator"]))
     exp.update(_fabric_expectations(plan, cluster, recipe))

@@ -123,6 +123,11 @@ FIX = {
     "socket_mtu": "Set one MTU on the NCCL/Gloo interface of every node (`ip link set dev <if> mtu <n>`, persist it "
                   "in netplan/ifcfg, and match the switch ports): mismatched MTUs drop large frames and stall "
                   "collectives.",
+    "port_exposure": "The inter-node ports (%(variables)s: %(ports)s; also NCCL/Gloo bootstrap and the ports vLLM "
+                     "picks for torch.distributed) take unauthenticated connections and vLLM binds them on every "
+                     "address: on %(host)s allow them only from the cluster network %(network)s and drop them on "
+                     "%(outside)s (nftables/iptables: accept tcp from %(network)s to those ports, drop the rest; or a "
+                     "security group), or keep the nodes on an isolated network without other routable addresses.",
     "time_sync": "Enable NTP (chronyd or systemd-timesyncd) and wait for synchronisation.",
     "probe_errors": "Look at the listed probe errors; install the missing tools where they matter.",
     "drift": "Bring all nodes to the same version (drivers, ROCm, kernel, engine) before deploying.",

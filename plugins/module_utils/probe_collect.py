@@ -46,8 +46,8 @@ AMD_VERSION_CMD = ["amd-smi", "version", "--json"]
 AMD_MEM_CMD = ["amd-smi", "metric", "--mem-usage", "--json"]
 ROCM_SMI_CMD = ["rocm-smi", "--showproductname", "--showdriverversion", "--json"]
 IBV_CMD = ["ibv_devinfo"]
-DOCKER_VERSION_CMD = ["docker", "version", "--format", "{{json .}}"]
-DOCKER_INFO_CMD = ["docker", "info", "--format", "{{json .}}"]
+DOCKER_VERSION_ARGS = ["version", "--format", "{{json .}}"]
+DOCKER_INFO_ARGS = ["info", "--format", "{{json .}}"]
 TIMEDATECTL_CMD = ["timedatectl", "show", "-p", "NTPSynchronized", "--value"]
 CHRONYC_CMD = ["chronyc", "-n", "tracking"]
 
@@ -152,9 +152,10 @@ class ProbeIO(object):
         return {"kernel": u.release, "arch": u.machine, "hostname": u.nodename}
 
     # --- network
-    def http_get(self, docker_host, path, timeout=5.0):
-        """GET ``path`` from the engine at ``docker_host`` (unix:// or tcp://) -> (status, body text)."""
-        status, body = engine_api.engine_get(docker_host, path, timeout=timeout)
+    def http_get(self, engine, path, timeout=5.0):
+        """GET ``path`` from the engine ``engine`` names (an engine URL, or engine_api's client options: unix://,
+        tcp:// with or without TLS, ssh://) -> (status, body text)."""
+        status, body = engine_api.engine_get(engine, path, timeout=timeout)
         return status, body.decode("utf-8", "replace")
 
     def port_state(self, address, port):
@@ -426,14 +427,17 @@ def collect_gpudirect(io, nvidia, kernel_state):
             "memory_peers": io.exists("/sys/kernel/mm/memory_peers")}
 
 
-def collect_engine(ctx, docker_host):
+def collect_engine(ctx, engine):
+    """The engine's version, runtimes and CDI devices; ``engine``: an engine URL or engine_api's client options."""
     io = ctx.io
+    engine = engine_api.client_options(engine if isinstance(engine, dict) else {"docker_host": engine})
+    docker_host = engine["docker_host"]
     res = {"reachable": False, "source": None, "docker_host": docker_host, "version": None, "api_version": None,
            "runtimes": [], "default_runtime": None, "nvidia_runtime": False, "cdi_spec_dirs": [], "cdi_devices": [],
            "nvidia_hook": None, "error": None}
     try:
-        st_v, body_v = io.http_get(docker_host, "/version")
-        st_i, body_i = io.http_get(docker_host, "/info")
+        st_v, body_v = io.http_get(engine, "/version")
+        st_i, body_i = io.http_get(engine, "/info")
         if st_v != 200 or st_i != 200:
             raise ValueError("HTTP %s/%s from the engine API" % (st_v, st_i))
         res.update(P.parse_docker_version(body_v))
@@ -444,8 +448,8 @@ def collect_engine(ctx, docker_host):
         res["error"] = "engine API at %s: %s" % (docker_host, exc)
         info = None
         if ctx.have("docker"):
-            rc, out, err = ctx.run(DOCKER_VERSION_CMD)
-            rc2, out2, err2 = ctx.run(DOCKER_INFO_CMD)
+            rc, out, err = ctx.run(engine_api.cli_argv(engine, DOCKER_VERSION_ARGS))
+            rc2, out2, err2 = ctx.run(engine_api.cli_argv(engine, DOCKER_INFO_ARGS))
             if rc == 0 and rc2 == 0:
                 res.update(P.parse_docker_version(out))
                 info = P.parse_docker_info(out2)
@@ -471,13 +475,13 @@ def collect_engine(ctx, docker_host):
     return res
 
 
-def collect_deployment(io, docker_host, name):
+def collect_deployment(io, engine, name):
     """State of this collection's own vLLM container, so a re-run does not mistake it for a foreign GPU user."""
     res = {"container": name, "exists": False, "running": False, "image": None}
     if not name:
         return res
     try:
-        status, body = io.http_get(docker_host, "/containers/%s/json" % name)
+        status, body = io.http_get(engine, "/containers/%s/json" % name)
     except Exception:  # pylint: disable=broad-except
         return res
     if status != 200:
@@ -577,10 +581,11 @@ def _sysfs_interface(io, name):
             "addresses": None}
 
 
-def collect_interfaces(ctx, names):
-    """The network interfaces NCCL/Gloo are told to use (the plan's socket ifnames): up, MTU, addresses."""
+def collect_interfaces(ctx, names, want_all=False):
+    """The network interfaces NCCL/Gloo are told to use (the plan's socket ifnames): up, MTU, addresses; with
+    ``ip``, every interface's addresses too (``all``; read also without names when ``want_all``)."""
     res = {"source": None, "names": {}}
-    if not names:
+    if not names and not want_all:
         return res
     links = {}
     if ctx.have("ip"):
@@ -593,6 +598,9 @@ def collect_interfaces(ctx, names):
             res["source"] = "sysfs"
         res["names"][name] = dict(info, exists=True) if info else {"exists": False}
     res["available"] = sorted(links) if res["source"] == "ip" else None
+    # Every interface's addresses: preflight's port_exposure tells the cluster network from the others.
+    res["all"] = dict((name, {"up": link["up"], "loopback": link["loopback"], "addresses": link["addresses"]})
+                      for name, link in links.items()) if res["source"] == "ip" else None
     return res
 
 
@@ -649,7 +657,7 @@ def collect_host(ctx, options):
                                     "seconds": options.get("weight_read_max_seconds") or 5.0}),
         "time_sync": collect_time_sync(ctx),
         "python": collect_python(io),
-        "interfaces": collect_interfaces(ctx, options.get("interfaces") or []),
+        "interfaces": collect_interfaces(ctx, options.get("interfaces") or [], options.get("all_interfaces")),
         "ports": collect_ports(io, options),
         "access": io.access(options["docker_host"], [cache_dir] + list(options.get("access_paths") or [])),
     }
@@ -671,10 +679,10 @@ def collect(io, options=None):
     facts.update(_fabric_facts(ctx, vendor, gpus, nvidia, facts["kernel_state"]))
     facts["rdma"] = collect_rdma(ctx)
     facts["devices"] = _device_facts(io)
-    facts["engine"] = collect_engine(ctx, options["docker_host"])
+    engine = engine_api.client_options(options)
+    facts["engine"] = collect_engine(ctx, engine)
     facts["engine"]["gpu_support"] = _engine_gpu_support(vendor, facts["engine"], facts["devices"])
-    facts["deployment"] = collect_deployment(io, options["docker_host"],
-                                             options.get("deployment_container"))
+    facts["deployment"] = collect_deployment(io, engine, options.get("deployment_container"))
     facts.update(collect_host(ctx, options))
     facts["tools"] = dict(ctx.tools)
     facts["errors"] = ctx.errors

@@ -22,7 +22,7 @@ def finalise(facts, log_lines=None, log_results=None, node_probes=None, reproduc
     """``facts`` (the ``vllm_smoke`` facts) with ``log_findings``, ``server.kv_from_log``, ``gpu_memory``,
     ``reproduction``, ``kv_check`` and ``policy`` (re)computed.
 
-    ``log_results``: the registered loop results of the role's ``container_logs.py`` task (unreadable logs are
+    ``log_results``: the registered loop results of the role's ``vllm_container_log`` task (unreadable logs are
     reported as such); ``log_lines``: ``{host: text or [lines]}`` read some other way; ``capacity``:
     ``{"prediction": the plan's capacity record of the deployment, "tolerance_pct": n}`` for ``kv_check``."""
     facts = dict(facts)

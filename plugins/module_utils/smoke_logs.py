@@ -71,7 +71,7 @@ def log_findings(logs_by_host, unreadable=None, max_lines=50):
 
 
 def _read_failure(result):
-    """Why one ``ansible.builtin.script`` loop result of ``container_logs.py`` has no log (None: it has one)."""
+    """Why one loop result of the role's ``vllm_container_log`` task has no log (None: it has one)."""
     if result.get("skipped"):
         return "not collected (%s)" % (result.get("skip_reason") or "task skipped")
     if result.get("unreachable"):
@@ -79,7 +79,7 @@ def _read_failure(result):
     rc = result.get("rc")
     if rc != 0 or result.get("failed"):
         why = (result.get("stderr") or "").strip() or result.get("msg") or "no message"
-        return "container_logs.py exited with %s: %s" % (rc, why[:300])
+        return "vllm_container_log rc %s: %s" % (rc, why[:300])
     return None
 
 
@@ -87,7 +87,7 @@ def logs_from_script_results(results):
     """The registered loop results of the smoke role's log task -> ``(logs_by_host, unreadable_by_host)``.
 
     Each result carries the host in ``item`` and the log on ``stdout``; a skipped, unreachable or failed read (any
-    ``rc`` other than 0, see ``roles/smoke/files/container_logs.py``) goes to ``unreadable`` with the reason."""
+    ``rc`` other than 0, see the ``vllm_container_log`` module) goes to ``unreadable`` with the reason."""
     logs, unreadable = {}, {}
     for r in results or []:
         host = str(r.get("item"))

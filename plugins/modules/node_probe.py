@@ -22,16 +22,20 @@ description:
     where it matters, in RV(ansible_facts.node_probe.errors). Judging the facts is the job of the
     P(gpufleet.kimi_k3.preflight#role) role.
   - Changes nothing on the node; runs in check mode as well and always returns C(changed=false).
-  - Standard library only (Python 3.9 or newer on the node).
+  - Python 3.9 or newer on the node. The engine is asked through community.docker's client (the Python library
+    C(requests) on the node, as for community.docker's modules); without it, or when the API does not answer, the
+    C(docker) CLI is asked about the same engine (C(-H) and the TLS flags of O(docker_client)).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
   - gpufleet.kimi_k3.attributes
+  - gpufleet.kimi_k3.container_engine.client
 options:
   docker_host:
     description:
-      - Container engine endpoint. C(unix:///path) is queried over the socket (Docker API C(GET /version) and
-        C(GET /info)); C(tcp://host:port) over plain HTTP. When the API is not reachable the C(docker) CLI is tried.
+      - Container engine URL (Docker API C(GET /version) and C(GET /info)) through community.docker's client,
+        C(unix:///path), C(tcp://host:port) (TLS per O(docker_client)) or C(ssh://user@host[:port]). When the API is
+        not reachable the C(docker) CLI is tried against the same engine.
       - The preflight role passes the plan's C(docker_host).
     type: str
     required: true
@@ -92,9 +96,17 @@ options:
     description:
       - Network interfaces whose state, MTU and addresses are reported (C(ip -j addr show), else C(/sys/class/net)).
         The preflight role passes the socket interfaces of the plan (C(GLOO_SOCKET_IFNAME) / C(NCCL_SOCKET_IFNAME)).
+      - With C(ip), the addresses of every interface are reported too (C(interfaces.all)), so preflight can tell the
+        cluster network from the others.
     type: list
     elements: str
     default: []
+  all_interfaces:
+    description:
+      - Read C(ip -j addr show) also when O(interfaces) is empty, for C(interfaces.all). The preflight role sets it
+        where inter-node ports will listen on every address (check C(port_exposure)).
+    type: bool
+    default: false
   probe_root:
     description:
       - Directory below which kernel state - paths under C(/proc) and C(/sys) (loaded modules, C(/proc/driver/nvidia/params),
@@ -261,11 +273,13 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import docker_client_spec
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe_collect import ProbeIO, collect
 
 
 ARGUMENT_SPEC = dict(
     docker_host=dict(type="str", required=True),
+    docker_client=docker_client_spec(),
     model_cache_dir=dict(type="path", required=True),
     model=dict(type="str"),
     model_revision=dict(type="str"),
@@ -274,6 +288,7 @@ ARGUMENT_SPEC = dict(
     command_timeout=dict(type="int", default=60),
     deployment_container=dict(type="str", default=""),
     interfaces=dict(type="list", elements="str", default=[]),
+    all_interfaces=dict(type="bool", default=False),
     probe_root=dict(type="path", fallback=(env_fallback, ["KIMI_K3_PROBE_ROOT"])),
     access_paths=dict(type="list", elements="path", default=[]),
     weight_read_sample_mib=dict(type="int", default=0),

@@ -13,15 +13,17 @@ module: vllm_node_status
 short_description: Read-only status of the vLLM container on a node (state, start-up phase, health, log tail)
 version_added: 0.1.0
 description:
-  - Asks the node's container engine (Docker Engine API over its socket) for the container's state and the last
-    lines of its log, classifies the vLLM start-up phase from the log (starting, joining, loading weights,
-    profiling / KV cache, capturing graphs, serving, error, exited) and probes the given health URLs from the node.
+  - Asks the node's container engine (Docker Engine API, through community.docker's client) for the container's
+    state and the last lines of its log, classifies the vLLM start-up phase from the log (starting, joining,
+    loading weights, profiling / KV cache, capturing graphs, serving, error, exited) and probes the given health
+    URLs from the node.
   - Optionally polls for up to O(wait_s) seconds and returns early once the node is healthy or the container
     stopped. Changes nothing.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.container_engine
+  - gpufleet.kimi_k3.container_engine.client
 options:
   health_urls:
     description: URLs that must answer HTTP 200 for the node to count as healthy (its own C(/health), or the
@@ -134,6 +136,7 @@ def main():
         argument_spec=dict(
             container=dict(type="str", required=True),
             docker_host=dict(type="str", default=engine_api.DEFAULT_DOCKER_HOST),
+            docker_client=engine_api.docker_client_spec(),
             health_urls=dict(type="list", elements="str", default=[]),
             tail=dict(type="int", default=200),
             wait_s=dict(type="float", default=0),
@@ -144,7 +147,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    api = launch_status.DockerAPI(p["docker_host"])
+    problem = engine_api.options_problem(p)
+    if problem:
+        module.fail_json(msg="%s: %s" % problem)
+    api = launch_status.DockerAPI(p["docker_host"], docker_client=p["docker_client"])
     deadline = time.monotonic() + max(0.0, p["wait_s"])
     context = launch_status.tls_context(p["validate_certs"], p["ca_path"])
     try:

@@ -28,9 +28,9 @@ options:
     required: true
   log_results:
     description:
-      - The registered loop results (C(results)) of an M(ansible.builtin.script) task that ran the role's
-        C(container_logs.py) on every node, with the host as C(item). C(stdout) is the log; a skipped,
-        unreachable or failed read (any C(rc) other than 0) makes that host's log unreadable.
+      - The registered loop results (C(results)) of a M(gpufleet.kimi_k3.vllm_container_log) task run on every
+        node, with the host as C(item). C(stdout) is the log; a skipped, unreachable or failed read (any C(rc)
+        other than 0) makes that host's log unreadable.
     type: list
     elements: dict
   log_lines:
@@ -76,8 +76,9 @@ attributes:
 
 EXAMPLES = r"""
 - name: Read the container log of every node
-  ansible.builtin.script:
-    cmd: container_logs.py unix:///var/run/docker.sock vllm-kimi-k3 {{ smoke_window_start }}
+  gpufleet.kimi_k3.vllm_container_log:
+    container: vllm-kimi-k3
+    since: "{{ smoke_window_start }}"
   delegate_to: "{{ item }}"
   loop: "{{ groups['vllm_cluster'] }}"
   register: smoke_logs

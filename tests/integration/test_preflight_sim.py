@@ -177,3 +177,23 @@ def test_socket_mtu_mismatch_fails_the_odd_node(sim_cluster):
     assert mtu["status"] == "fail" and mtu["hosts"] == [worker] and "MTU 1500: %s" % worker in mtu["observed"]
     assert "ip link set dev" in mtu["fix"]
     assert r.stats["failures"].get(worker) == 1 and not r.stats["failures"].get(head), r.stats
+
+
+def test_inter_node_ports_next_to_another_network_warn_with_the_firewall_fix(sim_cluster):
+    """A routable interface next to the cluster network on the head (faked eth1 203.0.113.7/24; the sim's
+    cluster network is lo): port_exposure warns naming the rendezvous port and its variable, the interface and
+    the firewall fix; a warning stops nothing. The worker (no port on every address) is not judged."""
+    sim = sim_cluster("gb300")
+    head, worker = sim.nodes[0]["name"], sim.nodes[1]["name"]
+    with fault(head, "internode_port_exposed"):
+        r, report, _art = preflight(sim)
+    # the sim is shared: another session's stand-in may hold the head's API port (see above)
+    assert not [f for f in failing(report) if f[1] != "ports"], failing(report)
+    hits = [f for f in report["findings"] if f["check"] == "port_exposure"]
+    assert [(f["host"], f["status"]) for f in hits] == [(head, "warn")], hits
+    assert "29501 (kimi_k3_master_port) listen on all addresses" in hits[0]["observed"]
+    assert "eth1 203.0.113.7/24 outside the cluster network 127.0.0.0/8 (lo)" in hits[0]["observed"]
+    assert "allow them only from the cluster network 127.0.0.0/8 and drop them on eth1" in hits[0]["fix"]
+    assert "on %s" % head in hits[0]["fix"] and worker not in hits[0]["fix"]
+    if not failing(report):
+        assert r.status == "successful"

@@ -143,6 +143,7 @@ EXPECTED_CHANGES = {
     "socket_ifname_down": ("gb300", [r"^net\.interfaces\.lo\."], ["net.interfaces.lo.operstate"]),
     "socket_mtu_mismatch": ("mi355x", [r"^net\.interfaces\.lo\."], ["net.interfaces.lo.mtu"]),
     "socket_ifname_missing": ("gb300", [r"^net\.interfaces\.eth0\."], ["net.interfaces.eth0.mtu"]),
+    "internode_port_exposed": ("gb300", [r"^net\.interfaces\.(lo|eth1)\."], ["net.interfaces.eth1.addresses.0"]),
     "ibgda_params_missing": ("gb300", [r"^kernel\.nvidia_params\."],
                              ["kernel.nvidia_params.EnableStreamMemOPs", "kernel.nvidia_params.RegistryDwords"]),
     "no_nvidia_peermem": ("gb300", [r"^kernel\.modules\.nvidia_peermem$"], ["kernel.modules.nvidia_peermem"]),
@@ -322,6 +323,7 @@ def test_init_hides_python_requests_and_puts_it_back(tmp_path):
     ("socket_ifname_down", {"lo": (False, 65536)}),
     ("socket_mtu_mismatch", {"lo": (True, 1500)}),
     ("socket_ifname_missing", {"eth0": (True, 1500)}),
+    ("internode_port_exposed", {"lo": (True, 65536), "eth1": (True, 1500)}),
 ])
 def test_faked_ip_reports_the_fault_and_init_links_it_only_then(tmp_path, fault, expect):
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as PP

@@ -127,3 +127,24 @@ def test_a_private_board_root_of_an_earlier_run_is_reused(tmp_path, monkeypatch)
     os.mkdir(earlier, 0o700)
     assert vllm_wait.board_dir("launch-1") == os.path.join(_root(tmp_path), "launch-1")
     assert os.path.isdir(earlier)  # younger than a day: kept
+
+
+def _wait_options(args):
+    from unittest import mock
+    task = mock.MagicMock()
+    task.args = dict({"container": "vllm-kimi-k3"}, **args)
+    plugin = vllm_wait.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
+                                    shared_loader_obj=None)
+    return plugin._options()["module_args"]
+
+
+def test_the_engine_client_options_reach_the_status_module():
+    client = {"validate_certs": True, "ca_path": "/etc/docker/ca.pem", "client_cert": "/etc/docker/cert.pem",
+              "client_key": "/etc/docker/key.pem"}
+    got = _wait_options({"docker_host": "tcp://10.0.0.11:2376", "docker_client": client})
+    assert got["docker_host"] == "tcp://10.0.0.11:2376"
+    assert got["docker_client"] == dict(client, tls=False, use_ssh_client=False)
+    plain = _wait_options({})
+    assert plain["docker_host"] == "unix:///var/run/docker.sock"
+    assert plain["docker_client"] == {"tls": False, "validate_certs": False, "ca_path": None, "client_cert": None,
+                                      "client_key": None, "use_ssh_client": False}

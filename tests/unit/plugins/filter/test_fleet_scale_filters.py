@@ -48,6 +48,10 @@ def test_probe_args_are_the_per_host_filter_values():
             plan["docker_host"], plan["model_cache_dir"], plan["model"], plan["container"]["name"])
         assert a["model_revision"] == "c" * 40
     assert args["tray01"]["ports"][0] == {"name": "api", "port": 8000, "bind": ["10.0.0.11"]}
+    # the engine client options, and every interface only where ports will listen on all addresses (the head)
+    assert args["tray01"]["docker_client"] == full["plans"]["tray01"]["docker_client"]
+    assert args["tray01"]["docker_client"]["tls"] is False
+    assert (args["tray01"]["all_interfaces"], args["tray02"]["all_interfaces"]) == (True, False)
 
 
 def test_probe_args_omit_an_unpinned_revision_and_name_the_host_they_cannot_serve():

@@ -1,9 +1,11 @@
 """Cluster checks on probe facts gathered from the fixture nodes (floors from the recipe, as the action passes them)."""
 import copy
+import json
 import importlib.util
 import os
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_checks as C
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_cluster as PCL
@@ -481,3 +483,150 @@ def test_socket_ifnames_from_the_plan_env():
         "bond0", "eth1"]
     assert E.socket_ifnames({"env": {"NCCL_SOCKET_IFNAME": "^docker,ib0"}}) == ["ib0"]
     assert E.socket_ifnames({"env": {}}) == []
+
+
+# ------------------------------------------------------------------ inter-node ports on other networks
+
+MASTER = [{"port": 29501, "variable": "kimi_k3_master_port", "what": "TP/PP rendezvous (torch TCPStore)"}]
+
+
+def with_all(node, socket=("bond0",), **links):
+    """Probe facts with ``ip -j addr show`` of every interface (``names``: the planned socket interfaces)."""
+    f = with_ifaces(node, **dict((k, v) for k, v in links.items() if k in socket))
+    f["interfaces"]["all"] = dict((k, {"up": v["up"], "loopback": v["loopback"], "addresses": v["addresses"]})
+                                  for k, v in links.items())
+    return f
+
+
+def exposure(links, addr="10.0.0.11", listeners=MASTER, socket_ifnames=("bond0",)):
+    r = run_checks({"n": with_all("gb300-tray01", tuple(socket_ifnames), **links)},
+                   {"n": exp(addr=addr, socket_ifnames=list(socket_ifnames), exposed_listeners=listeners)})
+    return by(r, "n", "port_exposure")
+
+
+LO = iface("127.0.0.1/8", 65536, loopback=True)
+
+
+def test_port_exposure_warns_naming_host_ports_variable_and_fix():
+    found = exposure({"lo": LO, "bond0": iface("10.0.0.11/24"), "eth1": iface("203.0.113.7/24")})
+    assert found == [{
+        "host": "n", "check": "port_exposure", "status": "warn",
+        "observed": "TP/PP rendezvous (torch TCPStore) 29501 (kimi_k3_master_port) listen on all addresses; "
+                    "eth1 203.0.113.7/24 outside the cluster network 10.0.0.0/24 (bond0)",
+        "expected": "TP/PP rendezvous (torch TCPStore) 29501 (kimi_k3_master_port) reachable only from the cluster "
+                    "network 10.0.0.0/24 (bond0)",
+        "fix": "The inter-node ports (kimi_k3_master_port: 29501; also NCCL/Gloo bootstrap and the ports vLLM picks "
+               "for torch.distributed) take unauthenticated connections and vLLM binds them on every address: on n "
+               "allow them only from the cluster network 10.0.0.0/24 and drop them on eth1 (nftables/iptables: "
+               "accept tcp from 10.0.0.0/24 to those ports, drop the rest; or a security group), or keep the nodes "
+               "on an isolated network without other routable addresses."}]
+
+
+def test_port_exposure_passes_on_a_cluster_only_node():
+    links = {"lo": LO, "bond0": dict(iface("10.0.0.11/24"), addresses=["10.0.0.11/24", "fe80::1/64"]),
+             "docker0": iface("172.17.0.1/16"), "eth9": iface("198.51.100.4/24", up=False)}
+    found = exposure(links)
+    assert [(f["status"], f["observed"]) for f in found] == [
+        ("pass", "no address outside 10.0.0.0/24 (bond0) besides loopback")]   # link-local, bridge, down: not counted
+
+
+def test_port_exposure_names_every_listener_and_outside_address():
+    listeners = MASTER + [{"port": 29550, "variable": "kimi_k3_dp_rpc_port", "what": "DP RPC"}]
+    found = exposure({"bond0": iface("10.0.0.11/24"), "eth1": iface("203.0.113.7/24"),
+                      "eth2": dict(iface("2001:db8::7/64"))}, listeners=listeners)[0]
+    assert found["observed"].endswith("; eth1 203.0.113.7/24; eth2 2001:db8::7/64 outside the cluster network "
+                                      "10.0.0.0/24 (bond0)")
+    assert "(kimi_k3_dp_rpc_port, kimi_k3_master_port: 29501, 29550;" in found["fix"]
+    assert "drop them on eth1, eth2" in found["fix"]
+
+
+def test_port_exposure_in_the_sim_lo_is_the_cluster_network():
+    """The rehearsal's nodes use 127.0.0.x on lo: only the fault's extra interface is outside."""
+    assert exposure({"lo": LO}, addr="127.0.0.11", socket_ifnames=["lo"])[0]["status"] == "pass"
+    hit = exposure({"lo": LO, "eth1": iface("203.0.113.7/24")}, addr="127.0.0.11", socket_ifnames=["lo"])[0]
+    assert hit["status"] == "warn" and "eth1 203.0.113.7/24 outside the cluster network 127.0.0.0/8 (lo)" in \
+        hit["observed"]
+
+
+def test_port_exposure_waits_for_the_socket_interface_and_needs_listeners():
+    # the internal address on no interface is socket_ifname's failure; exposure is not judged on top of it
+    r = run_checks({"n": with_all("gb300-tray01", bond0=iface("192.168.5.11/24"), eth1=iface("203.0.113.7/24"))},
+                   {"n": exp(socket_ifnames=["bond0"], exposed_listeners=MASTER)})
+    assert [(f["check"], f["status"]) for f in by(r, "n") if f["check"] in ("socket_ifname", "port_exposure")] == [
+        ("socket_ifname", "fail"), ("port_exposure", "skip")]
+    assert exposure({"bond0": iface("10.0.0.11/24"), "eth1": iface("203.0.113.7/24")}, listeners=[]) == []
+    f = with_ifaces("gb300-tray01", bond0=iface())          # a probe without every interface's addresses
+    r = run_checks({"n": f}, {"n": exp(socket_ifnames=["bond0"], exposed_listeners=MASTER)})
+    assert by(r, "n", "port_exposure") == []
+    # no socket interface planned: the internal address alone tells the network
+    assert exposure({"eth0": iface("10.0.0.11/24"), "eth1": iface("203.0.113.7/24")}, socket_ifnames=())[0][
+        "status"] == "warn"
+
+
+def _plan(role="head", nnodes=2, args=(), env=None):
+    return {"role": role, "nnodes": nnodes, "vllm_args": list(args), "env": env or {}, "master_port": 29501,
+            "dp_rpc_port": 29550}
+
+
+def test_exposed_listeners_from_the_plan():
+    mp = ["m", "--nnodes", "2", "--master-addr", "10.0.0.11"]
+    dp = ["m", "--data-parallel-address", "10.0.0.11"]
+    assert E.exposed_listeners(_plan(args=mp)) == MASTER
+    assert E.exposed_listeners(_plan(role="worker", args=mp + ["--headless"])) == []
+    assert E.exposed_listeners(_plan(nnodes=1, args=mp)) == []
+    assert [p["variable"] for p in E.exposed_listeners(_plan(args=dp))] == ["kimi_k3_dp_rpc_port"]
+    nixl = {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5557", "VLLM_NIXL_SIDE_CHANNEL_HOST": "10.0.0.11"}
+    assert E.exposed_listeners(_plan(role="worker", env=nixl)) == []            # bound on the node's own address
+    wild = dict(nixl, VLLM_NIXL_SIDE_CHANNEL_HOST="0.0.0.0")
+    assert E.exposed_listeners(_plan(role="worker", env=wild)) == [
+        {"port": 5557, "variable": "kimi_k3_extra_env",
+         "what": "NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_HOST 0.0.0.0)"}]
+    assert E.exposed_listeners(_plan(role="worker", env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "x"})) == []
+
+
+def test_probe_reports_every_interface_from_ip_json():
+    ip_j = json.dumps([
+        {"ifname": "lo", "flags": ["LOOPBACK", "UP"], "mtu": 65536,
+         "addr_info": [{"local": "127.0.0.1", "prefixlen": 8}]},
+        {"ifname": "bond0", "flags": ["UP", "LOWER_UP"], "mtu": 9000,
+         "addr_info": [{"local": "10.0.0.11", "prefixlen": 24}]},
+        {"ifname": "eth1", "flags": ["UP", "LOWER_UP"], "mtu": 1500,
+         "addr_info": [{"local": "203.0.113.7", "prefixlen": 24}]}])
+    io = fixture_io.FixtureIO("gb300-tray01", {"tools": {"ip": "/usr/sbin/ip"}})
+    io.run = lambda argv: (0, ip_j, "") if argv[1:] == ["-j", "addr", "show"] else (1, "", "")
+    got = PC.collect(io, {"model_cache_dir": "/data/hf-cache", "docker_host": "unix:///var/run/docker.sock",
+                          "interfaces": ["bond0"]})["interfaces"]
+    assert got["all"] == {"lo": {"up": True, "loopback": True, "addresses": ["127.0.0.1/8"]},
+                          "bond0": {"up": True, "loopback": False, "addresses": ["10.0.0.11/24"]},
+                          "eth1": {"up": True, "loopback": False, "addresses": ["203.0.113.7/24"]}}
+
+
+def test_probe_reads_every_interface_without_socket_names_when_asked():
+    ip_j = json.dumps([{"ifname": "eth1", "flags": ["UP", "LOWER_UP"], "mtu": 1500,
+                        "addr_info": [{"local": "203.0.113.7", "prefixlen": 24}]}])
+    io = fixture_io.FixtureIO("gb300-tray01", {"tools": {"ip": "/usr/sbin/ip"}})
+    io.run = lambda argv: (0, ip_j, "") if argv[1:] == ["-j", "addr", "show"] else (1, "", "")
+    opts = {"model_cache_dir": "/data/hf-cache", "docker_host": "unix:///var/run/docker.sock"}
+    assert PC.collect(io, opts)["interfaces"] == {"source": None, "names": {}}
+    got = PC.collect(io, dict(opts, all_interfaces=True))["interfaces"]
+    assert got["names"] == {} and got["all"] == {
+        "eth1": {"up": True, "loopback": False, "addresses": ["203.0.113.7/24"]}}
+
+
+_ADDR = st.one_of(st.sampled_from(["10.0.0.11/24", "10.0.0.12/16", "203.0.113.7/24", "fe80::1/64", "2001:db8::1/64",
+                                   "127.0.0.1/8", "10.0.0.11", "bogus", "1.2.3.4/99", "", "::/0"]),
+                  st.text(max_size=12))
+_LINK = st.fixed_dictionaries({"up": st.booleans(), "loopback": st.booleans(),
+                               "addresses": st.one_of(st.none(), st.lists(_ADDR, max_size=3))})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["lo", "bond0", "eth1", "docker0", "ib0"]), _LINK, max_size=4),
+       st.sampled_from(["10.0.0.11", "127.0.0.11", "tray01.example", "", "2001:db8::1"]))
+def test_port_exposure_never_raises_on_any_interface_facts(links, addr):
+    f = facts("gb300-tray01")
+    f["interfaces"] = {"source": "ip", "available": sorted(links), "names": {}, "all": links}
+    r = run_checks({"n": f}, {"n": exp(addr=addr, exposed_listeners=MASTER)})
+    found = by(r, "n", "port_exposure")
+    assert len(found) == 1 and found[0]["status"] in ("pass", "warn", "skip")
+    assert (found[0]["status"] == "warn") == bool(found[0]["fix"])

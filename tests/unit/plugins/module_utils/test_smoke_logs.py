@@ -1,23 +1,22 @@
-"""Container logs: the node-side reader (roles/smoke/files/container_logs.py) against a fake Docker engine on a unix
-socket, the loop results it gives the role, and how unreadable logs reach the findings and the report."""
+"""Container logs: the node-side reader (module vllm_container_log, launch_status.read_log) against a fake Docker
+engine on a unix socket, the loop results it gives the role, and how unreadable logs reach the findings and the
+report."""
 import http.server
-import importlib.util
-import os
+import json
 import socketserver
-import subprocess
-import sys
 import threading
 
 import pytest
 
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report
+from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_container_log
 
 from tests.unit.plugins.module_utils.test_smoke_http import reply
-
-READER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "smoke", "files",
-                      "container_logs.py")
 
 
 def frame(stream, text):
@@ -26,8 +25,10 @@ def frame(stream, text):
 
 class _Engine(http.server.BaseHTTPRequestHandler):
     """GET /containers/<name>/logs: vllm-kimi-k3 has a multiplexed log, 'broken' answers 500, others 404."""
+    seen = []
 
     def do_GET(self):  # noqa: N802
+        _Engine.seen.append(self.path)
         if self.path.startswith("/containers/vllm-kimi-k3/logs?"):
             code, body = 200, frame(1, b"INFO up\n") + frame(2, b"ERROR 08-14 EngineDeadError\n")
         elif self.path.startswith("/containers/broken/logs?"):
@@ -56,33 +57,46 @@ def engine(tmp_path):
     srv.server_close()
 
 
-def read(*args):
-    p = subprocess.run([sys.executable, READER] + list(args), capture_output=True, text=True, timeout=30,
-                       check=False)
-    return p.returncode, p.stdout, p.stderr
+def read(path, name, since=0, tail="all"):
+    return launch_status.read_log(launch_status.DockerAPI("unix://" + path), name, since, tail)
 
 
-def test_reader_prints_the_demultiplexed_log(engine):
-    assert read("unix://" + engine, "vllm-kimi-k3", "0") == (0, "INFO up\nERROR 08-14 EngineDeadError\n", "")
+def test_reader_returns_the_demultiplexed_log(engine):
+    _Engine.seen[:] = []
+    assert read(engine, "vllm-kimi-k3", 1700000000) == (0, "INFO up\nERROR 08-14 EngineDeadError\n", "")
+    assert _Engine.seen == ["/containers/vllm-kimi-k3/logs?stdout=1&stderr=1&since=1700000000&tail=all"]
 
 
-def test_reader_exit_codes_say_why_there_is_no_log(engine, tmp_path):
-    assert read(engine, "nope") == (3, "", "no such container: nope\n")
-    rc, out, err = read(engine, "broken")
-    assert (rc, out) == (2, "") and "docker API HTTP 500" in err
+def test_reader_codes_say_why_there_is_no_log(engine, tmp_path):
+    assert read(engine, "nope") == (3, "", "no such container: nope")
+    assert read(engine, "broken") == (2, "", 'docker API HTTP 500: {"message": "boom"}')
     rc, out, err = read(str(tmp_path / "missing.sock"), "vllm-kimi-k3")
-    assert (rc, out) == (4, "") and "cannot read the log of vllm-kimi-k3" in err and "FileNotFoundError" in err
-    assert read(engine)[0] == 64
-    assert read(engine, "vllm-kimi-k3", "yesterday")[0] == 64
+    assert (rc, out) == (4, "") and err.startswith("cannot read the log of vllm-kimi-k3: cannot reach the container "
+                                                   "engine at unix://%s/missing.sock: no answer from the engine: "
+                                                   % tmp_path)
+    assert read(engine, "vllm-kimi-k3", tail="last")[0] == 64
 
 
-def test_demux_keeps_tty_streams():
-    spec = importlib.util.spec_from_file_location("container_logs", READER)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    payload = frame(1, b"INFO up\n") + frame(2, b"WARNING " + b"x" * 300 + b"\n")
-    assert mod.demux(payload) == b"INFO up\nWARNING " + b"x" * 300 + b"\n"
-    assert mod.demux(b"plain tty output\n") == b"plain tty output\n"
+def run_module(args, capsys):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            vllm_container_log.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_module_result_is_what_the_role_registers(engine, capsys):
+    ok = run_module({"container": "vllm-kimi-k3", "docker_host": "unix://" + engine, "since": 5}, capsys)
+    assert (ok["rc"], ok["stdout"], ok["stderr"], ok["changed"]) == (
+        0, "INFO up\nERROR 08-14 EngineDeadError\n", "", False)
+    gone = run_module({"container": "nope", "docker_host": "unix://" + engine}, capsys)
+    assert (gone["failed"], gone["rc"], gone["stderr"]) == (True, 3, "no such container: nope")
+    bad = run_module({"container": "vllm-kimi-k3", "docker_host": "unix://" + engine,
+                      "docker_client": {"tls": True}}, capsys)
+    assert (bad["rc"], bad["stderr"]) == (64, "tls: tls applies to a tcp:// engine URL only; docker_host is unix://.")
+    # what smoke_logs makes of the registered loop results
+    logs, unreadable = smoke_logs.logs_from_script_results([dict(ok, item="a"), dict(gone, item="b")])
+    assert logs == {"a": "INFO up\nERROR 08-14 EngineDeadError\n"}
+    assert unreadable == {"b": "vllm_container_log rc 3: no such container: nope"}
 
 
 def script_results():
@@ -102,17 +116,17 @@ def test_script_results_split_into_logs_and_unreadable():
     logs, unreadable = smoke_logs.logs_from_script_results(script_results())
     assert logs == {"tray01": "INFO ok\nWARNING slow\n", "tray06": ""}
     assert unreadable == {
-        "tray02": "container_logs.py exited with 4: cannot read the log of vllm-kimi-k3 from the engine at "
+        "tray02": "vllm_container_log rc 4: cannot read the log of vllm-kimi-k3 from the engine at "
                   "/run/docker.sock: PermissionError",
         "tray03": "host unreachable: ssh: connect to host tray03 port 22: No route",
         "tray04": "not collected (Conditional result was False)",
-        "tray05": "container_logs.py exited with 3: non-zero return code",
+        "tray05": "vllm_container_log rc 3: non-zero return code",
     }
     assert smoke_logs.logs_from_script_results(None) == ({}, {})
     assert smoke_logs.logs_from_script_results([{"item": "h", "skipped": True}])[1] == {
         "h": "not collected (task skipped)"}
     assert smoke_logs.logs_from_script_results([{"item": "h", "rc": 0, "failed": True, "msg": "x"}])[1] == {
-        "h": "container_logs.py exited with 0: x"}
+        "h": "vllm_container_log rc 0: x"}
 
 
 def test_findings_keep_unreadable_logs_apart_from_clean_ones():
@@ -123,7 +137,7 @@ def test_findings_keep_unreadable_logs_apart_from_clean_ones():
                            "lines": ["WARNING slow"]}
     assert f["tray06"]["readable"] is True and f["tray06"]["errors"] == 0
     assert f["tray02"]["readable"] is False and f["tray02"]["errors"] is None
-    assert f["tray02"]["error"].startswith("container_logs.py exited with 4")
+    assert f["tray02"]["error"].startswith("vllm_container_log rc 4")
 
 
 def test_severity_and_signatures():
@@ -162,10 +176,10 @@ def test_finalise_fails_the_log_policy_for_an_unreadable_log_and_says_so_in_the_
     facts = smoke_finalise.finalise(run, log_results=script_results()[:2],
                                     fail_policy={"fail_on_log_errors": True})
     assert facts["policy"] == {"passed": False, "violations": [
-        "the container log of tray02 could not be read: container_logs.py exited with 4: cannot read the log of "
+        "the container log of tray02 could not be read: vllm_container_log rc 4: cannot read the log of "
         "vllm-kimi-k3 from the engine at /run/docker.sock: PermissionError"]}
     md = smoke_report.render_markdown(facts, facts["policy"]["violations"])
-    assert "- tray02: NOT READ: container_logs.py exited with 4" in md
+    assert "- tray02: NOT READ: vllm_container_log rc 4" in md
     assert "- tray01: 1 warning(s), 0 error(s)" in md
     clean = smoke_finalise.finalise(run, log_results=script_results()[:1], fail_policy={"fail_on_log_errors": True})
     assert clean["policy"]["passed"] is True
@@ -184,8 +198,8 @@ def test_read_failure_messages():
         {"item": "a", "unreachable": True}, {"item": "b", "rc": 2, "stdout": "", "stderr": ""},
         {"item": "c", "rc": 4, "stderr": long}, {"item": "d", "unreachable": True, "msg": long}])
     assert unreadable["a"] == "host unreachable: "
-    assert unreadable["b"] == "container_logs.py exited with 2: no message"
-    assert unreadable["c"] == "container_logs.py exited with 4: " + "x" * 300
+    assert unreadable["b"] == "vllm_container_log rc 2: no message"
+    assert unreadable["c"] == "vllm_container_log rc 4: " + "x" * 300
     assert unreadable["d"] == "host unreachable: " + "x" * 300
 
 

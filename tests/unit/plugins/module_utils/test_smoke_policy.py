@@ -81,10 +81,10 @@ def test_log_errors():
 
 def test_an_unreadable_log_fails_the_log_policy():
     findings = {"tray01": {"readable": True, "errors": 0},
-                "tray02": {"readable": False, "error": "container_logs.py exited with 4: permission denied",
+                "tray02": {"readable": False, "error": "vllm_container_log rc 4: permission denied",
                            "errors": None}}
     assert sp.evaluate_policy(facts(findings=findings), {"fail_on_log_errors": True}) == [
-        "the container log of tray02 could not be read: container_logs.py exited with 4: permission denied"]
+        "the container log of tray02 could not be read: vllm_container_log rc 4: permission denied"]
     assert sp.evaluate_policy(facts(findings=findings), {}) == []
 
 

@@ -6,6 +6,8 @@ import socket
 
 import pytest
 import yaml
+
+from tests.helpers.module_docs import module_doc
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.kimi_k3.plugins.doc_fragments import attributes
@@ -58,13 +60,19 @@ def test_engine_socket_and_cache_dir_have_no_default_here(capsys):
 
 
 def test_documentation_matches_argument_spec():
-    doc = yaml.safe_load(node_probe.DOCUMENTATION)
+    doc = module_doc(node_probe)
     spec = node_probe.ARGUMENT_SPEC
     assert set(doc["options"]) == set(spec)
     for name, opt in doc["options"].items():
         assert opt["type"] == spec[name]["type"], name
         assert opt.get("default") == spec[name].get("default"), name
         assert opt.get("elements") == spec[name].get("elements"), name
+    subs = doc["options"]["docker_client"]["suboptions"]
+    assert set(subs) == set(spec["docker_client"]["options"]) == {"tls", "validate_certs", "ca_path", "client_cert",
+                                                                  "client_key", "use_ssh_client"}
+    for name, opt in subs.items():
+        assert (opt["type"], opt.get("default")) == (spec["docker_client"]["options"][name]["type"],
+                                                      spec["docker_client"]["options"][name]["default"]), name
     # the support levels come from the collection's attributes fragment
     assert "gpufleet.kimi_k3.attributes" in doc["extends_documentation_fragment"]
     shared = yaml.safe_load(attributes.ModuleDocFragment.DOCUMENTATION)["attributes"]
@@ -82,7 +90,7 @@ STDLIB_OK = {"__future__", "errno", "glob", "json", "os", "re", "socket", "http"
 
 
 @pytest.mark.parametrize("path", ["modules/node_probe.py", "module_utils/probe_collect.py",
-                                  "module_utils/probe_parsers.py"])
+                                  "module_utils/probe_parsers.py", "module_utils/engine_api.py"])
 def test_node_side_code_is_stdlib_only_and_py39(path):
     src = open(os.path.join(PLUGINS, path)).read()
     tree = ast.parse(src, feature_version=(3, 9))      # syntax valid for Python 3.9

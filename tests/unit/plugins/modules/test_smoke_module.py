@@ -97,7 +97,7 @@ def test_finalise_module_adds_the_logs_and_fails_the_log_policy_for_an_unreadabl
     got = out["ansible_facts"]["vllm_smoke"]
     assert got["log_findings"]["tray01"]["readable"] is True
     assert got["policy"]["violations"] == [
-        "the container log of tray02 could not be read: container_logs.py exited with 4: denied"]
+        "the container log of tray02 could not be read: vllm_container_log rc 4: denied"]
     assert "NOT READ" in out["report_markdown"] and "text" in out["summary_table"]
 
 
