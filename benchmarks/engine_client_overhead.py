@@ -69,7 +69,7 @@ def bare_get(path):
 
 def per_call(fn, calls):
     times = []
-    for _ in range(calls):
+    for _call in range(calls):
         start = time.perf_counter()
         status, _body = fn()
         times.append(time.perf_counter() - start)
@@ -81,7 +81,7 @@ def import_seconds(statement, runs):
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "build", "collections"))
     code = "import time; t = time.perf_counter(); %s; print(time.perf_counter() - t)" % statement
     return [float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                 check=True).stdout) for _ in range(runs)]
+                                 check=True).stdout) for _run in range(runs)]
 
 
 def show(label, values, unit=1000.0, suffix="ms"):

@@ -233,7 +233,7 @@ def _popen_with_sigint(cmd, **kw):
 
 def _interrupt(proc):
     """Ctrl-C, then Ctrl-C again while the playbook still runs (ansible-core's second SIGINT ends it at once)."""
-    for _ in range(3):
+    for _attempt in range(3):
         proc.send_signal(signal.SIGINT)
         try:
             return proc.communicate(timeout=20)[0]

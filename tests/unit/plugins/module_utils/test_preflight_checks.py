@@ -498,9 +498,9 @@ def with_all(node, socket=("bond0",), **links):
     return f
 
 
-def exposure(links, addr="10.0.0.11", listeners=MASTER, socket_ifnames=("bond0",)):
+def exposure(links, addr="10.0.0.11", listeners=tuple(MASTER), socket_ifnames=("bond0",)):
     r = run_checks({"n": with_all("gb300-tray01", tuple(socket_ifnames), **links)},
-                   {"n": exp(addr=addr, socket_ifnames=list(socket_ifnames), exposed_listeners=listeners)})
+                   {"n": exp(addr=addr, socket_ifnames=list(socket_ifnames), exposed_listeners=list(listeners))})
     return by(r, "n", "port_exposure")
 
 

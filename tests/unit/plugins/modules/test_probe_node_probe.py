@@ -71,8 +71,8 @@ def test_documentation_matches_argument_spec():
     assert set(subs) == set(spec["docker_client"]["options"]) == {"tls", "validate_certs", "ca_path", "client_cert",
                                                                   "client_key", "use_ssh_client"}
     for name, opt in subs.items():
-        assert (opt["type"], opt.get("default")) == (spec["docker_client"]["options"][name]["type"],
-                                                      spec["docker_client"]["options"][name]["default"]), name
+        want = spec["docker_client"]["options"][name]
+        assert (opt["type"], opt.get("default")) == (want["type"], want["default"]), name
     # the support levels come from the collection's attributes fragment
     assert "gpufleet.kimi_k3.attributes" in doc["extends_documentation_fragment"]
     shared = yaml.safe_load(attributes.ModuleDocFragment.DOCUMENTATION)["attributes"]
