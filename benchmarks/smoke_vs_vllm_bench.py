@@ -57,6 +57,17 @@ def snapshot_dir():
     return os.path.join(snaps, sorted(os.listdir(snaps))[0])
 
 
+def bench_pylib():
+    """pandas for the image's Python 3.11: `vllm bench serve` reads a custom dataset with pandas, which the
+    engine image (vLLM's runtime dependencies only) does not carry. Installed once beside the results, mounted
+    read-only into the bench container."""
+    lib = os.path.join(REPO, "build", "bench", "pylib")
+    if not os.path.isdir(os.path.join(lib, "pandas")):
+        subprocess.run(["python3.11", "-m", "pip", "install", "-q", "--target", lib, "--no-deps", "pandas<3",
+                        "python-dateutil", "pytz", "tzdata"], check=True)
+    return lib
+
+
 def bench_run(base, c, n, tokens, tag):
     os.makedirs(OUT, exist_ok=True)
     data = os.path.join(OUT, "prompts.jsonl")
@@ -65,7 +76,8 @@ def bench_run(base, c, n, tokens, tag):
             fh.write(json.dumps({"prompt": PROMPT}) + "\n")
     name = "c%d-%s.json" % (c, tag)
     cmd = ["docker", "run", "--rm", "--network", "host", "-v", "%s:%s:ro" % (MODEL_DIR, MODEL_DIR),
-           "-v", "%s:/bench" % OUT, "-e", "HF_HUB_OFFLINE=1", "--entrypoint", "vllm", engine_image(),
+           "-v", "%s:/bench" % OUT, "-v", "%s:/benchlib:ro" % bench_pylib(), "-e", "PYTHONPATH=/opt/vllm/site:/benchlib",
+           "-e", "HF_HUB_OFFLINE=1", "--entrypoint", "vllm", engine_image(),
            "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
            "--base-url", base[:-3], "--model", sco.MODEL, "--tokenizer", snapshot_dir(),
            "--dataset-name", "custom", "--dataset-path", "/bench/prompts.jsonl", "--custom-output-len", str(tokens),
