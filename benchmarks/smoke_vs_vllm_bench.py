@@ -2,8 +2,9 @@
 """The module's latency/throughput figures side by side with vLLM's own `vllm bench serve`, on the real engine.
 
 Against a deployment of the rehearsal cpu cluster (vLLM's CPU build, `inventories/sim-cpu` or `sim-cpu-single`,
-deployed first), per concurrency C the module and `vllm bench serve` alternate, `--repeats` runs each, N =
-`--requests-per-stream` x C streaming requests of the same prompt with `ignore_eos` and a fixed output length;
+deployed first), per concurrency C the modules' request path and `vllm bench serve` alternate, `--repeats` runs each, N =
+`--requests-per-stream` x C streaming requests of the same prompt (so the engine's prefix cache serves both alike) with `ignore_eos` and a
+fixed output length, no metrics sampling beside either;
 medians are compared; target |difference| <= 5 % (or 10 ms for latencies). `vllm bench serve` is the one shipped
 in the engine image (the same vLLM package), run in a container of that image on the sim's control engine with
 host networking:
@@ -25,6 +26,7 @@ usage: .venv/bin/python benchmarks/smoke_vs_vllm_bench.py [--base http://127.0.0
        [--concurrency 1 4 16] [--repeats 2] [--tokens 32] [--json build/bench/vs_vllm_bench.json]
 """
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -55,6 +57,30 @@ def engine_image():
 def snapshot_dir():
     snaps = os.path.join(MODEL_DIR, "hub", "models--moonshotai--Kimi-K3", "snapshots")
     return os.path.join(snaps, sorted(os.listdir(snaps))[0])
+
+
+def module_run(base, c, n, tokens):
+    """The modules' request path (client, warm-up, ``smoke_shards.run_streams``, ``smoke_measure.aggregate``) on
+    the prompt `vllm bench serve` sends, ``n`` times, ``c`` at a time, after one untimed request as vllm bench
+    makes its own. No metrics sampling beside it: the bench tool scrapes nothing either."""
+    async def go():
+        client = sco.sc.make_client(base, None, 600, c)
+        body = sco.sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
+        spec = {"base_url": base, "api_key": None, "timeout": 600, "tls": (True, None), "model": sco.MODEL,
+                "body": body}
+        try:
+            await sco.sc.warm_up(client, c)
+            await sco.ss.run_streams(client, spec, [[{"role": "user", "content": PROMPT}]], 1)
+            return await sco.ss.run_streams(client, spec, [[{"role": "user", "content": PROMPT}]] * n, c)
+        finally:
+            await client.close()
+
+    results, wall = asyncio.run(go())
+    agg = sco.sm.aggregate(results, wall_s=wall)
+    return {"tok_s": agg["tokens_per_s"], "ttft_mean_ms": agg["ttft_s"]["mean"] * 1000,
+            "ttft_p50_ms": agg["ttft_s"]["p50"] * 1000, "itl_mean_ms": agg["itl_s"]["mean"] * 1000,
+            "tpot_mean_ms": agg["tpot_s"]["mean"] * 1000, "failed": agg["failed_requests"],
+            "load": round(os.getloadavg()[0], 2)}
 
 
 def bench_pylib():
@@ -118,7 +144,7 @@ def main():
         n = max(c * args.requests_per_stream, 4)
         rows = {"module": [], "vllm_bench": []}
         for i in range(args.repeats):
-            rows["module"].append(svg.module_run(args.base, c, n, args.tokens))
+            rows["module"].append(module_run(args.base, c, n, args.tokens))
             rows["vllm_bench"].append(bench_run(args.base, c, n, args.tokens, str(i)))
         summ, _ok = svg.summarise(rows, "vllm_bench", PAIRS)
         for label, v in summ.items():
