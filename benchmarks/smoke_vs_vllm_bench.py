@@ -2,9 +2,9 @@
 """The module's latency/throughput figures side by side with vLLM's own `vllm bench serve`, on the real engine.
 
 Against a deployment of the rehearsal cpu cluster (vLLM's CPU build, `inventories/sim-cpu` or `sim-cpu-single`,
-deployed first), per concurrency C the modules' request path and `vllm bench serve` alternate, `--repeats` runs each, N =
-`--requests-per-stream` x C streaming requests of the same prompt (so the engine's prefix cache serves both alike) with `ignore_eos` and a
-fixed output length, no metrics sampling beside either;
+deployed first), per concurrency C the modules' request path and `vllm bench serve` alternate, `--repeats` runs
+each, N = `--requests-per-stream` x C streaming requests of the same prompt (so the engine's prefix cache serves
+both alike) with `ignore_eos` and a fixed output length, no metrics sampling beside either;
 medians are compared; target |difference| <= 5 % (or 10 ms for latencies). `vllm bench serve` is the one shipped
 in the engine image (the same vLLM package), run in a container of that image on the sim's control engine with
 host networking:
