@@ -12,7 +12,9 @@ its behaviour when a rank dies.
 (d) upgrade.yml to the image whose engine really fails at start (it cannot import the model class): the collection
     notices within 90 s, names the node whose engine stopped first and rolls back to the previous real image;
 (e) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy
-    finishes the rollback and both nodes run the previous digest again.
+    finishes the rollback and both nodes run the previous digest again;
+(f) the follower killed while the group starts (before the head is ready): launch.yml fails naming the follower
+    within 90 s of the kill; the next launch.yml brings the deployment back.
 
 Needs `sim/simctl up --cluster cpu` (or KIMI_SIM_AUTO_UP=1). Group `cpu` (scripts/test.sh stage realengine runs it
 alone: the engines take both cores).
@@ -24,6 +26,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -179,13 +182,17 @@ def _state():
         return json.load(handle)
 
 
+def _stamp(event):
+    """An ansible-runner event's time (naive UTC ISO) as a Unix time."""
+    t = datetime.datetime.fromisoformat(event["created"])
+    return (t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)).timestamp()
+
+
 def _first_failure_s(run):
     """Seconds from the run's first event to its first failed task (when the collection noticed)."""
-    def stamp(event):
-        return datetime.datetime.fromisoformat(event["created"]).timestamp()
     events = [e for e in run.events if e.get("created")]
     failed = [e for e in events if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")]
-    return stamp(failed[0]) - stamp(events[0]) if failed else float("inf")
+    return _stamp(failed[0]) - _stamp(events[0]) if failed else float("inf")
 
 
 def test_c_upgrade_to_the_second_real_image(deployed):
@@ -273,4 +280,40 @@ def test_e_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     assert "was interrupted at the" in out and "Finishing the rollback to" in out
     assert _images(sim) == before
     assert _state()["upgrade"] is None
+    assert _http(HEAD_URL + "/health") == 200
+
+
+def _restarted_and_loading(sim, old_start, deadline):
+    """Wait until the follower runs a new container and the head is not ready yet; False when that never showed."""
+    while time.monotonic() < deadline:
+        st = (_inspect(sim, FOLLOWER) or {}).get("State", {})
+        if st.get("Running") and st.get("StartedAt") != old_start and _http(HEAD_URL + "/health") != 200:
+            time.sleep(3)
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_f_follower_killed_while_the_group_starts_is_named_within_90s(deployed):
+    sim, _r = deployed
+    old_start = _inspect(sim, FOLLOWER)["State"]["StartedAt"]
+    sim.docker(FOLLOWER, "kill", NAME)  # a dead rank: the next launch restarts the whole group
+    runs = []
+    launcher = threading.Thread(target=lambda: runs.append(_run(sim, "launch.yml", timeout=900)))
+    launcher.start()
+    assert _restarted_and_loading(sim, old_start, time.monotonic() + 300), "the follower never restarted"
+    sim.docker(FOLLOWER, "kill", NAME)
+    killed = time.time()
+    launcher.join(timeout=900)
+    (r,) = runs
+    assert r.status == "failed"
+    failed = [e for e in r.events if e.get("event") == "runner_on_failed"
+              and not e["event_data"].get("ignore_errors")]
+    msgs = " ".join(m for _h, _t, m in failed_tasks(r))
+    assert FOLLOWER in msgs and "its vLLM container stopped" in msgs, failed_tasks(r)
+    noticed = _stamp(failed[0]) - killed
+    print("\nfollower killed while the group starts: the launch failed %.1f s after the kill" % noticed)
+    assert noticed < 90, noticed
+    r = _run(sim, "launch.yml")
+    assert r.status == "successful", failed_tasks(r)
     assert _http(HEAD_URL + "/health") == 200
