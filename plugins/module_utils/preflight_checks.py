@@ -160,6 +160,12 @@ def _listeners_exposed(n):
     return bool(n.exp.get("exposed_listeners")) and (n.get("interfaces", {}).get("all") is not None)
 
 
+def _read_against_plan(n):
+    """The node's weights were sample-read and the plan's launch timeouts come from an assumed read rate."""
+    read = (n.get("weights", {}) or {}).get("read") or {}
+    return bool((n.exp.get("weight_read") or {}).get("mib_s")) and read.get("mib_s") is not None
+
+
 def _python_reported(n):
     return "python" in n.facts          # probes of an older collection version do not report it
 
@@ -499,6 +505,27 @@ def check_disk(n):
                 FIX["disk"])]
 
 
+def check_weight_read(n):
+    """The node's measured read rate against the rate the plan's launch timeouts were derived from: slower than
+    assumed eats the timeouts' margin (warn); slower than the margin covers (the recipe's load_factor) cuts the
+    weight load off at the engine's start-up limit (fail)."""
+    wr, measured = n.exp["weight_read"], float(n.get("weights")["read"]["mib_s"])
+    assumed, factor = float(wr["mib_s"]), float(wr.get("load_factor") or 1.0)
+    want = ">= %s MiB/s (kimi_k3_weight_read_mib_s: the plan's launch timeouts, engine ready %s s, assume it)" % (
+        _num(assumed), wr.get("engine_ready_timeout_s"))
+    obs = "read %s MiB/s" % _num(measured)
+    if measured >= assumed:
+        return [n.f("weight_read", "pass", obs, want)]
+    status = "fail" if measured * factor < assumed else "warn"
+    obs += " (%.0f %% of the rate the timeouts assume%s)" % (
+        100.0 * measured / assumed, "; the load would outrun the engine's start-up limit" if status == "fail" else "")
+    return [n.f("weight_read", status, obs, want, FIX["weight_read"] % {"host": n.host, "mib_s": int(measured)})]
+
+
+def _num(value):
+    return ("%d" % value) if float(value).is_integer() else ("%.1f" % value)
+
+
 def _port_finding(n, p):
     st, label = p.get("state"), "%s %s:%s" % (p.get("name"), p.get("address"), p.get("port"))
     deployment = n.get("deployment", {})
@@ -689,6 +716,7 @@ HOST_CHECKS = (
     Check("shm", ("probe",), _always, check_shm),
     Check("memlock", ("probe",), _always, check_memlock),
     Check("disk", ("probe",), _always, check_disk),
+    Check("weight_read", ("disk",), _read_against_plan, check_weight_read),
     Check("ports", ("probe",), _always, check_ports),
     Check("time_sync", ("probe",), _always, check_time_sync),
     Check("python_requests", ("probe",), _python_reported, check_python_requests),

@@ -104,6 +104,9 @@ FIX = {
                "LimitMEMLOCK=infinity for dockerd) or adjust kimi_k3_memlock.",
     "disk": "Free space on the model cache filesystem (or point kimi_k3_model_cache_dir elsewhere), or "
             "pre-download the weights there.",
+    "weight_read": "Set kimi_k3_weight_read_mib_s: %(mib_s)d for %(host)s (its host_vars) and re-run the plan: a "
+                   "deployment's launch timeouts follow its slowest node; or put the weights on faster storage "
+                   "(kimi_k3_model_cache_dir) and measure again.",
     "ports.in_use": "Stop whatever listens on the port (`ss -ltnp`) or change kimi_k3_api_port / kimi_k3_master_port "
                     "/ kimi_k3_dp_rpc_port.",
     "ports.not_local": "The address is not configured on this node: fix kimi_k3_internal_address / kimi_k3_api_host "

@@ -10,6 +10,7 @@ role default. (With fake weights in the sim's model cache, the disk waiver would
 """
 import json
 import os
+import re
 import subprocess
 import tempfile
 
@@ -197,3 +198,68 @@ def test_inter_node_ports_next_to_another_network_warn_with_the_firewall_fix(sim
     assert "on %s" % head in hits[0]["fix"] and worker not in hits[0]["fix"]
     if not failing(report):
         assert r.status == "successful"
+
+
+MODELS = "/var/lib/kimi-sim/models"  # mounted at the same path in every node (sim/simctl MODELS_DIR)
+REVISION = "cb244096ec4ee7dbcdec1d8e6595c38c2f69820d"  # the revision the sim inventories pin
+READ_RE = re.compile(r"; read ([0-9.]+) MiB/s")
+
+
+def _timed_cache():
+    """A checkpoint large enough to time a read (4 x 32 MiB of random bytes, HF layout, the pinned revision) in its
+    own cache directory under the sim's models directory."""
+    root = os.path.join(MODELS, ".read-test")
+    snap = os.path.join(root, "hub", "models--moonshotai--Kimi-K3", "snapshots", REVISION)
+    os.makedirs(snap, exist_ok=True)
+    names = ["model-%05d-of-00004.safetensors" % i for i in range(1, 5)]
+    for name in names:
+        path = os.path.join(snap, name)
+        if not os.path.exists(path) or os.path.getsize(path) != 32 * 1024 ** 2:
+            with open(path, "wb") as f:
+                f.write(os.urandom(32 * 1024 ** 2))
+    with open(os.path.join(snap, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": dict(("w%d" % i, n) for i, n in enumerate(names))}, f)
+    return root
+
+
+def _node_plan(sim, rate):
+    art = tempfile.mkdtemp(prefix="plan-art-")
+    r = run_playbook("plan.yml", sim.inventory, extravars={"kimi_k3_weight_read_mib_s": rate,
+                                                           "kimi_k3_artifacts_dir": art}, timeout=300)
+    assert r.status == "successful", failed_tasks(r)
+    with open(os.path.join(art, "plan", "%s.json" % sim.nodes[0]["name"])) as f:
+        return json.load(f)
+
+
+def test_slow_weights_disk_fails_weight_read_and_the_measured_rates_set_the_timeouts(sim_cluster):
+    """A real 16 MiB/s read limit on the worker's disk (fault slow_weights_disk: blkio on the models device):
+    preflight's direct-I/O sample read measures it, and with the plan's timeouts sized for 200 MiB/s the worker
+    fails `weight_read` naming itself, the variable and the measured rate; the head (the machine's own disk)
+    passes. Each measured rate, given to the plan, derives its own launch timeouts."""
+    sim = sim_cluster("gb300")
+    head, worker = sim.nodes[0]["name"], sim.nodes[1]["name"]
+    extra = {"kimi_k3_model_cache_dir": _timed_cache(), "kimi_k3_weight_read_mib_s": 200,
+             "preflight_weight_read_sample_mib": 64, "preflight_weight_read_max_s": 5}
+    with fault(worker, "slow_weights_disk"):
+        _r, report, _art = preflight(sim, extra=extra)
+    found = dict((f["host"], f) for f in report["findings"] if f["check"] == "weight_read")
+    rates = dict((f["host"], float(READ_RE.search(f["observed"]).group(1))) for f in report["findings"]
+                 if f["check"] == "disk" and READ_RE.search(f["observed"]))
+    print("\nweight read: %s" % rates)
+    assert 8 <= rates[worker] <= 20, rates
+    assert rates[head] > 200, rates
+    assert found[head]["status"] == "pass", found
+    assert found[worker]["status"] == "fail", found
+    assert "kimi_k3_weight_read_mib_s: %d for %s" % (int(rates[worker]), worker) in found[worker]["fix"]
+    fast, slow = _node_plan(sim, int(rates[head])), _node_plan(sim, int(rates[worker]))
+    for plan in (fast, slow):
+        assert plan["env"]["VLLM_ENGINE_READY_TIMEOUT_S"] == str(plan["timeouts"]["engine_ready_timeout_s"])
+    print("timeouts at %d MiB/s: %s; at %d MiB/s: %s" % (int(rates[head]), fast["timeouts"], int(rates[worker]),
+                                                          slow["timeouts"]))
+    for plan, rate in ((fast, int(rates[head])), (slow, int(rates[worker]))):
+        assert plan["timeouts"]["basis"].startswith("%d MiB/s weight read" % rate), plan["timeouts"]
+    # the 1.5 TB checkpoint: at 16 MiB/s every limit is its ceiling; a faster disk never gets longer ones
+    assert slow["timeouts"]["engine_ready_timeout_s"] == 3600 and slow["timeouts"]["launch_ready_timeout_s"] == 3900
+    assert slow["timeouts"]["stall_timeout_s"] == 900
+    for key in ("engine_ready_timeout_s", "launch_ready_timeout_s", "stall_timeout_s"):
+        assert fast["timeouts"][key] <= slow["timeouts"][key], key

@@ -150,6 +150,7 @@ EXPECTED_CHANGES = {
     "mori_rdma_provider_missing": ("mi355x", [r"^kernel\.modules\.mlx5_ib$"], ["kernel.modules.mlx5_ib"]),
     "no_uverbs": ("mi355x", [r"^devices_missing\.0$"], ["devices_missing.0"]),
     "fabric_port_blocked": ("cpu", [r"^blocked_tcp_ports\.0$"], ["blocked_tcp_ports.0"]),
+    "slow_weights_disk": ("gb300", [r"^weights_read_bps$"], ["weights_read_bps"]),
 }
 
 

@@ -630,3 +630,68 @@ def test_port_exposure_never_raises_on_any_interface_facts(links, addr):
     found = by(r, "n", "port_exposure")
     assert len(found) == 1 and found[0]["status"] in ("pass", "warn", "skip")
     assert (found[0]["status"] == "warn") == bool(found[0]["fix"])
+
+
+# ------------------------------------------------------------------ weight read against the plan's timeouts
+
+BASIS = {"mib_s": 2000, "engine_ready_timeout_s": 1690, "load_factor": 1.5}
+
+
+def _read(mib_s, host="n", basis=BASIS):
+    f = facts("gb300-tray01")
+    f["weights"] = {"present": True, "path": "/data/hf-cache/hub/x", "bytes": 1560 * 1000 ** 3,
+                    "read": {"mib_s": mib_s, "bytes": 512 * 1024 ** 2, "files": 1, "direct": True}}
+    return by(run_checks({host: f}, {host: exp(nnodes=1, weight_read=basis)}), host, "weight_read")
+
+
+def test_weight_read_at_or_above_the_assumed_rate_passes():
+    (f,) = _read(2000)
+    assert (f["status"], f["observed"]) == ("pass", "read 2000 MiB/s")
+    assert f["expected"] == (">= 2000 MiB/s (kimi_k3_weight_read_mib_s: the plan's launch timeouts, engine ready "
+                             "1690 s, assume it)")
+
+
+def test_weight_read_slower_than_assumed_warns_within_the_margin():
+    (f,) = _read(1500.5, host="gb300-tray07")
+    assert f["status"] == "warn"
+    assert f["observed"] == "read 1500.5 MiB/s (75 % of the rate the timeouts assume)"
+    assert f["fix"].startswith("Set kimi_k3_weight_read_mib_s: 1500 for gb300-tray07 (its host_vars)")
+
+
+def test_weight_read_slower_than_the_margin_covers_fails_naming_host_and_variable():
+    # 1.5 x 1333 = 1999.5 < 2000: the recipe's load factor no longer covers the slower disk
+    (f,) = _read(1333, host="gb300-tray02")
+    assert f["status"] == "fail"
+    assert f["observed"] == ("read 1333 MiB/s (67 % of the rate the timeouts assume; the load would outrun the "
+                             "engine's start-up limit)")
+    assert "kimi_k3_weight_read_mib_s: 1333 for gb300-tray02" in f["fix"] and "slowest node" in f["fix"]
+    assert _read(1334)[0]["status"] == "warn"
+
+
+def test_weight_read_not_judged_without_a_plan_rate_or_a_measurement():
+    assert _read(16, basis=None) == []
+    f = facts("gb300-tray01")
+    f["weights"] = {"present": True, "path": "/x", "bytes": 1, "read": {"mib_s": None, "error": "EIO"}}
+    assert by(run_checks({"n": f}, {"n": exp(nnodes=1, weight_read=BASIS)}), "n", "weight_read") == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(measured=st.floats(min_value=0.01, max_value=1e6), assumed=st.integers(min_value=1, max_value=100000))
+def test_weight_read_status_follows_the_ratio(measured, assumed):
+    (f,) = _read(measured, basis={"mib_s": assumed, "engine_ready_timeout_s": 900, "load_factor": 1.5})
+    want = "pass" if measured >= assumed else ("fail" if measured * 1.5 < assumed else "warn")
+    assert f["status"] == want and (f["fix"] == "") == (want == "pass")
+
+
+def test_weight_read_basis_is_the_deployments_timeouts():
+    cluster = {"timeouts": {"weight_read_mib_s": 900, "engine_ready_timeout_s": 3600},
+               "deployments": [{"name": "replica-1", "timeouts": {"weight_read_mib_s": 16,
+                                                                  "engine_ready_timeout_s": 3600}},
+                               {"name": "replica-2", "timeouts": {"weight_read_mib_s": None}}]}
+    recipe = {"timeouts": {"load_factor": 1.5}}
+    assert E.weight_read_basis({"deployment": "replica-1"}, cluster, recipe) == {
+        "mib_s": 16, "engine_ready_timeout_s": 3600, "load_factor": 1.5}
+    assert E.weight_read_basis({"deployment": "replica-2"}, cluster, recipe) is None
+    assert E.weight_read_basis({"deployment": "main"}, {"timeouts": {"weight_read_mib_s": 900,
+                                                                     "engine_ready_timeout_s": 1100}}, {}) == {
+        "mib_s": 900, "engine_ready_timeout_s": 1100, "load_factor": 1.0}
