@@ -122,6 +122,24 @@ def observed_figures(server, kv_from_log=None, gpu_memory=None):
             "gpu_memory_used_mib": round(sum(used) / len(used), 1) if used else None}
 
 
+def calibration(cap, kv_from_log=None):
+    """The reserve the engine's own budget implies, for the recipe's ``capacity.budget_by_hardware.<acc>.reserve_gib``:
+    GPU memory x utilisation - weights per GPU - the KV memory the worker found ("Available KV cache memory", the
+    smallest over the hosts). None unless the plan budgets a GPU fraction and a log stated the memory."""
+    cap = cap if isinstance(cap, dict) else {}
+    g = cap.get("per_gpu") or {}
+    found = [v.get("available_kv_gib") for v in (kv_from_log or {}).values() if isinstance(v, dict)]
+    found = [v for v in found if _number(v) is not None]
+    figures = (g.get("memory_gib"), g.get("weights_gib"), g.get("reserve_gib"), cap.get("gpu_memory_utilization"))
+    if cap.get("budget_rule") != "gpu_fraction" or not found or any(_number(v) is None for v in figures):
+        return None
+    usable = g["memory_gib"] * float(cap["gpu_memory_utilization"])
+    implied = round(usable - g["weights_gib"] - min(found), 2)
+    return {"available_kv_gib": min(found), "kv_budget_gib_predicted": g.get("kv_budget_gib"),
+            "reserve_gib_plan": g["reserve_gib"], "reserve_gib_implied": implied,
+            "reserve_error_gib": round(implied - g["reserve_gib"], 2)}
+
+
 # ----------------------------------------------------------------------------- the comparison
 
 _COMPARED = (("kv_cache_size_tokens", "KV cache size (tokens per engine)"),
@@ -152,7 +170,7 @@ def compare(cap, server, kv_from_log=None, gpu_memory=None, tolerance_pct=DEFAUL
     judged = [e for e in errors.values() if e is not None]
     return {"predicted": predicted, "observed": observed, "error_pct": errors, "tolerance_pct": tolerance,
             "within_tolerance": (not warnings) if judged else None, "warnings": warnings, "notes": notes,
-            "compared": bool(cap) and bool(judged)}
+            "compared": bool(cap) and bool(judged), "calibration": calibration(cap, kv_from_log)}
 
 
 def _fmt(value):
@@ -179,7 +197,17 @@ def markdown_lines(check):
     lines += rows + ["", "- source: %s; max-model-len %s; %s the %.2f %% tolerance" % (
         check["observed"]["source"], _fmt(check["predicted"]["max_model_len"]), verdict, check["tolerance_pct"])]
     return lines + ["- warning: %s" % w for w in check["warnings"]] + [
-        "- note: %s" % n for n in check.get("notes") or []] + [""]
+        "- note: %s" % n for n in check.get("notes") or []] + _calibration_lines(check.get("calibration")) + [""]
+
+
+def _calibration_lines(cal):
+    if not cal:
+        return []
+    return ["- calibration: the engine found %s GiB of KV memory per GPU (the plan budgeted %s GiB): the reserve "
+            "it implies is %s GiB against the recipe's %s GiB (%+.2f GiB); with several runs agreeing, set "
+            "capacity.budget_by_hardware.<accelerator>.reserve_gib to it" % (
+                _fmt(cal["available_kv_gib"]), _fmt(cal["kv_budget_gib_predicted"]), _fmt(cal["reserve_gib_implied"]),
+                _fmt(cal["reserve_gib_plan"]), cal["reserve_error_gib"])]
 
 
 # ----------------------------------------------------------------------------- the refusal point

@@ -10,6 +10,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_stat
 # the platform's device type), "DEVICE" in some releases' wording.
 KV_SIZE_RE = re.compile(r"(?:GPU|CPU|XPU|DEVICE) KV cache size:\s*([\d,]+)\s*tokens")
 KV_CONC_RE = re.compile(r"Maximum concurrency for\s*([\d,]+)\s*tokens per request:\s*([\d.]+)x")
+# the KV budget vLLM's GPU worker found after profiling (v1/worker/gpu_worker.py), per GPU
+AVAILABLE_KV_RE = re.compile(r"Available KV cache memory:\s*(\d+(?:\.\d+)?)\s*GiB")
 SEVERITY_RE = re.compile(r"\b(WARN(?:ING)?|ERROR|CRITICAL|FATAL)\b|Traceback \(most recent call last\)")
 SIGNATURES = (
     (re.compile(r"Error extracting K3 tool calls"), "k3_tool_parser_error"),
@@ -23,13 +25,16 @@ SIGNATURES = (
 
 
 def parse_kv_log(text):
-    """KV-cache figures from vLLM start-up logs (last occurrence wins; one-line and two-line forms)."""
+    """KV-cache figures from vLLM start-up logs (last occurrence wins; one-line and two-line forms), and the KV
+    memory per GPU the worker found (``available_kv_gib``)."""
     size = conc = conc_len = None
     for m in KV_SIZE_RE.finditer(text or ""):
         size = smoke_stats.parse_number(m.group(1))
     for m in KV_CONC_RE.finditer(text or ""):
         conc_len, conc = smoke_stats.parse_number(m.group(1)), float(m.group(2))
-    return {"kv_cache_size_tokens": size, "max_concurrency": conc, "max_concurrency_for_tokens": conc_len}
+    available = [float(m.group(1)) for m in AVAILABLE_KV_RE.finditer(text or "")]
+    return {"kv_cache_size_tokens": size, "max_concurrency": conc, "max_concurrency_for_tokens": conc_len,
+            "available_kv_gib": available[-1] if available else None}
 
 
 def _lines(text_or_lines):

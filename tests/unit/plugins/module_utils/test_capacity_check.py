@@ -269,3 +269,33 @@ def test_the_stand_ins_refusal_reads_like_vllms(monkeypatch):
     assert (found["max_model_len"], found["estimated_max_model_len"]) == (524288, 466032)
     served = cc.point_refusal(CPU_PLAN, 524288, False, "ValueError: %s" % refused.value)
     assert served["observed"] == "refused" and served["agrees"] is True
+
+
+# The plan's record of the GB300 TP8 example (docs/capacity.md: 277.55 GiB x 0.95 - 181.61 GiB of weights - 8 GiB
+# reserve = 74.06 GiB of KV budget per GPU).
+GB300_PLAN = {"budget_rule": "gpu_fraction", "engines": 1, "gpu_memory_utilization": 0.95,
+              "per_gpu": {"memory_gib": 277.55, "weights_gib": 181.61, "reserve_gib": 8.0, "kv_budget_gib": 74.06,
+                          "kv_bytes_per_token": 13872.0, "state_bytes_per_sequence": 0},
+              "at_max_model_len": {"max_model_len": 262144, "kv_cache_size_tokens": 5730331, "max_concurrency": 21.86}}
+
+
+def test_reserve_calibration_from_the_workers_available_memory():
+    logs = {"tray01": smoke_logs.parse_kv_log("[gpu_worker.py:436] Available KV cache memory: 70.15 GiB"),
+            "tray02": smoke_logs.parse_kv_log("[gpu_worker.py:436] Available KV cache memory: 70.40 GiB")}
+    cal = cc.calibration(GB300_PLAN, logs)
+    # 277.55 x 0.95 = 263.6725; - 181.61 - 70.15 (the smaller host) = 11.9125 -> 11.91 GiB, 3.91 above the recipe's 8
+    assert cal == {"available_kv_gib": 70.15, "kv_budget_gib_predicted": 74.06, "reserve_gib_plan": 8.0,
+                   "reserve_gib_implied": 11.91, "reserve_error_gib": 3.91}
+    check = cc.compare(GB300_PLAN, {}, logs)
+    assert check["calibration"] == cal
+    assert ("- calibration: the engine found 70.15 GiB of KV memory per GPU (the plan budgeted 74.06 GiB): the "
+            "reserve it implies is 11.91 GiB against the recipe's 8 GiB (+3.91 GiB)") in "\n".join(
+                cc.markdown_lines(dict(check, compared=True, within_tolerance=True, observed=dict(
+                    check["observed"], source="log"))))
+
+
+def test_no_calibration_without_the_line_or_a_gpu_budget():
+    assert cc.calibration(GB300_PLAN, {"tray01": smoke_logs.parse_kv_log("GPU KV cache size: 5 tokens")}) is None
+    assert cc.calibration(CPU_PLAN, {"n": {"available_kv_gib": 1.0}}) is None  # a fixed pool has no reserve
+    assert cc.calibration(None, {"n": {"available_kv_gib": 1.0}}) is None
+    assert cc.compare(CPU_PLAN, CPU_SERVER)["calibration"] is None

@@ -158,7 +158,7 @@ def test_kv_figures_from_start_up_lines():
     one = "INFO GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 1,048,576 tokens per request: 1.18x"
     two = "DEVICE KV cache size: 99 tokens\nMaximum concurrency for 8,192 tokens per request: 2.50x"
     assert smoke_logs.parse_kv_log(one) == {"kv_cache_size_tokens": 1234567, "max_concurrency": 1.18,
-                                            "max_concurrency_for_tokens": 1048576}
+                                            "max_concurrency_for_tokens": 1048576, "available_kv_gib": None}
     assert smoke_logs.parse_kv_log(one + "\n" + two)["kv_cache_size_tokens"] == 99  # the last start-up wins
     assert smoke_logs.parse_kv_log(None)["kv_cache_size_tokens"] is None
 
@@ -168,7 +168,7 @@ def test_kv_figures_of_the_cpu_build():
     line = ("(EngineCore pid=9929) INFO 12-04 18:29:47 [kv_cache_utils.py:2327] CPU KV cache size: 466,032 tokens, "
             "Maximum concurrency for 2,048 tokens per request: 227.55x")
     assert smoke_logs.parse_kv_log(line) == {"kv_cache_size_tokens": 466032, "max_concurrency": 227.55,
-                                             "max_concurrency_for_tokens": 2048}
+                                             "max_concurrency_for_tokens": 2048, "available_kv_gib": None}
 
 
 def test_finalise_fails_the_log_policy_for_an_unreadable_log_and_says_so_in_the_report():
@@ -215,3 +215,10 @@ def test_findings_limits_and_repeated_signatures():
 
 def test_host_findings_keeps_fifty_lines_by_default():
     assert len(smoke_logs.host_findings(["ERROR x"] * 60)["lines"]) == 50
+
+
+def test_available_kv_memory_of_the_gpu_worker():
+    log = ("(Worker_TP0 pid=412) INFO 12-04 10:01:02 [gpu_worker.py:436] Available KV cache memory: 70.15 GiB\n"
+           "(Worker_TP0 pid=412) INFO 12-04 10:01:02 [gpu_worker.py:436] Available KV cache memory: 74.06 GiB\n")
+    assert smoke_logs.parse_kv_log(log)["available_kv_gib"] == 74.06  # the last start-up wins
+    assert smoke_logs.parse_kv_log("Available KV cache memory: -1.5 GiB")["available_kv_gib"] is None
