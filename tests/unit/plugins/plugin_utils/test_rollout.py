@@ -219,9 +219,15 @@ def _jinja(hostvars, target, previous):
     return out
 
 
+try:
+    from ansible.template import trust_as_template as _TRUST  # noqa: F401  (ansible-core 2.19+)
+except ImportError:
+    _TRUST = None
 FAILURE_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
+@pytest.mark.skipif(_TRUST is None, reason="the old messages are rendered with ansible-core 2.19+'s templating "
+                                            "(trust_as_template); the newest ansible-core leg runs this")
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.fixed_dictionaries({}, optional={
     "upgrade_failed_stage": st.sampled_from(["launch", "smoke"]), "upgrade_failure": FAILURE_TEXT,
