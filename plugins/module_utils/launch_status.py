@@ -29,12 +29,16 @@ except ImportError:  # pragma: no cover - Python 2 is not supported on nodes
 
 # Start-up phases in the order vLLM passes them; the last matching line of the log wins when it is later in
 # this order than the current phase, except that errors always win.
+# The weight loaders' progress bars, "<desc>: NN% Completed | n/total [...]", one per load format (vLLM 0.32
+# vllm/model_executor/model_loader/weight_utils.py; fastsafetensors' parallel_loader.py for --load-format
+# fastsafetensors).
+LOAD_BAR = (r"(?:Loading (?:safetensors|fastsafetensors|pt|np_cache) checkpoint shards(?: \(eager\))?|"
+            r"Multi-thread loading (?:pt checkpoint )?shards|Loading safetensors using [A-Za-z ]+?)")
 PHASES = (
     ("starting", re.compile(r"non-default args|vLLM API server version|Initializing a V1 LLM engine")),
     ("joining", re.compile(r"Waiting for .*(peer|rank|engine)|Connecting to|not reachable yet|"
                            r"init_distributed|world_size=")),
-    ("loading weights", re.compile(r"Starting to load model|Loading safetensors checkpoint shards|"
-                                   r"Loading weights")),
+    ("loading weights", re.compile(r"Starting to load model|Loading weights|" + LOAD_BAR + ":")),
     ("profiling / KV cache", re.compile(r"Model loading took|Available KV cache memory|KV cache size")),
     ("capturing graphs", re.compile(r"Capturing CUDA graph|Graph capturing|init engine")),
     ("serving", re.compile(r"Application startup complete|Starting vLLM API server|Uvicorn running|"
@@ -44,7 +48,7 @@ PHASES = (
 # (vllm/logger.py; EngineCore, Worker, Worker_TP1, ... likewise): the level follows the prefix.
 ERROR_RE = re.compile(r"^(?:\([\w-]+ pid=\d+\) )?(ERROR|CRITICAL)\b|Traceback \(most recent call last\)|"
                       r"EngineCore failed|RuntimeError|TimeoutError|vllm serve: error:|unrecognized arguments")
-PROGRESS_RE = re.compile(r"Loading safetensors checkpoint shards:\s*(\d+)% Completed")
+PROGRESS_RE = re.compile(LOAD_BAR + r":\s*(\d+)% Completed")
 
 
 def classify_phase(lines):

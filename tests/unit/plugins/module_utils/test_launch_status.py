@@ -27,6 +27,27 @@ def test_phase_progresses_with_the_log():
     assert ls.classify_phase(ready)[0] == "serving"
 
 
+# Every loader's bar in vLLM 0.32 (model_loader/weight_utils.py) and fastsafetensors' (parallel_loader.py).
+LOAD_BARS = ["Loading safetensors checkpoint shards", "Loading safetensors checkpoint shards (eager)",
+             "Loading fastsafetensors checkpoint shards", "Multi-thread loading shards",
+             "Loading safetensors using Runai Model Streamer", "Loading safetensors using InstantTensor loader",
+             "Loading pt checkpoint shards", "Multi-thread loading pt checkpoint shards",
+             "Loading np_cache checkpoint shards"]
+
+
+@pytest.mark.parametrize("desc", LOAD_BARS)
+def test_every_load_formats_progress_bar_is_read(desc):
+    line = "(Worker_TP0 pid=301) %s:  40%% Completed | 38/96 [01:12<01:50,  1.90s/it]" % desc
+    assert ls.classify_phase(LOG[:3] + [line]) == ("loading weights", "checkpoint shards 40%")
+    # the bar alone (the first line a follower prints about its weights) already says which phase it is
+    assert ls.classify_phase([line])[0] == "loading weights"
+
+
+def test_a_bar_of_something_else_is_not_weight_progress():
+    line = "Capturing CUDA graphs (decode, FULL):  40% Completed | 14/35"
+    assert ls.PROGRESS_RE.search(line) is None
+
+
 def test_errors_win_over_progress():
     lines = LOG + ["ERROR 11-30 04:42:28 [core_client.py:721] Engine core proc for node rank 1 died unexpectedly"]
     phase, detail = ls.classify_phase(lines)
