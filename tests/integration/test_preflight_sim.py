@@ -258,8 +258,8 @@ def test_slow_weights_disk_fails_weight_read_and_the_measured_rates_set_the_time
                                                           slow["timeouts"]))
     for plan, rate in ((fast, int(rates[head])), (slow, int(rates[worker]))):
         assert plan["timeouts"]["basis"].startswith("%d MiB/s weight read" % rate), plan["timeouts"]
-    # the 1.5 TB checkpoint: at 16 MiB/s every limit is its ceiling; a faster disk never gets longer ones
+    # the 1.56 TB checkpoint at 16 MiB/s: the engine and launch limits are their ceilings (the stall window follows
+    # the largest shard the controller found in the cache); a faster disk never gets longer limits
     assert slow["timeouts"]["engine_ready_timeout_s"] == 3600 and slow["timeouts"]["launch_ready_timeout_s"] == 3900
-    assert slow["timeouts"]["stall_timeout_s"] == 900
     for key in ("engine_ready_timeout_s", "launch_ready_timeout_s", "stall_timeout_s"):
         assert fast["timeouts"][key] <= slow["timeouts"][key], key
