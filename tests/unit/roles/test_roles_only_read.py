@@ -1,5 +1,5 @@
 """Roles read the plan; they do not compute what the plan could hand over. Every line of roles/ (task files,
-defaults, vars, handlers, templates) is scanned for Jinja that builds a URL from a plan value, rewrites one,
+defaults, vars, handlers, templates) and playbooks/ is scanned for Jinja that builds a URL from a plan value, rewrites one,
 parses the plan's environment strings back into settings, or applies the image mirror (the plan hands over
 image_pull). A line that must stay would be listed in KNOWN with the reason it is still there: a new one fails the
 test, and so does a listed one that is gone (shrink the list)."""
@@ -31,7 +31,8 @@ SUFFIXES = (".yml", ".yaml", ".j2")
 
 
 def _lines(root):
-    for base, _dirs, files in os.walk(os.path.join(root, "roles")):
+    walked = [w for top in ("roles", "playbooks") for w in os.walk(os.path.join(root, top))]
+    for base, _dirs, files in walked:
         if os.sep + "files" in base or os.sep + "meta" in base:
             continue  # shipped scripts and documentation, not Jinja
         for name in sorted(f for f in files if f.endswith(SUFFIXES)):
@@ -88,3 +89,10 @@ def test_reading_the_plan_is_no_offence(tmp_path, line):
     (tmp_path / "roles" / "r" / "defaults").mkdir(parents=True)
     (tmp_path / "roles" / "r" / "defaults" / "main.yml").write_text("---\n" + line + "\n")
     assert offenders(str(tmp_path)) == {}
+
+
+def test_a_playbook_is_scanned_too(tmp_path):
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "status.yml").write_text(
+        "---\n- hosts: all\n  tasks:\n    - x:\n        url: \"{{ plan_result.plans[h].api_url ~ '/health' }}\"\n")
+    assert offenders(str(tmp_path)) == {("playbooks/status.yml", "url-join"): [5]}

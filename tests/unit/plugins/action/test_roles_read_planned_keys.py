@@ -1,4 +1,4 @@
-"""Every key a role reads from the plan is a key the plan writes. The roles' Jinja is scanned for reads of a host's
+"""Every key a role reads from the plan is a key the plan writes. The Jinja of roles/ and playbooks/ is scanned for reads of a host's
 plan (``plan_result.plans[<host>].a.b`` and the names roles bind it to, ``launch_plan.a.b``) and of the cluster
 summary (``plan_result.cluster.a.b``); every path read without ``| default(...)`` must exist in the plans rendered
 for the example and rehearsal inventories (single deployment, replica fleet, prefill/decode, a router), and with an
@@ -26,7 +26,7 @@ GUARDED = re.compile(r"^\s*(\[[^\]]*\])?\s*\|\s*default\(")
 
 
 def _role_files():
-    for base, _dirs, files in os.walk(os.path.join(REPO, "roles")):
+    for base, _dirs, files in [w for top in ("roles", "playbooks") for w in os.walk(os.path.join(REPO, top))]:
         if os.sep + "files" in base or os.sep + "meta" in base:
             continue
         for name in sorted(f for f in files if f.endswith((".yml", ".yaml", ".j2"))):
