@@ -1,8 +1,8 @@
 """Roles read the plan; they do not compute what the plan could hand over. Every line of roles/ (task files,
-defaults, vars, handlers, templates) and playbooks/ is scanned for Jinja that builds a URL from a plan value, rewrites one,
-parses the plan's environment strings back into settings, or applies the image mirror (the plan hands over
-image_pull). A line that must stay would be listed in KNOWN with the reason it is still there: a new one fails the
-test, and so does a listed one that is gone (shrink the list)."""
+defaults, vars, handlers, templates) and playbooks/ is scanned for Jinja that builds a URL from a plan value,
+rewrites one, parses the plan's environment strings back into settings, or applies the image mirror (the plan hands
+over image_pull). A line that must stay would be listed in KNOWN with the reason it is still there: a new one fails
+the test, and so does a listed one that is gone (shrink the list)."""
 import os
 import re
 

@@ -1,9 +1,10 @@
 """Golden plan files: every inventory that existed before deployments/PD/router keeps producing the same
 ``<host>.sh`` byte for byte and the same ``<host>.json`` apart from the keys added since (deployment,
 deployment_kind, master_port, dp_rpc_port, timeouts), whose values are the single-deployment ones, and the values
-the plan hands the roles (DERIVED: health_url, metrics_url, api_base_url, features, image_pull), checked per host. The files under
-golden_plans/ were written by scripts/plan_snapshot.sh before the change; the MI355X ones since carry
-VLLM_ENGINE_READY_TIMEOUT_S (derived for every vendor; vLLM's 600 s default applied before) and its plan hash."""
+the plan hands the roles (DERIVED: health_url, metrics_url, api_base_url, features, image_pull), checked per
+host. The files under golden_plans/ were written by scripts/plan_snapshot.sh before the change; the MI355X ones
+since carry VLLM_ENGINE_READY_TIMEOUT_S (derived for every vendor; vLLM's 600 s default applied before) and its
+plan hash."""
 # Inventories are planned as the cluster_plan action does, without ansible-playbook (ansible-test units has no
 # command-line tools): Ansible's inventory and variable managers resolve the variables; templated values (the
 # examples' lookup('env', ...) API key) get a stand-in, as an operator exports them first.

@@ -1,9 +1,9 @@
-"""Every key a role reads from the plan is a key the plan writes. The Jinja of roles/ and playbooks/ is scanned for reads of a host's
-plan (``plan_result.plans[<host>].a.b`` and the names roles bind it to, ``launch_plan.a.b``) and of the cluster
-summary (``plan_result.cluster.a.b``); every path read without ``| default(...)`` must exist in the plans rendered
-for the example and rehearsal inventories (single deployment, replica fleet, prefill/decode, a router), and with an
-image mirror. A role reading a key the plan does not write would fail only on a cluster (the molecule and rehearsal
-runs), so this catches it here."""
+"""Every key a role reads from the plan is a key the plan writes. The Jinja of roles/ and playbooks/ is scanned for
+reads of a host's plan (``plan_result.plans[<host>].a.b`` and the names roles bind it to, ``launch_plan.a.b``) and of
+the cluster summary (``plan_result.cluster.a.b``); every path read without ``| default(...)`` must exist in the
+plans rendered for the example and rehearsal inventories (single deployment, replica fleet, prefill/decode, a
+router), and with an image mirror. A role reading a key the plan does not write would fail only on a cluster (the
+molecule and rehearsal runs), so this catches it here."""
 import os
 import re
 import sys
