@@ -6,9 +6,9 @@
 * every plan: ``health_url`` (a node without an HTTP server watches its deployment's endpoint), ``metrics_url``
   (None without an HTTP server; the router's is its Prometheus port, not its API port), ``api_base_url`` (the
   OpenAI base URL, ``api_url`` + ``/v1``) and ``features`` (the runner toggles the container's environment sets),
-* every plan: ``image_pull``, the plan's image as the node pulls and runs it (``reference``: the pinned image;
-  ``pull``: the name pulled, under the host's ``image_mirror`` rules when one matches, same digest; ``mirrored``;
-  ``rule``: the matching ``source -> mirror`` or None),
+* every plan: ``image_pull``, the plan's image as the node pulls and runs it (``reference``: the planned image;
+  ``pinned``: whether it names a digest; ``pull``: the name pulled, under the host's ``image_mirror`` rules when one
+  matches, same digest; ``mirrored``; ``rule``: the matching ``source -> mirror`` or None),
 * the router's ``router.workers_url`` (its view of the backends) and ``router.liveness_url``, and every router
   backend's ``health_url`` and ``metrics_url``,
 * ``cluster.metrics_urls`` and every ``cluster.deployments[].metrics_urls``: the endpoints' ``/metrics``.
@@ -53,12 +53,14 @@ def _backend_urls(backends):
 
 
 def image_pull(image, mirrors=None):
-    """``{reference, pull, mirrored, rule}`` of ``image`` under the ``image_mirror`` rules ``mirrors``. Rules the
-    role-variable check refuses (plugin_utils.role_variables) leave the name as planned: such a plan is refused."""
+    """``{reference, pinned, pull, mirrored, rule}`` of ``image`` under the ``image_mirror`` rules ``mirrors``. Rules
+    the role-variable check refuses (plugin_utils.role_variables) leave the name as planned: such a plan is refused."""
+    out = {"reference": image, "pinned": image_ref.image_reference_parse(image, allow_unpinned=True)["pinned"],
+           "pull": image, "mirrored": False, "rule": None}
     source = image_ref.image_mirror(image, mirrors if isinstance(mirrors, dict) else None, allow_unpinned=True)
-    if source["problem"]:
-        return {"reference": image, "pull": image, "mirrored": False, "rule": None}
-    return {"reference": image, "pull": source["pull"], "mirrored": source["mirrored"], "rule": source["rule"]}
+    if not source["problem"]:
+        out.update(pull=source["pull"], mirrored=source["mirrored"], rule=source["rule"])
+    return out
 
 
 def endpoint_urls(base_url):

@@ -115,15 +115,16 @@ def test_the_image_role_pulls_the_name_the_plan_hands_over(inventory):
     sources = _sources(inventory, {"image_mirror": {"docker.io/": "harbor.example/hub/"}})
     assert len(sources) >= 2
     for host, source in sources.items():
-        assert source == {"reference": image, "pull": "harbor.example/hub/" + image, "mirrored": True,
+        assert source == {"reference": image, "pinned": True, "pull": "harbor.example/hub/" + image, "mirrored": True,
                           "rule": "docker.io/ -> harbor.example/hub/"}, host
 
 
 def test_a_hand_set_image_reference_is_pulled_under_that_name(inventory):
     sources = _sources(inventory, {"image_mirror": {"docker.io/": "harbor.example/hub/"},
                                    "image_reference": "harbor.example/v/vllm@" + D1})
-    assert sources and all(s == {"reference": "harbor.example/v/vllm@" + D1, "pull": "harbor.example/v/vllm@" + D1,
-                                 "mirrored": False, "rule": None} for s in sources.values()), sources
+    hand_set = "harbor.example/v/vllm@" + D1
+    assert sources and all(s == {"reference": hand_set, "pinned": True, "pull": hand_set, "mirrored": False,
+                                 "rule": None} for s in sources.values()), sources
 
 
 def test_incomplete_credentials_are_refused_before_contacting_nodes_without_showing_passwords(inventory):

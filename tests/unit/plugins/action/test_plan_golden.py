@@ -90,7 +90,8 @@ def _derived_urls(plan, head_url):
     return {"health_url": (own or head_url) + "/health", "metrics_url": own and own + "/metrics",
             "api_base_url": own and own + "/v1", "features": {"v2_model_runner": v2, "rust_frontend": rust},
             # no example sets image_mirror: every node pulls the image as planned
-            "image_pull": {"reference": plan["image"], "pull": plan["image"], "mirrored": False, "rule": None}}
+            "image_pull": {"reference": plan["image"], "pinned": True, "pull": plan["image"], "mirrored": False,
+                           "rule": None}}
 
 
 def _read(*parts):

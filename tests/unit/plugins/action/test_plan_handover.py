@@ -35,7 +35,7 @@ def _plan(name, mirrors=None):
 def test_without_a_mirror_every_host_pulls_its_planned_image():
     plans = _plan("sim-gb300-pd")
     assert dict((h, p["image_pull"]) for h, p in plans.items()) == dict(
-        (h, {"reference": image, "pull": image, "mirrored": False, "rule": None})
+        (h, {"reference": image, "pinned": True, "pull": image, "mirrored": False, "rule": None})
         for h, image in [("gb300-tray31", VLLM), ("gb300-tray32", VLLM), ("gb300-tray33", VLLM),
                          ("gb300-tray34", VLLM), ("kimi-router35", ROUTER)])
 
@@ -45,10 +45,10 @@ def test_a_prefix_mirror_rewrites_every_image_it_covers_with_the_same_digest():
     plans = _plan("sim-gb300-pd", dict((h, rules) for h in ("gb300-tray31", "gb300-tray32", "gb300-tray33",
                                                               "gb300-tray34", "kimi-router35")))
     assert plans["gb300-tray32"]["image_pull"] == {
-        "reference": VLLM, "pull": "harbor.example/sim/vllm/vllm-openai@" + DIGEST, "mirrored": True,
+        "reference": VLLM, "pinned": True, "pull": "harbor.example/sim/vllm/vllm-openai@" + DIGEST, "mirrored": True,
         "rule": "127.0.0.1:5000/ -> harbor.example/sim/"}
     assert plans["kimi-router35"]["image_pull"] == {
-        "reference": ROUTER, "pull": "harbor.example/sim/vllm-router@" + DIGEST, "mirrored": True,
+        "reference": ROUTER, "pinned": True, "pull": "harbor.example/sim/vllm-router@" + DIGEST, "mirrored": True,
         "rule": "127.0.0.1:5000/ -> harbor.example/sim/"}
     assert plans["gb300-tray32"]["image"] == VLLM  # the pinned image, and so the plan hash, stay as planned
 
@@ -58,8 +58,8 @@ def test_a_repository_rule_applies_to_the_hosts_that_set_it_and_to_its_repositor
     plans = _plan("sim-gb300-pd", {"gb300-tray31": rules, "kimi-router35": rules})
     assert plans["gb300-tray31"]["image_pull"]["pull"] == "harbor.example/mirror/vllm-openai@" + DIGEST
     assert plans["gb300-tray33"]["image_pull"]["pull"] == VLLM                  # sets no mirror
-    assert plans["kimi-router35"]["image_pull"] == {"reference": ROUTER, "pull": ROUTER, "mirrored": False,
-                                                   "rule": None}              # another repository
+    assert plans["kimi-router35"]["image_pull"] == {"reference": ROUTER, "pinned": True, "pull": ROUTER,
+                                                   "mirrored": False, "rule": None}  # another repository
 
 
 def test_the_router_gets_its_admin_urls_and_health_from_the_plan():
@@ -75,10 +75,17 @@ def test_the_router_gets_its_admin_urls_and_health_from_the_plan():
 def test_image_pull_of_rules_the_plan_refuses_keeps_the_planned_name():
     # the role-variable check refuses such a plan; until then nothing is rewritten
     assert plan_handover.image_pull(HUB, {"docker.io/": "harbor.example/hub"}) == {
-        "reference": HUB, "pull": HUB, "mirrored": False, "rule": None}
+        "reference": HUB, "pinned": True, "pull": HUB, "mirrored": False, "rule": None}
     assert plan_handover.image_pull(HUB, "harbor.example/hub/")["pull"] == HUB
     assert plan_handover.image_pull(HUB, {"docker.io/": "harbor.example/hub/"})["pull"] == (
         "harbor.example/hub/vllm/vllm-openai@" + DIGEST)
+
+
+def test_a_tag_only_image_the_plan_accepted_is_handed_over_unpinned_and_mirrored_by_tag():
+    tag = "vllm/vllm-openai:v0.28.0"
+    assert plan_handover.image_pull(tag, {"docker.io/": "harbor.example/hub/"}) == {
+        "reference": tag, "pinned": False, "pull": "harbor.example/hub/vllm/vllm-openai:v0.28.0", "mirrored": True,
+        "rule": "docker.io/ -> harbor.example/hub/"}
 
 
 def test_endpoint_urls_of_an_operator_base_url():
