@@ -127,6 +127,17 @@ def test_a_hand_set_image_reference_is_pulled_under_that_name(inventory):
                                  "rule": None} for s in sources.values()), sources
 
 
+def test_a_mirror_given_to_the_image_role_alone_is_refused_before_contacting_nodes(inventory, tmp_path):
+    playbook = tmp_path / "image-param.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "vllm_cluster", "gather_facts": False, "roles": [
+        {"role": "gpufleet.kimi_k3.plan", "run_once": True, "plan_write_files": False},
+        {"role": "gpufleet.kimi_k3.image", "image_mirror": {"docker.io/": "harbor.example/hub/"}}]}]))
+    failures = _only_task(run_playbook(str(playbook), inventory), "Refuse an image_mirror the plan did not see")
+    assert len(failures) >= 2
+    for host, _t, msg in failures:
+        assert msg.startswith(host + ": image_mirror is set for the image role only") and "-e" in msg, msg
+
+
 def test_incomplete_credentials_are_refused_before_contacting_nodes_without_showing_passwords(inventory):
     creds = [{"registry": "harbor.example", "username": "robot", "password": "hunter2"},
              {"registry": "other.example", "username": "robot"}]
