@@ -116,6 +116,16 @@ def test_endpoint_urls_never_raise(value):
     assert out["models_url"] is None or out["models_url"].endswith("/models")
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=20), st.lists(st.text(max_size=5), max_size=2),
+                 st.dictionaries(st.sampled_from(["docker.io/", "vllm/vllm-openai", "docker.io/vllm/", "x", ""]),
+                                 st.one_of(st.text(max_size=24), st.integers(), st.none()), max_size=3)))
+def test_image_pull_never_raises_and_keeps_the_digest(mirrors):
+    out = plan_handover.image_pull(HUB, mirrors)
+    assert out["reference"] == HUB and out["pinned"] is True
+    assert out["pull"].endswith("@" + DIGEST) and out["mirrored"] == (out["rule"] is not None)
+
+
 def test_the_action_hands_each_host_its_image_mirror_to_the_plan():
     action = object.__new__(cluster_plan_action.ActionModule)
     rules = {"docker.io/": "harbor.example/hub/"}
