@@ -19,6 +19,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import role_varia
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
+# role variables the plan turns into values it hands the roles (plan_handover: image_pull)
+HANDED_OVER_ROLE_VARS = ("image_mirror",)
 WORKER_GROUP = "vllm_workers"
 PLAN_FILE_MODE = 0o600
 PLAN_SCRIPT_MODE = 0o700
@@ -28,11 +30,14 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
     @staticmethod
-    def _node(host, hv, head, overrides):
-        """A host as topology.build_cluster_plan takes it: its kimi_k3_* variables and ansible_host."""
+    def _node(host, hv, head, overrides, role_vars):
+        """A host as topology.build_cluster_plan takes it: its kimi_k3_* variables and ansible_host, and the role
+        variables the plan hands over derived (image_mirror)."""
         node_vars = dict((key, to_plain(hv[key])) for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
         node_vars.update(overrides)
-        return {"host": host, "head": head, "vars": node_vars}
+        node = {"host": host, "head": head, "vars": node_vars}
+        node.update((key, role_vars[key]) for key in HANDED_OVER_ROLE_VARS if key in role_vars)
+        return node
 
     @staticmethod
     def _deployment_groups(args, hostvars):
@@ -46,16 +51,18 @@ class ActionModule(ActionBase):
         return dict((child.name, set(h.name for h in child.get_hosts()))
                     for child in cluster.child_groups if child.name not in skip)
 
-    def _cluster_nodes(self, args, task_vars):
-        """(nodes, routers) as topology.build_cluster_plan takes them, from the groups and every host's variables."""
+    def _cluster_nodes(self, args, task_vars, role_vars):
+        """(nodes, routers) as topology.build_cluster_plan takes them, from the groups and every host's variables;
+        ``role_vars``: {host: its role variables}."""
         groups, hostvars = task_vars.get("groups", {}), task_vars.get("hostvars", {})
         heads = set(groups.get(args["head_group"], []))
-        nodes = [self._node(host, hostvars[host], host in heads, args["overrides"])
+        nodes = [self._node(host, hostvars[host], host in heads, args["overrides"], role_vars.get(host, {}))
                  for host in groups.get(args["group"], [])]
         deployment_groups = self._deployment_groups(args, hostvars)
         for node in nodes if deployment_groups is not None else []:
             node["deployment_groups"] = sorted(g for g, members in deployment_groups.items() if node["host"] in members)
-        routers = [self._node(host, hostvars[host], False, {}) for host in groups.get(args["router_group"], [])]
+        routers = [self._node(host, hostvars[host], False, {}, role_vars.get(host, {}))
+                   for host in groups.get(args["router_group"], [])]
         return nodes, routers
 
     @staticmethod
@@ -71,11 +78,17 @@ class ActionModule(ActionBase):
                     continue
         return out
 
-    def _with_role_variables(self, plan, task_vars, hosts):
-        """The plan, refused when a role variable the inventory sets is wrong (roles' argument specs)."""
+    def _hosts_role_vars(self, task_vars, hosts):
+        """{host: the role variables set for it} over ``hosts``, in their order."""
         hostvars, options = task_vars.get("hostvars", {}), role_variables.role_options()
-        problems = role_variables.role_variable_problems(
-            [(h, self._role_vars(hostvars[h], options)) for h in hosts if h in hostvars], plan["plans"])
+        return dict((h, self._role_vars(hostvars[h], options)) for h in hosts if h in hostvars)
+
+    def _with_role_variables(self, plan, task_vars, hosts, role_vars=None):
+        """The plan, refused when a role variable the inventory sets is wrong (roles' argument specs);
+        ``role_vars``: {host: its role variables} when already read."""
+        role_vars = self._hosts_role_vars(task_vars, hosts) if role_vars is None else role_vars
+        problems = role_variables.role_variable_problems([(h, role_vars[h]) for h in hosts if h in role_vars],
+                                                         plan["plans"])
         if not problems:
             return plan
         return dict(plan, ok=False, errors=problems, plans={}, cluster={})
@@ -109,12 +122,15 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _valid, args = self.validate_argument_spec(action_specs.CLUSTER_PLAN)
         args = action_specs.null_is_default(args, action_specs.CLUSTER_PLAN)
-        nodes, routers = self._cluster_nodes(args, task_vars)
+        groups = task_vars.get("groups", {})
+        hosts = list(groups.get(args["group"], [])) + list(groups.get(args["router_group"], []))
+        role_vars = self._hosts_role_vars(task_vars, hosts)
+        nodes, routers = self._cluster_nodes(args, task_vars, role_vars)
         recipe = recipe_data.load_recipe(args["recipe"])
         plan = topology.build_cluster_plan(nodes, recipe, recipe_data.load_snapshots(), routers,
                                            model_facts=model_facts.read)
         if plan["ok"]:
-            plan = self._with_role_variables(plan, task_vars, [n["host"] for n in nodes + routers])
+            plan = self._with_role_variables(plan, task_vars, [n["host"] for n in nodes + routers], role_vars)
         result.update(self._outcome(plan))
         scripts = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
         if plan["ok"] and args["dest"]:

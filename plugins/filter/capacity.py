@@ -3,13 +3,14 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the capacity role (thin wrappers around module_utils.capacity).
 
-Documentation: capacity_restart.yml, capacity_values.yml and capacity_refusal.yml beside this file.
+Documentation: capacity_restart.yml, capacity_values.yml, capacity_refusal.yml and capacity_endpoint.yml beside this
+file.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity, capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity, capacity_check, plan_handover
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
 
 
@@ -34,7 +35,11 @@ def capacity_refusal(plan_cluster, value, served=None, log_text="", deployment=N
     return capacity_check.point_refusal(cap, int(value), _tri_state(served), str(log_text or ""))
 
 
+def capacity_endpoint(base_url):
+    return plan_handover.endpoint_urls(to_plain(base_url))
+
+
 class FilterModule(object):
     def filters(self):
         return {"capacity_restart": capacity_restart, "capacity_values": capacity_values,
-                "capacity_refusal": capacity_refusal}
+                "capacity_refusal": capacity_refusal, "capacity_endpoint": capacity_endpoint}

@@ -18,6 +18,7 @@ PREFIX = "kimi_k3_"
 HOST_KEYS = {
     "host": "str", "role": "str", "deployment": "str", "deployment_kind": "str", "node_rank": "int", "nnodes": "int",
     "vendor": "str?", "accelerator": "str?", "strategy": "str?", "vllm_version": "str?", "image": "str",
+    "image_pull": "dict",
     "internal_address": "str", "serves_http": "bool", "start_phase": "int", "api_url": "str?",
     "health_url": "str", "metrics_url": "str?", "api_base_url": "str?", "features": "dict",
     "container": "dict", "env": "dict", "secret_env": "list", "vllm_args": "list", "docker_host": "str",

@@ -7,7 +7,8 @@
 
 * ``nodes``: the inventory's cluster hosts in inventory order, each
   ``{"host": name, "head": bool, "vars": {variable: value}}`` (``vars`` holds the ``kimi_k3_*`` variables,
-  ``ansible_host`` and ``inventory_hostname`` as Ansible resolves them for that host);
+  ``ansible_host`` and ``inventory_hostname`` as Ansible resolves them for that host), and optionally
+  ``"image_mirror"``: the host's image role variable of that name (the plan hands over the mirrored pull name);
 * ``recipe``: the recipe document (``data/recipes/kimi_k3.yml``);
 * ``snapshots``: ``{vllm_version: flag snapshot}`` (``data/vllm_flags/vllm-<version>.json``),
 
@@ -495,7 +496,7 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None)
         cluster.update(plan_fleet.router_summary(router, cluster["endpoints"], built))
         warnings += plan_tls.router_warnings(router["host"], router["api_host"],
                                              plan_validate.is_loopback(router["api_host"]), tls)
-    plan_handover.publish(plans, cluster)
+    plan_handover.publish(plans, cluster, dict((n["host"], n.get("image_mirror")) for n in nodes + routers))
     cluster["monitoring"] = monitoring.plan_targets(plans)
     return {"ok": True, "errors": [], "warnings": warnings, "plans": plans, "cluster": cluster}
 

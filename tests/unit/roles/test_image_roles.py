@@ -5,7 +5,7 @@ import os
 import pytest
 import yaml
 
-from tests.helpers.runner import REPO, failed_tasks, run_playbook
+from tests.helpers.runner import REPO, failed_tasks, run_playbook, task_results
 
 EXAMPLE = os.path.join(REPO, "inventories", "gb300-cluster")
 
@@ -99,6 +99,43 @@ def test_bad_mirror_rule_is_refused_on_every_node_before_contacting_it(inventory
         assert msg.startswith("The inventory was refused before contacting any host (1 problem(s)):")
         assert ("gb300-tray01: image_mirror: image_mirror['docker.io/']: the mirror 'harbor.example/hub' must be a "
                 "prefix ending in / as the source is.") in msg
+
+
+SOURCE = "Take where to pull from"
+
+
+def _sources(inventory, extravars):
+    """{host: image_source} the image role takes, before its pull (which fails: the hosts are unreachable)."""
+    r = run_playbook("image.yml", inventory, extravars=extravars)
+    return dict((h, res["ansible_facts"]["image_source"]) for h, res in task_results(r, SOURCE).items())
+
+
+def test_the_image_role_pulls_the_name_the_plan_hands_over(inventory):
+    image = _load("inventories", "gb300-cluster", "group_vars", "vllm_cluster.yml")["kimi_k3_image"]
+    sources = _sources(inventory, {"image_mirror": {"docker.io/": "harbor.example/hub/"}})
+    assert len(sources) >= 2
+    for host, source in sources.items():
+        assert source == {"reference": image, "pinned": True, "pull": "harbor.example/hub/" + image, "mirrored": True,
+                          "rule": "docker.io/ -> harbor.example/hub/"}, host
+
+
+def test_a_hand_set_image_reference_is_pulled_under_that_name(inventory):
+    sources = _sources(inventory, {"image_mirror": {"docker.io/": "harbor.example/hub/"},
+                                   "image_reference": "harbor.example/v/vllm@" + D1})
+    hand_set = "harbor.example/v/vllm@" + D1
+    assert sources and all(s == {"reference": hand_set, "pinned": True, "pull": hand_set, "mirrored": False,
+                                 "rule": None} for s in sources.values()), sources
+
+
+def test_a_mirror_given_to_the_image_role_alone_is_refused_before_contacting_nodes(inventory, tmp_path):
+    playbook = tmp_path / "image-param.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "vllm_cluster", "gather_facts": False, "roles": [
+        {"role": "gpufleet.kimi_k3.plan", "run_once": True, "plan_write_files": False},
+        {"role": "gpufleet.kimi_k3.image", "image_mirror": {"docker.io/": "harbor.example/hub/"}}]}]))
+    failures = _only_task(run_playbook(str(playbook), inventory), "Refuse an image_mirror the plan did not see")
+    assert len(failures) >= 2
+    for host, _t, msg in failures:
+        assert msg.startswith(host + ": image_mirror is set for the image role only") and "-e" in msg, msg
 
 
 def test_incomplete_credentials_are_refused_before_contacting_nodes_without_showing_passwords(inventory):

@@ -1,8 +1,8 @@
 """Roles read the plan; they do not compute what the plan could hand over. Every line of roles/ (task files,
-defaults, vars, handlers, templates) is scanned for Jinja that builds a URL from a plan value, rewrites one,
-parses the plan's environment strings back into settings, or applies the image mirror. The few left are listed
-in KNOWN with the reason they are still there: a new one fails the test, and so does a listed one that is gone
-(shrink the list)."""
+defaults, vars, handlers, templates) and playbooks/ is scanned for Jinja that builds a URL from a plan value,
+rewrites one, parses the plan's environment strings back into settings, or applies the image mirror (the plan hands
+over image_pull). A line that must stay would be listed in KNOWN with the reason it is still there: a new one fails
+the test, and so does a listed one that is gone (shrink the list)."""
 import os
 import re
 
@@ -12,45 +12,27 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 # rule -> (pattern, lines it applies to)
 RULES = {
-    # "{{ x.api_url }}/health", "{{ x.api_url ~ '/v1' }}": a path joined onto an endpoint
-    "url-join": (re.compile(r"""(~\s*['"]/[A-Za-z])|(\}\}/[A-Za-z])"""), re.compile(r"url", re.I)),
+    # "{{ x.api_url }}/health", "{{ x.api_url ~ '/v1' }}", "{{ x.api_url }}/{{ 'health' if y else 'liveness' }}": a
+    # path joined onto an endpoint
+    "url-join": (re.compile(r"""(~\s*['"]/[A-Za-z])|(\}\}/([A-Za-z]|\{\{))"""), re.compile(r"url", re.I)),
     # "{{ url | regex_replace('/+$', '') }}": an endpoint rewritten
     "url-rewrite": (re.compile(r"regex_replace|urlsplit|\|\s*replace\("), re.compile(r"url|endpoint", re.I)),
     # "{{ plan.env.VLLM_USE_X | default('0') == '1' }}": a setting parsed back out of the container's environment
     "env-parse": (re.compile(r"""\.env(\.[A-Z][A-Z0-9_]*|\[['"])"""), None),
-    # the pull reference computed from the plan's image and the image_mirror rules
-    "mirror-rewrite": (re.compile(r"gpufleet\.kimi_k3\.image_mirror\("), None),
+    # the pull reference computed from the plan's image and the image_mirror rules: the filter, or the rules read
+    "mirror-rewrite": (re.compile(r"gpufleet\.kimi_k3\.image_mirror\b|\{\{[^}]*\bimage_mirror\b"), None),
 }
 
-# (file, rule) -> (lines, why it is still computed in the role)
-KNOWN = {
-    ("roles/capacity/tasks/main.yml", "url-join"):
-        (1, "capacity_base_url may name another endpoint; the plan's api_base_url is the default"),
-    ("roles/capacity/tasks/point.yml", "url-join"):
-        (2, "paths under capacity_base_url, an operator value the plan does not see"),
-    ("roles/capacity/tasks/point.yml", "url-rewrite"):
-        (1, "the health URL of capacity_base_url, an operator value the plan does not see"),
-    ("roles/router/tasks/main.yml", "url-join"):
-        (1, "the router's /workers admin path: pending a router.workers_url in the plan"),
-    ("roles/fabric/tasks/job.yml", "mirror-rewrite"):
-        (1, "image_mirror is a role variable the plan does not read yet"),
-    ("roles/image/tasks/main.yml", "mirror-rewrite"):
-        (1, "image_mirror is a role variable the plan does not read yet"),
-    ("roles/launch/tasks/container.yml", "mirror-rewrite"):
-        (1, "image_mirror is a role variable the plan does not read yet"),
-    ("roles/router/tasks/container.yml", "mirror-rewrite"):
-        (1, "image_mirror is a role variable the plan does not read yet"),
-    ("roles/smoke/tasks/main.yml", "mirror-rewrite"):
-        (1, "image_mirror is a role variable the plan does not read yet"),
-    ("roles/teardown/tasks/main.yml", "mirror-rewrite"):
-        (1, "image_mirror is a role variable the plan does not read yet"),
-}
+# (file, rule) -> (lines, why it is still computed in the role): none. The operator's own endpoint URLs
+# (capacity_base_url) go through a filter on the plan's derivation (plan_handover.endpoint_urls), not Jinja.
+KNOWN = {}
 
 SUFFIXES = (".yml", ".yaml", ".j2")
 
 
 def _lines(root):
-    for base, _dirs, files in os.walk(os.path.join(root, "roles")):
+    walked = [w for top in ("roles", "playbooks") for w in os.walk(os.path.join(root, top))]
+    for base, _dirs, files in walked:
         if os.sep + "files" in base or os.sep + "meta" in base:
             continue  # shipped scripts and documentation, not Jinja
         for name in sorted(f for f in files if f.endswith(SUFFIXES)):
@@ -83,9 +65,12 @@ def test_roles_compute_nothing_the_plan_could_hand_over():
 @pytest.mark.parametrize("line, rule", [
     ("    url: \"{{ plan.api_url ~ '/health' }}\"", "url-join"),
     ("    url: \"{{ item.url | regex_replace('/+$', '') }}/health\"", "url-join"),
+    ("    health_urls: [\"{{ plan.api_url }}/{{ 'health' if up else 'liveness' }}\"]", "url-join"),
     ("    urls: \"{{ endpoints | map('regex_replace', '/*$', '/metrics') | list }}\"", "url-rewrite"),
     ("    v2: \"{{ smoke_plan.env.VLLM_USE_V2_MODEL_RUNNER | default('0') == '1' }}\"", "env-parse"),
     ("    image: \"{{ (p.image | gpufleet.kimi_k3.image_mirror(m)).pull }}\"", "mirror-rewrite"),
+    ("    src: \"{{ p.image | gpufleet.kimi_k3.image_mirror }}\"", "mirror-rewrite"),
+    ("    logins: \"{{ creds | my_logins(p.image, image_mirror) }}\"", "mirror-rewrite"),
 ])
 def test_each_rule_sees_its_offender(tmp_path, line, rule):
     (tmp_path / "roles" / "r" / "tasks").mkdir(parents=True)
@@ -97,8 +82,17 @@ def test_each_rule_sees_its_offender(tmp_path, line, rule):
     "    url: \"{{ plan_result.plans[inventory_hostname].health_url }}\"",
     "    site_inventory_root: \"{{ site_collection_root }}/inventories\"",
     "    msg: \"{{ rows | map(attribute='url') | join(', ') }}\"",
+    "    image: \"{{ launch_plan.image_pull.pull }}\"",
+    "    url: \"{{ capacity_endpoint.health_url }}\"",
 ])
 def test_reading_the_plan_is_no_offence(tmp_path, line):
     (tmp_path / "roles" / "r" / "defaults").mkdir(parents=True)
     (tmp_path / "roles" / "r" / "defaults" / "main.yml").write_text("---\n" + line + "\n")
     assert offenders(str(tmp_path)) == {}
+
+
+def test_a_playbook_is_scanned_too(tmp_path):
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "status.yml").write_text(
+        "---\n- hosts: all\n  tasks:\n    - x:\n        url: \"{{ plan_result.plans[h].api_url ~ '/health' }}\"\n")
+    assert offenders(str(tmp_path)) == {("playbooks/status.yml", "url-join"): [5]}

@@ -1,9 +1,10 @@
 """Golden plan files: every inventory that existed before deployments/PD/router keeps producing the same
 ``<host>.sh`` byte for byte and the same ``<host>.json`` apart from the keys added since (deployment,
 deployment_kind, master_port, dp_rpc_port, timeouts), whose values are the single-deployment ones, and the values
-the plan hands the roles (DERIVED: health_url, metrics_url, api_base_url, features), checked per host. The files under
-golden_plans/ were written by scripts/plan_snapshot.sh before the change; the MI355X ones since carry
-VLLM_ENGINE_READY_TIMEOUT_S (derived for every vendor; vLLM's 600 s default applied before) and its plan hash."""
+the plan hands the roles (DERIVED: health_url, metrics_url, api_base_url, features, image_pull), checked per
+host. The files under golden_plans/ were written by scripts/plan_snapshot.sh before the change; the MI355X ones
+since carry VLLM_ENGINE_READY_TIMEOUT_S (derived for every vendor; vLLM's 600 s default applied before) and its
+plan hash."""
 # Inventories are planned as the cluster_plan action does, without ansible-playbook (ansible-test units has no
 # command-line tools): Ansible's inventory and variable managers resolve the variables; templated values (the
 # examples' lookup('env', ...) API key) get a stand-in, as an operator exports them first.
@@ -77,7 +78,8 @@ ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501
                       "launch_ready_timeout_s": 3900, "stall_timeout_s": 900, "weight_read_mib_s": None}}
 
 
-DERIVED = ("health_url", "metrics_url", "api_base_url", "features")  # per host, values vary: _derived checks them
+# per host, values vary: _derived_urls checks them
+DERIVED = ("health_url", "metrics_url", "api_base_url", "features", "image_pull")
 
 
 def _derived_urls(plan, head_url):
@@ -86,7 +88,10 @@ def _derived_urls(plan, head_url):
     v2 = plan["env"].get("VLLM_USE_V2_MODEL_RUNNER") == "1"
     rust = plan["env"].get("VLLM_USE_RUST_FRONTEND") == "1"
     return {"health_url": (own or head_url) + "/health", "metrics_url": own and own + "/metrics",
-            "api_base_url": own and own + "/v1", "features": {"v2_model_runner": v2, "rust_frontend": rust}}
+            "api_base_url": own and own + "/v1", "features": {"v2_model_runner": v2, "rust_frontend": rust},
+            # no example sets image_mirror: every node pulls the image as planned
+            "image_pull": {"reference": plan["image"], "pinned": True, "pull": plan["image"], "mirrored": False,
+                           "rule": None}}
 
 
 def _read(*parts):
