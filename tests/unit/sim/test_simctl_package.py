@@ -1,0 +1,68 @@
+"""sim/simctl is a thin entry point over the kimisim package: the command line answers as before, and the image
+cache keys cover the files each image is built from (a changed stand-in or node tool rebuilds its image) and
+nothing of simctl's own layout."""
+import os
+import shutil
+import subprocess
+import sys
+
+from tests.unit.sim.test_simctl_router import REPO, _simctl
+
+SIMCTL = os.path.join(REPO, "sim", "simctl")
+BASE = "kimi-sim/base:0123456789abcdef"
+
+
+def test_the_entry_point_lists_every_command():
+    p = subprocess.run([sys.executable, SIMCTL, "--help"], capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("usage: simctl [-h] {up,down,status,fault,check,env} ...")
+    assert "simctl - the local rehearsal cluster for gpufleet.kimi_k3 (see docs/sim.md)." in p.stdout
+
+
+def test_an_unknown_command_is_refused_by_the_parser():
+    p = subprocess.run([sys.executable, SIMCTL, "bogus"], capture_output=True, text=True, check=False)
+    assert p.returncode == 2
+    assert "invalid choice: 'bogus'" in p.stderr
+
+
+def _sim_copy(tmp_path):
+    sim = tmp_path / "sim"
+    for part in ("standin", "nodetools", "profiles", os.path.join("images", "standin"), os.path.join("images", "node")):
+        shutil.copytree(os.path.join(REPO, "sim", part), str(sim / part),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return sim
+
+
+def test_a_changed_standin_changes_the_standin_image_key(tmp_path, monkeypatch):
+    images = _simctl("images")
+    sim = _sim_copy(tmp_path)
+    monkeypatch.setattr(images, "SIM_DIR", str(sim))
+    monkeypatch.setattr(images, "REPO", REPO)
+    before = images.standin_hash(BASE)
+    assert before == images.standin_hash(BASE)
+    with open(str(sim / "standin" / "vllm_standin" / "flags.py"), "a") as f:
+        f.write("\n")
+    assert images.standin_hash(BASE) != before
+    assert before.endswith("0123") and len(before) == 20
+
+
+def test_a_changed_node_tool_changes_the_node_image_key(tmp_path, monkeypatch):
+    images = _simctl("images")
+    sim = _sim_copy(tmp_path)
+    monkeypatch.setattr(images, "SIM_DIR", str(sim))
+    before = images.node_image_hash(BASE)
+    with open(str(sim / "nodetools" / "nvtools.py"), "a") as f:
+        f.write("\n")
+    assert images.node_image_hash(BASE) != before
+
+
+def test_the_image_keys_do_not_read_simctl_itself(tmp_path, monkeypatch):
+    images = _simctl("images")
+    sim = _sim_copy(tmp_path)
+    monkeypatch.setattr(images, "SIM_DIR", str(sim))
+    monkeypatch.setattr(images, "REPO", REPO)
+    before = images.standin_hash(BASE), images.node_image_hash(BASE)
+    (sim / "simctl").write_text("#!/bin/sh\n")
+    (sim / "kimisim").mkdir()
+    (sim / "kimisim" / "up.py").write_text("# another layout\n")
+    assert (images.standin_hash(BASE), images.node_image_hash(BASE)) == before
