@@ -17,6 +17,20 @@ from kimisim.settings import CACHE, CONTROL, ENGINE_ROOT, MODELS_DIR, REPO, RUN,
 from kimisim.util import dk, locked, log, write_json
 
 
+def remove_generated_files(c):
+    """The files `up` wrote for a cluster: sim_image.yml of its inventories, a bench cluster's whole inventory."""
+    for inv in cluster_inventories(c):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(REPO, inv, "group_vars", "all", "sim_image.yml"))
+    if c.get("shared_engine"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(REPO, c["inventory"], "hosts.yml"))
+    for d in ("group_vars/all", "group_vars", ""):  # generated-only inventory dirs, if now empty
+        with contextlib.suppress(OSError):
+            if c.get("shared_engine") or d:
+                os.rmdir(os.path.join(REPO, c["inventory"], d))
+
+
 def down_cluster(name):
     """Remove one cluster (its node containers, engines no other cluster uses, state, generated files)."""
     up = all_known_clusters()
@@ -33,16 +47,7 @@ def down_cluster(name):
     for n in c["nodes"]:
         packet_filter(n["name"], n["address"], [])
         shutil.rmtree(node_state_dir(n["name"]), ignore_errors=True)
-    for inv in cluster_inventories(c):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(REPO, inv, "group_vars", "all", "sim_image.yml"))
-    if c.get("shared_engine"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(REPO, c["inventory"], "hosts.yml"))
-    for d in ("group_vars/all", "group_vars", ""):  # generated-only inventory dirs, if now empty
-        with contextlib.suppress(OSError):
-            if c.get("shared_engine") or d:
-                os.rmdir(os.path.join(REPO, c["inventory"], d))
+    remove_generated_files(c)
     write_json(os.path.join(STATE, "clusters.json"), up)
 
 
@@ -76,16 +81,7 @@ def cmd_down(a):
         stop_hf_mirror()
         remove_host_devices()
         for c in up.values():
-            for inv in cluster_inventories(c):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(REPO, inv, "group_vars", "all", "sim_image.yml"))
-            if c.get("shared_engine"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(REPO, c["inventory"], "hosts.yml"))
-            for d in ("group_vars/all", "group_vars", ""):
-                with contextlib.suppress(OSError):
-                    if c.get("shared_engine") or d:
-                        os.rmdir(os.path.join(REPO, c["inventory"], d))
+            remove_generated_files(c)
         for c in ("gb300", "mi355x", "gb300pd", "fleet", "cpu"):
             for inv in cluster_inventories(cluster_def(c)):
                 with contextlib.suppress(FileNotFoundError, SystemExit):

@@ -2,12 +2,10 @@
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
-import time
 
 from kimisim.settings import ENGINE_ROOT, HOOK, REGISTRY, RUN, STATE
-from kimisim.util import dk, pid_alive, process_name, read_pid, sh, sock, wait_for, write_file, write_json
+from kimisim.util import dk, pid_alive, process_name, read_pid, sh, sock, terminate, wait_for, write_file, write_json
 
 
 def engine_paths(engine):
@@ -115,19 +113,9 @@ def stop_engine(engine):
         if ids:
             dk(engine, "rm", "-f", *ids, check=False, timeout=120)
     if pid_alive(pid) and _is_dockerd(pid):
-        os.kill(pid, signal.SIGTERM)
-        end = time.time() + 30
-        while pid_alive(pid) and time.time() < end:
-            time.sleep(0.1)
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        terminate(pid, 30)
     if pid_alive(ctd_pid) and process_name(ctd_pid).startswith("containerd"):
-        os.kill(ctd_pid, signal.SIGTERM)
-        end = time.time() + 10
-        while pid_alive(ctd_pid) and time.time() < end:
-            time.sleep(0.1)
-        if pid_alive(ctd_pid):
-            os.kill(ctd_pid, signal.SIGKILL)
+        terminate(ctd_pid, 10)
     for root in (p["exec"], p["data"]):
         unmount_under(root)
     for d in (p["run"], p["data"]):

@@ -3,13 +3,11 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
 import urllib.request
 
 from kimisim.settings import HF_MIRROR, HF_REPO, HF_SHARDS, HF_SHARD_BYTES, STATE
-from kimisim.util import die, log, pid_alive, read_json, read_pid, sh, tcp_open, wait_for, write_file, write_json
+from kimisim.util import die, log, pid_alive, read_json, read_pid, sh, tcp_open, terminate, wait_for, write_file, write_json
 
 
 def olah_binary():
@@ -118,9 +116,4 @@ def start_hf_mirror():
 def stop_hf_mirror():
     pid = read_pid(os.path.join(STATE, "hf", "olah.pid"))
     if pid_alive(pid):
-        os.kill(pid, signal.SIGTERM)
-        end = time.time() + 10
-        while pid_alive(pid) and time.time() < end:
-            time.sleep(0.1)
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        terminate(pid, 10)

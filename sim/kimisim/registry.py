@@ -2,13 +2,11 @@
 import json
 import os
 import shutil
-import signal
 import subprocess
-import time
 import urllib.request
 
 from kimisim.settings import AUTH_REGISTRY, AUTH_USER, MIRROR_PREFIX, REGISTRY, REPOS, STATE
-from kimisim.util import die, pid_alive, process_name, read_json, read_pid, sh, wait_for, write_file, write_json
+from kimisim.util import die, pid_alive, process_name, read_json, read_pid, sh, terminate, wait_for, write_file, write_json
 
 
 def registry_ok():
@@ -88,12 +86,7 @@ def stop_registry():
     for name in ("registry", "registry-auth"):
         pid = read_pid(os.path.join(STATE, "registry", name + ".pid"))
         if pid_alive(pid) and "registry" in process_name(pid):
-            os.kill(pid, signal.SIGTERM)
-            end = time.time() + 10
-            while pid_alive(pid) and time.time() < end:
-                time.sleep(0.1)
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+            terminate(pid, 10)
 
 
 MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json, "

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -111,6 +112,16 @@ def process_name(pid):
             return os.path.basename(f.read().split(b"\0")[0].decode(errors="replace"))
     except OSError:
         return ""
+
+
+def terminate(pid, grace):
+    """SIGTERM a process we started, SIGKILL it if it is still there after ``grace`` seconds."""
+    os.kill(pid, signal.SIGTERM)
+    end = time.time() + grace
+    while pid_alive(pid) and time.time() < end:
+        time.sleep(0.1)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def read_pid(path):

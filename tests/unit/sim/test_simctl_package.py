@@ -66,3 +66,35 @@ def test_the_image_keys_do_not_read_simctl_itself(tmp_path, monkeypatch):
     (sim / "kimisim").mkdir()
     (sim / "kimisim" / "up.py").write_text("# another layout\n")
     assert (images.standin_hash(BASE), images.node_image_hash(BASE)) == before
+
+
+def test_terminate_ends_a_process_that_ignores_sigterm():
+    util = _simctl("util")
+    p = subprocess.Popen([sys.executable, "-c", "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                          "print('ready', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        util.terminate(p.pid, 0.3)
+        assert p.wait(timeout=5) == -9
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stdout.close()
+
+
+def test_down_removes_only_the_files_up_wrote(tmp_path, monkeypatch):
+    down, clusters = _simctl("down"), _simctl("clusters")
+    monkeypatch.setattr(down, "REPO", str(tmp_path))
+    gb300 = clusters.cluster_def("gb300")
+    bench = {"inventory": "inventories/sim-bench", "shared_engine": True}
+    for inv in down.cluster_inventories(gb300):
+        (tmp_path / inv / "group_vars" / "all").mkdir(parents=True)
+        (tmp_path / inv / "group_vars" / "all" / "sim_image.yml").write_text("x: 1\n")
+        (tmp_path / inv / "hosts.yml").write_text("all: {}\n")
+    (tmp_path / bench["inventory"] / "group_vars" / "all").mkdir(parents=True)
+    (tmp_path / bench["inventory"] / "hosts.yml").write_text("all: {}\n")
+    down.remove_generated_files(gb300)
+    down.remove_generated_files(bench)
+    for inv in down.cluster_inventories(gb300):
+        assert sorted(p.name for p in (tmp_path / inv).rglob("*")) == ["hosts.yml"]
+    assert not (tmp_path / bench["inventory"]).exists()
