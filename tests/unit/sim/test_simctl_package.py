@@ -1,6 +1,7 @@
 """sim/simctl is a thin entry point over the kimisim package: the command line answers as before, and the image
 cache keys cover the files each image is built from (a changed stand-in or node tool rebuilds its image) and
 nothing of simctl's own layout."""
+import ast
 import os
 import shutil
 import subprocess
@@ -98,3 +99,26 @@ def test_down_removes_only_the_files_up_wrote(tmp_path, monkeypatch):
     for inv in down.cluster_inventories(gb300):
         assert sorted(p.name for p in (tmp_path / inv).rglob("*")) == ["hosts.yml"]
     assert not (tmp_path / bench["inventory"]).exists()
+
+
+# The rows of the package table in docs/dev/architecture.md: a module imports modules of its own row or above.
+LAYERS = (("settings",), ("util",), ("clusters",), ("engines", "devices"), ("registry", "hfmirror"),
+          ("images", "router_image", "engine_image"), ("nodes", "inventories"),
+          ("up", "down", "status", "faults", "check", "cli"))
+
+
+def test_package_modules_import_only_their_own_row_or_the_rows_above():
+    rank = {m: i for i, row in enumerate(LAYERS) for m in row}
+    pkg = os.path.join(REPO, "sim", "kimisim")
+    modules = sorted(f[:-3] for f in os.listdir(pkg) if f.endswith(".py") and f != "__init__.py")
+    assert sorted(rank) == modules
+    wrong = []
+    for mod in modules:
+        with open(os.path.join(pkg, mod + ".py")) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kimisim."):
+                dep = node.module.split(".", 1)[1]
+                if rank[dep] > rank[mod]:
+                    wrong.append("%s imports %s" % (mod, dep))
+    assert wrong == []
