@@ -39,6 +39,19 @@ def write_sim_image(cluster, images, router=None):
             write_file(path, text)
 
 
+def host_groups(hosts, per_host=lambda n: []):
+    """The hosts of vllm_head (the first one) and the vllm_workers group of a generated hosts.yml."""
+    def host(n):
+        return ["            %s:" % n["name"], "              ansible_host: %s" % n["address"],
+                "              kimi_k3_internal_address: %s" % n["address"],
+                "              kimi_k3_api_host: %s" % n["address"]] + per_host(n)
+    lines = host(hosts[0])
+    lines += ["        vllm_workers:", "          hosts:" + ("" if len(hosts) > 1 else " {}")]
+    for n in hosts[1:]:
+        lines += host(n)
+    return lines
+
+
 def write_bench_inventory(cluster):
     inv = os.path.join(REPO, cluster["inventory"])
     key = os.path.join(STATE, "ssh", "id_ed25519")
@@ -57,13 +70,5 @@ def write_bench_inventory(cluster):
              "        ansible_user: root", "        ansible_ssh_private_key_file: %s" % key,
              "        ansible_python_interpreter: /usr/bin/python3",
              "      children:", "        vllm_head:", "          hosts:"]
-    def host(n):
-        return ["            %s:" % n["name"], "              ansible_host: %s" % n["address"],
-                "              kimi_k3_internal_address: %s" % n["address"],
-                "              kimi_k3_api_host: %s" % n["address"],
-                "              kimi_k3_container_name: vllm-kimi-k3-%s" % n["name"]]
-    lines += host(hosts[0])
-    lines += ["        vllm_workers:", "          hosts:" + ("" if len(hosts) > 1 else " {}")]
-    for n in hosts[1:]:
-        lines += host(n)
+    lines += host_groups(hosts, lambda n: ["              kimi_k3_container_name: vllm-kimi-k3-%s" % n["name"]])
     write_file(os.path.join(inv, "hosts.yml"), "\n".join(lines) + "\n")

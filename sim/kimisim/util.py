@@ -166,9 +166,11 @@ def hash_paths(paths):
 
 
 @contextlib.contextmanager
-def locked():
-    os.makedirs(RUN, exist_ok=True)
-    fd = os.open(os.path.join(RUN, ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+def locked(run_dir=None):
+    """Hold the lock of a cluster's run directory (default: the rehearsal cluster's) for a whole command."""
+    run_dir = run_dir or RUN
+    os.makedirs(run_dir, exist_ok=True)
+    fd = os.open(os.path.join(run_dir, ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -122,3 +122,21 @@ def test_package_modules_import_only_their_own_row_or_the_rows_above():
                 if rank[dep] > rank[mod]:
                     wrong.append("%s imports %s" % (mod, dep))
     assert wrong == []
+
+
+def test_the_lock_lives_in_the_run_directory_it_is_given(tmp_path):
+    util = _simctl("util")
+    with util.locked(str(tmp_path / "light")):
+        assert (tmp_path / "light" / ".lock").exists()
+
+
+def test_bench_and_light_inventories_share_the_host_groups():
+    hosts = [{"name": "n1", "address": "127.0.0.1"}, {"name": "n2", "address": "127.0.0.2"}]
+    groups = _simctl("inventories").host_groups(hosts, lambda n: ["              x: %s" % n["name"]])
+    assert groups == [
+        "            n1:", "              ansible_host: 127.0.0.1", "              kimi_k3_internal_address: 127.0.0.1",
+        "              kimi_k3_api_host: 127.0.0.1", "              x: n1",
+        "        vllm_workers:", "          hosts:",
+        "            n2:", "              ansible_host: 127.0.0.2", "              kimi_k3_internal_address: 127.0.0.2",
+        "              kimi_k3_api_host: 127.0.0.2", "              x: n2"]
+    assert _simctl("inventories").host_groups(hosts[:1])[-2:] == ["        vllm_workers:", "          hosts: {}"]
