@@ -6,11 +6,12 @@ import shutil
 import sys
 import time
 
+from kimisim.cachekey import hash_paths
 from kimisim.images import build_image
 from kimisim.registry import registry_has
 from kimisim.router_image import PIP_TARGET
 from kimisim.settings import CACHE, CONTROL, REGISTRY, SIM_DIR, STATE
-from kimisim.util import die, dk, hash_paths, log, read_json, sh, write_file, write_json
+from kimisim.util import die, dk, log, read_json, sh, write_file, write_json
 
 
 # The real vLLM engine (vLLM's CPU build) of the `cpu` cluster, pushed like every image and pulled by digest.

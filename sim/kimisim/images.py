@@ -4,9 +4,10 @@ import os
 import shutil
 import time
 
+from kimisim.cachekey import hash_paths
 from kimisim.registry import registry_has
 from kimisim.settings import CACHE, CONTROL, REPO, REPOS, SIM_DIR, STATE
-from kimisim.util import dk, hash_paths, log, read_json, sh, write_file, write_json
+from kimisim.util import dk, log, read_json, sh, write_file, write_json
 
 
 BASE_INCLUDE_HASH_FILES = [os.path.join(SIM_DIR, "images", "base", "build-rootfs.sh")]

@@ -5,10 +5,11 @@ import shutil
 import sys
 import time
 
+from kimisim.cachekey import hash_paths
 from kimisim.images import build_image
 from kimisim.registry import registry_has
 from kimisim.settings import CACHE, CONTROL, REGISTRY, SIM_DIR, STATE
-from kimisim.util import die, dk, hash_paths, log, read_json, sh, write_json
+from kimisim.util import die, dk, log, read_json, sh, write_json
 
 
 ROUTER_REPO = REGISTRY + "/vllm/vllm-router"
