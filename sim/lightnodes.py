@@ -12,7 +12,6 @@ sim/.state); the sshd daemons run in the cpuacct cgroup `kimi-sim-light`, so ben
 """
 import concurrent.futures as cf
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -22,6 +21,11 @@ import sys
 import time
 
 SIM_DIR = os.path.dirname(os.path.realpath(__file__))
+if SIM_DIR not in sys.path:  # loaded by path (benchmarks, tests): the kimisim package is its sibling
+    sys.path.insert(0, SIM_DIR)
+from kimisim.inventories import host_groups  # noqa: E402  pylint: disable=wrong-import-position
+from kimisim.util import locked  # noqa: E402  pylint: disable=wrong-import-position
+
 REPO = os.path.dirname(SIM_DIR)
 DEFAULT_STATE = "/run/kimi-sim-light"
 STATE = os.environ.get("KIMI_SIM_LIGHT_STATE", DEFAULT_STATE)
@@ -44,15 +48,8 @@ def _run(cmd, **kw):
     return subprocess.run(cmd, check=False, capture_output=True, text=True, **kw)
 
 
-@contextlib.contextmanager
 def _locked():
-    os.makedirs(STATE, exist_ok=True)
-    fd = os.open(os.path.join(STATE, ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    return locked(STATE)
 
 
 def nodes(n):
@@ -204,14 +201,7 @@ def write_inventory(all_nodes, key):
              "        ansible_python_interpreter: /usr/bin/python3",
              "      children:", "        vllm_head:", "          hosts:"]
 
-    def host(n):
-        return ["            %s:" % n["name"], "              ansible_host: %s" % n["address"],
-                "              kimi_k3_internal_address: %s" % n["address"],
-                "              kimi_k3_api_host: %s" % n["address"]]
-    lines += host(all_nodes[0])
-    lines += ["        vllm_workers:", "          hosts:" + ("" if len(all_nodes) > 1 else " {}")]
-    for n in all_nodes[1:]:
-        lines += host(n)
+    lines += host_groups(all_nodes)
     _write(os.path.join(INVENTORY, "hosts.yml"), "\n".join(lines) + "\n")
 
 

@@ -149,81 +149,101 @@ def amd_smi_version(profile, as_json):
     return 0
 
 
+METRIC_FLAGS = {"-m": "mem_usage", "--mem-usage": "mem_usage", "-u": "usage", "--usage": "usage"}
+
+
+def _gpus_or_raise(profile, idx):
+    gpus = _selected(profile, idx)
+    if gpus is None:
+        raise LookupError
+    return gpus
+
+
+def _emit_sections(profile, items, as_json):
+    """Per-GPU sections [(gpu index, [(section, data)])] as amd-smi prints them (JSON or text)."""
+    if as_json:
+        data = [dict([("gpu", i)] + secs) for i, secs in items]
+        _out(json.dumps(_wrap(profile, data), indent=4) + "\n")
+    else:
+        _out("\n".join(_text_gpu(i, secs) for i, secs in items))
+    return 0
+
+
+def _amd_version(profile, rest, used):
+    _s, as_json, _g = _parse_amd_args(rest, {})
+    return amd_smi_version(profile, as_json)
+
+
+def _amd_list(profile, rest, used):
+    _s, as_json, idx = _parse_amd_args(rest, {})
+    gpus = _gpus_or_raise(profile, idx)
+    rows = [{"gpu": g["index"], "bdf": g["bdf"], "uuid": g["uuid"], "kfd_id": g["kfd_id"],
+             "node_id": g["node_id"], "partition_id": (g.get("partition") or {}).get("id", 0)} for g in gpus]
+    if as_json:
+        _out(json.dumps(rows, indent=4) + "\n")
+    else:
+        _out("".join("GPU: %d\n    BDF: %s\n    UUID: %s\n    KFD_ID: %s\n    NODE_ID: %s\n"
+                     "    PARTITION_ID: %s\n\n" % (
+                         r["gpu"], r["bdf"], r["uuid"], r["kfd_id"], r["node_id"], r["partition_id"])
+                     for r in rows))
+    return 0
+
+
+def _amd_static(profile, rest, used):
+    sections, as_json, idx = _parse_amd_args(rest, STATIC_FLAGS)
+    gpus = _gpus_or_raise(profile, idx)
+    wanted = [s for s in SECTION_ORDER if s in sections] or SECTION_ORDER
+    items = []
+    for g in gpus:
+        allsec = _gpu_sections(profile, g, used[g["index"]])
+        items.append((g["index"], [(s, allsec[s]) for s in wanted]))
+    return _emit_sections(profile, items, as_json)
+
+
+def _metric_sections(g, u):
+    total = g["memory_total_mib"]
+    return {
+        "usage": {"gfx_activity": _vu(g.get("gpu_util_pct", 0), "%"), "umc_activity": _vu(0, "%"),
+                  "mm_activity": _vu(0, "%")},
+        "mem_usage": {"total_vram": _vu(total, "MB"), "used_vram": _vu(u, "MB"),
+                      "free_vram": _vu(total - u, "MB"), "total_visible_vram": _vu(total, "MB"),
+                      "used_visible_vram": _vu(u, "MB"), "free_visible_vram": _vu(total - u, "MB"),
+                      "total_gtt": _vu(1547872, "MB"), "used_gtt": _vu(21, "MB"),
+                      "free_gtt": _vu(1547851, "MB")},
+    }
+
+
+def _amd_metric(profile, rest, used):
+    sections, as_json, idx = _parse_amd_args(rest, METRIC_FLAGS)
+    gpus = _gpus_or_raise(profile, idx)
+    wanted = [s for s in ("usage", "mem_usage") if s in sections] or ["usage", "mem_usage"]
+    items = []
+    for g in gpus:
+        sec = _metric_sections(g, used[g["index"]])
+        items.append((g["index"], [(s, sec[s]) for s in wanted]))
+    return _emit_sections(profile, items, as_json)
+
+
+AMD_SMI_COMMANDS = {"version": _amd_version, "list": _amd_list, "static": _amd_static, "metric": _amd_metric}
+
+
 def amd_smi(profile, argv):
     if not argv or argv[0] in ("-h", "--help"):
         _out("usage: amd-smi [-h] {version,list,static,metric} ...  (kimi-sim fake)\n")
         return 0
     cmd, rest = argv[0], argv[1:]
     used = simcommon.memory_used(profile)
+    if cmd not in AMD_SMI_COMMANDS:
+        _err("amd-smi: error: argument command: invalid choice: '%s'\n" % cmd)
+        return 2
     try:
-        if cmd == "version":
-            _s, as_json, _g = _parse_amd_args(rest, {})
-            return amd_smi_version(profile, as_json)
-        if cmd == "list":
-            _s, as_json, idx = _parse_amd_args(rest, {})
-            gpus = _selected(profile, idx)
-            if gpus is None:
-                raise LookupError
-            rows = [{"gpu": g["index"], "bdf": g["bdf"], "uuid": g["uuid"], "kfd_id": g["kfd_id"],
-                     "node_id": g["node_id"], "partition_id": (g.get("partition") or {}).get("id", 0)} for g in gpus]
-            if as_json:
-                _out(json.dumps(rows, indent=4) + "\n")
-            else:
-                _out("".join("GPU: %d\n    BDF: %s\n    UUID: %s\n    KFD_ID: %s\n    NODE_ID: %s\n"
-                             "    PARTITION_ID: %s\n\n" % (
-                                 r["gpu"], r["bdf"], r["uuid"], r["kfd_id"], r["node_id"], r["partition_id"])
-                             for r in rows))
-            return 0
-        if cmd == "static":
-            sections, as_json, idx = _parse_amd_args(rest, STATIC_FLAGS)
-            gpus = _selected(profile, idx)
-            if gpus is None:
-                raise LookupError
-            wanted = [s for s in SECTION_ORDER if s in sections] or SECTION_ORDER
-            items = []
-            for g in gpus:
-                allsec = _gpu_sections(profile, g, used[g["index"]])
-                items.append((g["index"], [(s, allsec[s]) for s in wanted]))
-            if as_json:
-                data = [dict([("gpu", i)] + secs) for i, secs in items]
-                _out(json.dumps(_wrap(profile, data), indent=4) + "\n")
-            else:
-                _out("\n".join(_text_gpu(i, secs) for i, secs in items))
-            return 0
-        if cmd == "metric":
-            flags = {"-m": "mem_usage", "--mem-usage": "mem_usage", "-u": "usage", "--usage": "usage"}
-            sections, as_json, idx = _parse_amd_args(rest, flags)
-            gpus = _selected(profile, idx)
-            if gpus is None:
-                raise LookupError
-            wanted = [s for s in ("usage", "mem_usage") if s in sections] or ["usage", "mem_usage"]
-            items = []
-            for g in gpus:
-                total, u = g["memory_total_mib"], used[g["index"]]
-                sec = {
-                    "usage": {"gfx_activity": _vu(g.get("gpu_util_pct", 0), "%"), "umc_activity": _vu(0, "%"),
-                              "mm_activity": _vu(0, "%")},
-                    "mem_usage": {"total_vram": _vu(total, "MB"), "used_vram": _vu(u, "MB"),
-                                  "free_vram": _vu(total - u, "MB"), "total_visible_vram": _vu(total, "MB"),
-                                  "used_visible_vram": _vu(u, "MB"), "free_visible_vram": _vu(total - u, "MB"),
-                                  "total_gtt": _vu(1547872, "MB"), "used_gtt": _vu(21, "MB"),
-                                  "free_gtt": _vu(1547851, "MB")},
-                }
-                items.append((g["index"], [(s, sec[s]) for s in wanted]))
-            if as_json:
-                data = [dict([("gpu", i)] + secs) for i, secs in items]
-                _out(json.dumps(_wrap(profile, data), indent=4) + "\n")
-            else:
-                _out("\n".join(_text_gpu(i, secs) for i, secs in items))
-            return 0
+        return AMD_SMI_COMMANDS[cmd](profile, rest, used)
     except ValueError as exc:
         _err("amd-smi: error: unrecognized arguments: %s\n" % exc)
         return 2
     except LookupError:
         _err("amd-smi: error: GPU index out of range (valid: 0-%d)\n" % (len(profile["gpus"]) - 1))
         return 2
-    _err("amd-smi: error: argument command: invalid choice: '%s'\n" % cmd)
-    return 2
 
 
 # ------------------------------------------------------------------------------------------ rocm-smi
@@ -265,11 +285,66 @@ def _product(profile, g):
             "Node ID": str(g["node_id"]), "GFX Version": g.get("target_graphics_version", "gfx950")}
 
 
+ROCM_SMI_KNOWN = {"--showproductname", "-i", "--showid", "--showdriverversion", "--showmeminfo", "vram", "--json",
+                  "--csv", "--alldevices"}
+
+
+def _rocm_cards(profile, used, product, mem):
+    cards = {}
+    for g in profile["gpus"]:
+        card = {}
+        if product:
+            card.update(_product(profile, g))
+        if mem:
+            card["VRAM Total Memory (B)"] = str(g["memory_total_mib"] * 1024 * 1024)
+            card["VRAM Total Used Memory (B)"] = str(used[g["index"]] * 1024 * 1024)
+        cards["card%d" % g["index"]] = card
+    return cards
+
+
+def _rocm_json(cards, system):
+    data = {k: v for k, v in cards.items() if v}
+    if system:
+        data["system"] = system
+    _out(json.dumps(data) + "\n")
+    return 0
+
+
+def _rocm_csv(cards, system):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if any(cards.values()):
+        keys = list(next(iter(cards.values())).keys())
+        w.writerow(["device"] + keys)
+        for name, card in cards.items():
+            w.writerow([name] + [card[k] for k in keys])
+    if system:
+        w.writerow(["system", "Driver version"])
+        w.writerow(["system", system["Driver version"]])
+    _out(buf.getvalue())
+    return 0
+
+
+def _rocm_text(cards, system, product, mem):
+    out = [_title("ROCm System Management Interface")]
+    if product or mem:
+        out.append(_title("Product Info" if product else "Memory Usage (Bytes)"))
+        for name, card in cards.items():
+            for k, v in card.items():
+                out.append("GPU[%s]\t\t: %s: %s" % (name[4:], k, v))
+        out.append("=" * 124)
+    if system:
+        out.append(_title("Version of System Component"))
+        out.append("Driver version: %s" % system["Driver version"])
+        out.append("=" * 124)
+    out.append(_title("End of ROCm SMI Log"))
+    _out("\n".join(out) + "\n")
+    return 0
+
+
 def rocm_smi(profile, argv):
     used = simcommon.memory_used(profile)
-    known = {"--showproductname", "-i", "--showid", "--showdriverversion", "--showmeminfo", "vram", "--json",
-             "--csv", "--alldevices"}
-    bad = [a for a in argv if a not in known]
+    bad = [a for a in argv if a not in ROCM_SMI_KNOWN]
     if bad:
         _out("usage: rocm-smi [-h] ... (kimi-sim fake)\nrocm-smi: error: unrecognized arguments: %s\n" % " ".join(bad))
         return 2
@@ -285,49 +360,13 @@ def rocm_smi(profile, argv):
             _out("WARNING: No JSON data to report\n")
             return 0
         return rocm_smi_concise(profile, used)
-    cards = {}
-    for g in profile["gpus"]:
-        card = {}
-        if product:
-            card.update(_product(profile, g))
-        if mem:
-            card["VRAM Total Memory (B)"] = str(g["memory_total_mib"] * 1024 * 1024)
-            card["VRAM Total Used Memory (B)"] = str(used[g["index"]] * 1024 * 1024)
-        cards["card%d" % g["index"]] = card
+    cards = _rocm_cards(profile, used, product, mem)
     system = {"Driver version": profile["rocm"]["amdgpu_version"]} if driver else None
     if as_json:
-        data = {k: v for k, v in cards.items() if v}
-        if system:
-            data["system"] = system
-        _out(json.dumps(data) + "\n")
-        return 0
+        return _rocm_json(cards, system)
     if as_csv:
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        if any(cards.values()):
-            keys = list(next(iter(cards.values())).keys())
-            w.writerow(["device"] + keys)
-            for name, card in cards.items():
-                w.writerow([name] + [card[k] for k in keys])
-        if system:
-            w.writerow(["system", "Driver version"])
-            w.writerow(["system", system["Driver version"]])
-        _out(buf.getvalue())
-        return 0
-    out = [_title("ROCm System Management Interface")]
-    if product or mem:
-        out.append(_title("Product Info" if product else "Memory Usage (Bytes)"))
-        for name, card in cards.items():
-            for k, v in card.items():
-                out.append("GPU[%s]\t\t: %s: %s" % (name[4:], k, v))
-        out.append("=" * 124)
-    if system:
-        out.append(_title("Version of System Component"))
-        out.append("Driver version: %s" % system["Driver version"])
-        out.append("=" * 124)
-    out.append(_title("End of ROCm SMI Log"))
-    _out("\n".join(out) + "\n")
-    return 0
+        return _rocm_csv(cards, system)
+    return _rocm_text(cards, system, product, mem)
 
 
 # ------------------------------------------------------------------------------------------ rocminfo

@@ -367,14 +367,9 @@ def _xml(tag, val, depth, out, attrs=""):
         out.append("%s<%s%s>%s</%s>" % (tabs, tag, attrs, _esc(val), tag))
 
 
-def _gpu_x_items(profile, g, used):
-    dom, bus, dev = _bus_parts(g)
-    plat, fab = g.get("platform"), g.get("fabric")
-    total, reserved = g["memory_total_mib"], g.get("memory_reserved_mib", 0)
+def _x_identity(g):
     mig = g.get("mig_mode", "Disabled")
-    pw = g.get("power_draw_w", 0)
-    clk, mclk = g.get("clocks_mhz") or {}, g.get("max_clocks_mhz") or {}
-    items = [
+    return [
         ("product_name", g["name"]), ("product_brand", g.get("product_brand", "NVIDIA")),
         ("product_architecture", g.get("product_architecture", "Blackwell")),
         ("display_mode", "Requested functionality has been deprecated"), ("display_attached", "Yes"),
@@ -390,25 +385,36 @@ def _gpu_x_items(profile, g, used):
         ("board_part_number", g.get("board_part_number", NA)), ("gpu_part_number", g.get("gpu_part_number", NA)),
         ("gpu_fru_part_number", NA),
     ]
-    if plat:
-        items.append(("platformInfo", [
-            ("chassis_serial_number", plat.get("chassis_serial_number")), ("slot_number", plat.get("slot_number")),
-            ("tray_index", plat.get("tray_index")), ("host_id", plat.get("host_id")),
-            ("peer_type", plat.get("peer_type")), ("module_id", plat.get("module_id")),
-            ("gpu_fabric_guid", plat.get("gpu_fabric_guid"))]))
-    items += [
-        ("c2c_mode", g.get("c2c_mode")),
-        ("gsp_firmware_version", profile["driver"]["version"]),
-        ("pci", [("pci_bus", bus), ("pci_device", dev), ("pci_domain", dom[-4:]), ("pci_base_class", "3"),
-                 ("pci_sub_class", "2"), ("pci_device_id", g["pci_device_id"].replace("0x", "")),
-                 ("pci_bus_id", g["pci_bus_id"]),
-                 ("pci_sub_system_id", str(g.get("pci_sub_system_id", NA)).replace("0x", ""))]),
-        ("fan_speed", NA if _gpu_na(g.get("fan_speed")) else "%s %%" % g["fan_speed"]),
-        ("performance_state", g.get("performance_state", "P0")),
+
+
+def _x_platform(plat):
+    return [("platformInfo", [
+        ("chassis_serial_number", plat.get("chassis_serial_number")), ("slot_number", plat.get("slot_number")),
+        ("tray_index", plat.get("tray_index")), ("host_id", plat.get("host_id")),
+        ("peer_type", plat.get("peer_type")), ("module_id", plat.get("module_id")),
+        ("gpu_fabric_guid", plat.get("gpu_fabric_guid"))])] if plat else []
+
+
+def _x_pci(g):
+    dom, bus, dev = _bus_parts(g)
+    return [("pci_bus", bus), ("pci_device", dev), ("pci_domain", dom[-4:]), ("pci_base_class", "3"),
+            ("pci_sub_class", "2"), ("pci_device_id", g["pci_device_id"].replace("0x", "")),
+            ("pci_bus_id", g["pci_bus_id"]),
+            ("pci_sub_system_id", str(g.get("pci_sub_system_id", NA)).replace("0x", ""))]
+
+
+def _x_memory(g, used):
+    total, reserved = g["memory_total_mib"], g.get("memory_reserved_mib", 0)
+    return [
         ("fb_memory_usage", [("total", "%d MiB" % total), ("reserved", "%d MiB" % reserved),
                              ("used", "%d MiB" % used), ("free", "%d MiB" % max(0, total - reserved - used))]),
         ("bar1_memory_usage", [("total", "%d MiB" % g.get("bar1_total_mib", 262144)), ("used", "0 MiB"),
                                ("free", "%d MiB" % g.get("bar1_total_mib", 262144))]),
+    ]
+
+
+def _x_health(g):
+    return [
         ("compute_mode", g.get("compute_mode", "Default")),
         ("utilization", [("gpu_util", "%d %%" % g.get("gpu_util_pct", 0)),
                          ("memory_util", "%d %%" % g.get("memory_util_pct", 0))]),
@@ -417,30 +423,52 @@ def _gpu_x_items(profile, g, used):
         ("remapped_rows", [("remapped_row_corr", "0"), ("remapped_row_unc", "0"), ("remapped_row_pending", "No"),
                            ("remapped_row_failure", "No")]),
         ("temperature", [("gpu_temp", "%d C" % g.get("temperature_c", 30))]),
-        ("gpu_power_readings", [
-            ("power_state", g.get("performance_state", "P0")), ("average_power_draw", _w(pw)),
-            ("instant_power_draw", _w(pw)), ("current_power_limit", _w(g["power_limit_w"])),
-            ("requested_power_limit", _w(g["power_limit_w"])), ("default_power_limit", _w(g["power_limit_w"])),
-            ("min_power_limit", _w(g.get("power_limit_min_w", 200.0))),
-            ("max_power_limit", _w(g.get("power_limit_max_w", g["power_limit_w"])))]),
     ]
+
+
+def _x_power(g):
+    pw = g.get("power_draw_w", 0)
+    items = [("gpu_power_readings", [
+        ("power_state", g.get("performance_state", "P0")), ("average_power_draw", _w(pw)),
+        ("instant_power_draw", _w(pw)), ("current_power_limit", _w(g["power_limit_w"])),
+        ("requested_power_limit", _w(g["power_limit_w"])), ("default_power_limit", _w(g["power_limit_w"])),
+        ("min_power_limit", _w(g.get("power_limit_min_w", 200.0))),
+        ("max_power_limit", _w(g.get("power_limit_max_w", g["power_limit_w"])))])]
     if g.get("module_power_limit_w"):
         m = g["module_power_limit_w"]
         items.append(("module_power_readings", [
             ("power_state", g.get("performance_state", "P0")), ("current_power_limit", _w(m)),
             ("default_power_limit", _w(m)), ("max_power_limit", _w(m))]))
-    if clk:
-        items.append(("clocks", [("graphics_clock", "%d MHz" % clk["graphics"]), ("sm_clock", "%d MHz" % clk["sm"]),
-                                 ("mem_clock", "%d MHz" % clk["mem"]), ("video_clock", "%d MHz" % clk["video"])]))
-    if mclk:
-        items.append(("max_clocks", [("graphics_clock", "%d MHz" % mclk["graphics"]),
-                                     ("sm_clock", "%d MHz" % mclk["sm"]), ("mem_clock", "%d MHz" % mclk["mem"]),
-                                     ("video_clock", "%d MHz" % mclk["video"])]))
-    if fab:
-        items.append(("fabric", [
-            ("state", fab.get("state", NA)), ("status", fab.get("status", NA)),
-            ("cliqueId", fab.get("clique_id", NA)), ("clusterUuid", fab.get("cluster_uuid", NA)),
-            ("health", _health_rows(fab.get("health") or {}, xml=True))]))
+    return items
+
+
+def _x_clocks(tag, clk):
+    if not clk:
+        return []
+    return [(tag, [("graphics_clock", "%d MHz" % clk["graphics"]), ("sm_clock", "%d MHz" % clk["sm"]),
+                   ("mem_clock", "%d MHz" % clk["mem"]), ("video_clock", "%d MHz" % clk["video"])])]
+
+
+def _x_fabric(fab):
+    return [("fabric", [
+        ("state", fab.get("state", NA)), ("status", fab.get("status", NA)),
+        ("cliqueId", fab.get("clique_id", NA)), ("clusterUuid", fab.get("cluster_uuid", NA)),
+        ("health", _health_rows(fab.get("health") or {}, xml=True))])] if fab else []
+
+
+def _gpu_x_items(profile, g, used):
+    """The <gpu> element of `nvidia-smi -q -x`, as (tag, value) pairs in the driver's order."""
+    items = _x_identity(g) + _x_platform(g.get("platform"))
+    items += [
+        ("c2c_mode", g.get("c2c_mode")),
+        ("gsp_firmware_version", profile["driver"]["version"]),
+        ("pci", _x_pci(g)),
+        ("fan_speed", NA if _gpu_na(g.get("fan_speed")) else "%s %%" % g["fan_speed"]),
+        ("performance_state", g.get("performance_state", "P0")),
+    ]
+    items += _x_memory(g, used) + _x_health(g) + _x_power(g)
+    items += _x_clocks("clocks", g.get("clocks_mhz") or {}) + _x_clocks("max_clocks", g.get("max_clocks_mhz") or {})
+    items += _x_fabric(g.get("fabric"))
     items += [("processes", ""), ("accounted_processes", "")]
     return items
 
@@ -473,6 +501,86 @@ def _select(profile, ids):
     return sel
 
 
+# Flags without a value: the options they set.
+_SMI_SWITCHES = {"-q": ("q",), "--query": ("q",), "-x": ("x",), "--xml-format": ("x",), "-qx": ("q", "x"),
+                 "-xq": ("q", "x"), "-L": ("L",), "--list-gpus": ("L",)}
+# Subcommand flags: (subcommand, flag) -> option.
+_SMI_SUB_SWITCHES = {("topo", "-m"): "m", ("topo", "--matrix"): "m", ("nvlink", "-s"): "s", ("nvlink", "--status"): "s"}
+
+
+def _smi_value(args, i, name):
+    """The value of the option at args[i] (`--opt=value` or `--opt value`) and the index of its last token."""
+    a = args[i]
+    if "=" in a and a.startswith("--"):
+        return a.split("=", 1)[1], i
+    if i + 1 >= len(args):
+        raise ValueError(name)
+    return args[i + 1], i + 1
+
+
+def _smi_option(args, i, sub, opts):
+    """Apply the option at args[i] to opts; returns the index of its last token. ValueError: not an option here."""
+    a = args[i]
+    if a in _SMI_SWITCHES:
+        for key in _SMI_SWITCHES[a]:
+            opts[key] = True
+    elif a in ("-i", "--id") or a.startswith("--id="):
+        opts["ids"], i = _smi_value(args, i, "id")
+    elif a.startswith("-i") and len(a) > 2:
+        opts["ids"] = a[2:]
+    elif a == "--query-gpu" or a.startswith("--query-gpu="):
+        opts["query"], i = _smi_value(args, i, "query-gpu")
+    elif a == "--format" or a.startswith("--format="):
+        opts["fmt"], i = _smi_value(args, i, "format")
+    elif (sub, a) in _SMI_SUB_SWITCHES:
+        opts[_SMI_SUB_SWITCHES[(sub, a)]] = True
+    elif a in ("-d", "--display"):
+        _value, i = _smi_value(args, i, "display")  # accepted, sections are not filtered
+    else:
+        raise ValueError(a)
+    return i
+
+
+def _smi_args(argv):
+    """(subcommand or None, options) of an nvidia-smi command line; ValueError when the driver's tool refuses it."""
+    args = list(argv)
+    opts = {"q": False, "x": False, "L": False, "ids": None, "query": None, "fmt": None}
+    sub = None
+    if args and args[0] in ("topo", "nvlink"):
+        sub = args.pop(0)
+    i = 0
+    while i < len(args):
+        i = _smi_option(args, i, sub, opts) + 1
+    return sub, opts
+
+
+def _invalid():
+    _out(INVALID_ARGS + "\n")
+    return 2
+
+
+def _smi_sub(profile, gpus, sub, opts):
+    if sub == "topo":
+        return topo_matrix(profile, gpus) if opts.get("m") else _invalid()
+    return nvlink_status(profile, gpus) if opts.get("s") else _invalid()
+
+
+def _smi_report(profile, gpus, opts):
+    """The main command's output: a query, the GPU list, the -q report or the table."""
+    used = simcommon.memory_used(profile)
+    if opts["query"] is not None:
+        if opts["fmt"] is None or opts["q"] or opts["L"]:
+            return _invalid()
+        return query_gpu(profile, gpus, used, opts["query"], opts["fmt"])
+    if opts["L"]:
+        return list_gpus(profile, gpus)
+    if opts["q"]:
+        return query_xml(profile, gpus, used) if opts["x"] else query_text(profile, gpus, used)
+    if opts["x"] or opts["fmt"]:
+        return _invalid()
+    return table(profile, gpus, used)
+
+
 def nvidia_smi(profile, argv):
     if argv[:1] in (["-h"], ["--help"]):
         _out("NVIDIA System Management Interface -- v%s (kimi-sim fake)\n\n"
@@ -485,82 +593,17 @@ def nvidia_smi(profile, argv):
     if not profile["gpus"]:
         _out("No devices were found\n")
         return 6
-    args = list(argv)
-    opts = {"q": False, "x": False, "L": False, "ids": None, "query": None, "fmt": None}
-    sub = None
-    if args and args[0] in ("topo", "nvlink"):
-        sub = args.pop(0)
-    i = 0
-
-    def val(name):
-        nonlocal i
-        a = args[i]
-        if "=" in a and a.startswith("--"):
-            return a.split("=", 1)[1]
-        if i + 1 >= len(args):
-            raise ValueError(name)
-        i += 1
-        return args[i]
-
     try:
-        while i < len(args):
-            a = args[i]
-            if a in ("-q", "--query"):
-                opts["q"] = True
-            elif a in ("-x", "--xml-format"):
-                opts["x"] = True
-            elif a in ("-qx", "-xq"):
-                opts["q"] = opts["x"] = True
-            elif a in ("-L", "--list-gpus"):
-                opts["L"] = True
-            elif a in ("-i", "--id") or a.startswith("--id="):
-                opts["ids"] = val("id")
-            elif a.startswith("-i") and len(a) > 2:
-                opts["ids"] = a[2:]
-            elif a == "--query-gpu" or a.startswith("--query-gpu="):
-                opts["query"] = val("query-gpu")
-            elif a == "--format" or a.startswith("--format="):
-                opts["fmt"] = val("format")
-            elif sub == "topo" and a in ("-m", "--matrix"):
-                opts["m"] = True
-            elif sub == "nvlink" and a in ("-s", "--status"):
-                opts["s"] = True
-            elif a in ("-d", "--display"):
-                val("display")  # accepted, sections are not filtered
-            else:
-                raise ValueError(a)
-            i += 1
+        sub, opts = _smi_args(argv)
     except ValueError:
-        _out(INVALID_ARGS + "\n")
-        return 2
+        return _invalid()
     gpus = _select(profile, opts["ids"])
     if gpus is None:
         _out("No devices were found\n")
         return 6
-    used = simcommon.memory_used(profile)
-    if sub == "topo":
-        if not opts.get("m"):
-            _out(INVALID_ARGS + "\n")
-            return 2
-        return topo_matrix(profile, gpus)
-    if sub == "nvlink":
-        if not opts.get("s"):
-            _out(INVALID_ARGS + "\n")
-            return 2
-        return nvlink_status(profile, gpus)
-    if opts["query"] is not None:
-        if opts["fmt"] is None or opts["q"] or opts["L"]:
-            _out(INVALID_ARGS + "\n")
-            return 2
-        return query_gpu(profile, gpus, used, opts["query"], opts["fmt"])
-    if opts["L"]:
-        return list_gpus(profile, gpus)
-    if opts["q"]:
-        return query_xml(profile, gpus, used) if opts["x"] else query_text(profile, gpus, used)
-    if opts["x"] or opts["fmt"]:
-        _out(INVALID_ARGS + "\n")
-        return 2
-    return table(profile, gpus, used)
+    if sub:
+        return _smi_sub(profile, gpus, sub, opts)
+    return _smi_report(profile, gpus, opts)
 
 
 # ------------------------------------------------------------------------------------------ nvidia-imex-ctl

@@ -156,12 +156,34 @@ def _node_address(profile, index):
     return str(ipaddress.ip_address(base) + index)
 
 
-def expand(profile):
-    """Derive the per-node sections of a profile that carries `node` (name, index, address)."""
-    p = copy.deepcopy(profile)
+def _nvidia_gpu(p, g, i, seed):
+    """NVIDIA per-GPU identity: UUID, minor number, serial, PDI, fabric and platform (tray, fabric GUID)."""
     node = p["node"]
-    name = node["name"]
-    vendor = p["vendor"]
+    g.setdefault("uuid", nvidia_uuid(seed))
+    g.setdefault("minor_number", i)
+    if "serial" not in g:
+        # two GPUs of one Grace module share a serial on GB trays (real GB300 capture)
+        per = int(p.get("gpus_per_serial", 1))
+        g["serial"] = str(int(p.get("serial_base", 1650000000000)) + 1000 * node["index"] + i // per + 1)
+    g.setdefault("pdi", "0x" + _hex(seed + "/pdi", 16))
+    fabric = p.get("fabric")
+    g["fabric"] = deep_merge(fabric, g.get("fabric") or {}) if fabric else None
+    if g.get("platform"):
+        plat = g["platform"]
+        plat["tray_index"] = int(plat.get("tray_index", 0)) + node["index"]
+        plat.setdefault("gpu_fabric_guid", "0x" + _hex(seed + "/fguid", 16))
+
+
+def _amd_gpu(g, i, seed):
+    """AMD per-GPU identity: UUID, ASIC serial, KFD id, render minor, HSA UUID."""
+    g.setdefault("uuid", amd_uuid(seed, g.get("device_id", "0x75a3")))
+    g.setdefault("asic_serial", "0x" + _hex(seed + "/serial", 16).upper())
+    g.setdefault("kfd_id", int(_hex(seed + "/kfd", 4), 16))
+    g.setdefault("render_minor", 128 + 8 * i)
+    g.setdefault("hsa_uuid", "GPU-" + _hex(seed + "/hsa", 16))
+
+
+def _expand_gpus(p):
     slots = p.get("gpu_slots", [])
     count = int(p["gpu_count"])
     if count > len(slots):
@@ -172,55 +194,55 @@ def expand(profile):
         g = deep_merge(p["gpu"], slots[i])
         g = deep_merge(g, overrides.get(str(i), {}))
         g["index"] = i
-        seed = "%s/%s/gpu%d/%s" % (p["accelerator"], name, i, g.get("name"))
-        if vendor == "nvidia":
-            g.setdefault("uuid", nvidia_uuid(seed))
-            g.setdefault("minor_number", i)
-            if "serial" not in g:
-                # two GPUs of one Grace module share a serial on GB trays (real GB300 capture)
-                per = int(p.get("gpus_per_serial", 1))
-                g["serial"] = str(int(p.get("serial_base", 1650000000000)) + 1000 * node["index"] + i // per + 1)
-            g.setdefault("pdi", "0x" + _hex(seed + "/pdi", 16))
-            fabric = p.get("fabric")
-            g["fabric"] = deep_merge(fabric, g.get("fabric") or {}) if fabric else None
-            if g.get("platform"):
-                plat = g["platform"]
-                plat["tray_index"] = int(plat.get("tray_index", 0)) + node["index"]
-                plat.setdefault("gpu_fabric_guid", "0x" + _hex(seed + "/fguid", 16))
+        seed = "%s/%s/gpu%d/%s" % (p["accelerator"], p["node"]["name"], i, g.get("name"))
+        if p["vendor"] == "nvidia":
+            _nvidia_gpu(p, g, i, seed)
         else:
-            g.setdefault("uuid", amd_uuid(seed, g.get("device_id", "0x75a3")))
-            g.setdefault("asic_serial", "0x" + _hex(seed + "/serial", 16).upper())
-            g.setdefault("kfd_id", int(_hex(seed + "/kfd", 4), 16))
-            g.setdefault("render_minor", 128 + 8 * i)
-            g.setdefault("hsa_uuid", "GPU-" + _hex(seed + "/hsa", 16))
+            _amd_gpu(g, i, seed)
         gpus.append(g)
-    p["gpus"] = gpus
+    return gpus
 
+
+def _expand_rdma(p):
     rdma = p.get("rdma") or {}
     for dev_name, dev in (rdma.get("devices") or {}).items():
-        dev.setdefault("node_guid", _guid("%s/%s" % (name, dev_name)))
+        dev.setdefault("node_guid", _guid("%s/%s" % (p["node"]["name"], dev_name)))
         dev.setdefault("sys_image_guid", dev["node_guid"])
 
-    imex = p.get("imex")
-    if imex:
-        nodes = imex.get("domain_nodes") or [node["address"]]
-        statuses = imex.get("node_status") or {}
-        rows = []
-        for addr in nodes:
-            default = "READY" if addr == node["address"] else imex.get("peer_status", "READY")
-            rows.append({"address": addr, "status": statuses.get(addr, default)})
-        imex["nodes"] = rows
-        imex["version"] = imex.get("version_override") or ".".join(p["driver"]["version"].split(".")[:2])
 
+def _expand_imex(p):
+    imex = p.get("imex")
+    if not imex:
+        return
+    node = p["node"]
+    nodes = imex.get("domain_nodes") or [node["address"]]
+    statuses = imex.get("node_status") or {}
+    rows = []
+    for addr in nodes:
+        default = "READY" if addr == node["address"] else imex.get("peer_status", "READY")
+        rows.append({"address": addr, "status": statuses.get(addr, default)})
+    imex["nodes"] = rows
+    imex["version"] = imex.get("version_override") or ".".join(p["driver"]["version"].split(".")[:2])
+
+
+def _cdi_devices(p, gpus):
     ctk = p.get("container_toolkit")
-    if vendor == "nvidia" and ctk and ctk.get("cdi_spec", True):
-        devs = ["nvidia.com/gpu=%d" % g["index"] for g in gpus]
-        if ctk.get("cdi_uuid_names", False):
-            devs += ["nvidia.com/gpu=%s" % g["uuid"] for g in gpus]
-        devs.append("nvidia.com/gpu=all")
-        p["cdi_devices"] = devs
-    else:
-        p["cdi_devices"] = []
+    if not (p["vendor"] == "nvidia" and ctk and ctk.get("cdi_spec", True)):
+        return []
+    devs = ["nvidia.com/gpu=%d" % g["index"] for g in gpus]
+    if ctk.get("cdi_uuid_names", False):
+        devs += ["nvidia.com/gpu=%s" % g["uuid"] for g in gpus]
+    devs.append("nvidia.com/gpu=all")
+    return devs
+
+
+def expand(profile):
+    """Derive the per-node sections of a profile that carries `node` (name, index, address)."""
+    p = copy.deepcopy(profile)
+    p["gpus"] = _expand_gpus(p)
+    _expand_rdma(p)
+    _expand_imex(p)
+    p["cdi_devices"] = _cdi_devices(p, p["gpus"])
     return p
 
 

@@ -55,27 +55,78 @@ def _gid_lines(profile, name, dev, ordinal, port):
     return ["\t\t\tGID[%3d]:\t\t%s" % (0, full)]
 
 
-def ibv_devinfo(profile, argv):
+def _ibv_args(argv):
+    """(device, port, verbose, list only) of an ibv_devinfo command line; IndexError/ValueError: a bad one."""
     dev_filter, port_filter, verbose, list_only = None, None, False, False
     i = 0
-    try:
-        while i < len(argv):
-            a = argv[i]
-            if a in ("-d", "--ib-dev"):
-                i += 1
-                dev_filter = argv[i]
-            elif a.startswith("--ib-dev="):
-                dev_filter = a.split("=", 1)[1]
-            elif a in ("-i", "--ib-port"):
-                i += 1
-                port_filter = int(argv[i])
-            elif a in ("-v", "--verbose"):
-                verbose = True
-            elif a in ("-l", "--list"):
-                list_only = True
-            else:
-                raise ValueError(a)
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-d", "--ib-dev"):
             i += 1
+            dev_filter = argv[i]
+        elif a.startswith("--ib-dev="):
+            dev_filter = a.split("=", 1)[1]
+        elif a in ("-i", "--ib-port"):
+            i += 1
+            port_filter = int(argv[i])
+        elif a in ("-v", "--verbose"):
+            verbose = True
+        elif a in ("-l", "--list"):
+            list_only = True
+        else:
+            raise ValueError(a)
+        i += 1
+    return dev_filter, port_filter, verbose, list_only
+
+
+def _ibv_device_lines(name, dev, nports, verbose):
+    out = ["hca_id:\t%s" % name,
+           "\ttransport:\t\t\tInfiniBand (0)",
+           "\tfw_ver:\t\t\t\t%s" % dev["fw_ver"],
+           "\tnode_guid:\t\t\t%s" % dev["node_guid"],
+           "\tsys_image_guid:\t\t\t%s" % dev["sys_image_guid"],
+           "\tvendor_id:\t\t\t0x02c9",
+           "\tvendor_part_id:\t\t\t%s" % dev["vendor_part_id"],
+           "\thw_ver:\t\t\t\t%s" % dev.get("hw_ver", "0x0"),
+           "\tboard_id:\t\t\t%s" % dev.get("board_id", "MT_0000000000"),
+           "\tphys_port_cnt:\t\t\t%d" % nports]
+    if verbose:
+        out += ["\tmax_mr_size:\t\t\t0xffffffffffffffff", "\tpage_size_cap:\t\t\t0xfffffffffffff000",
+                "\tmax_qp:\t\t\t\t131072", "\tmax_cq:\t\t\t\t16777216"]
+    return out
+
+
+def _ibv_port_lines(profile, ordinal, pnum, port):
+    st = port.get("state", "PORT_ACTIVE")
+    return ["\t\tport:\t%d" % pnum,
+            "\t\t\tstate:\t\t\t%s (%d)" % (st, STATE_CODES.get(st, 0)),
+            "\t\t\tmax_mtu:\t\t%s" % port.get("max_mtu", "4096 (5)"),
+            "\t\t\tactive_mtu:\t\t%s" % port.get("active_mtu", "4096 (5)"),
+            "\t\t\tsm_lid:\t\t\t%d" % _sm_lid(port),
+            "\t\t\tport_lid:\t\t%d" % _lid(profile, ordinal, port),
+            "\t\t\tport_lmc:\t\t0x00",
+            "\t\t\tlink_layer:\t\t%s" % port.get("link_layer", "InfiniBand")]
+
+
+def _ibv_lines(profile, devs, port_filter, verbose):
+    ords = _ordinals(profile)
+    out = []
+    for name, dev in devs:
+        ports = _ports(dev)
+        out += _ibv_device_lines(name, dev, len(ports), verbose)
+        for pnum, port in ports:
+            if port_filter is not None and pnum != port_filter:
+                continue
+            out += _ibv_port_lines(profile, ords[name], pnum, port)
+            if verbose:
+                out += _gid_lines(profile, name, dev, ords[name], port)
+        out.append("")
+    return out
+
+
+def ibv_devinfo(profile, argv):
+    try:
+        dev_filter, port_filter, verbose, list_only = _ibv_args(argv)
     except (IndexError, ValueError):
         sys.stderr.write("Usage: ibv_devinfo [-d device] [-i port] [-l] [-v]  (kimi-sim fake)\n")
         return 255
@@ -89,39 +140,7 @@ def ibv_devinfo(profile, argv):
         if not devs:
             sys.stderr.write("IB device '%s' wasn't found\n" % dev_filter)
             return 255
-    ords = _ordinals(profile)
-    out = []
-    for name, dev in devs:
-        ports = _ports(dev)
-        out += ["hca_id:\t%s" % name,
-                "\ttransport:\t\t\tInfiniBand (0)",
-                "\tfw_ver:\t\t\t\t%s" % dev["fw_ver"],
-                "\tnode_guid:\t\t\t%s" % dev["node_guid"],
-                "\tsys_image_guid:\t\t\t%s" % dev["sys_image_guid"],
-                "\tvendor_id:\t\t\t0x02c9",
-                "\tvendor_part_id:\t\t\t%s" % dev["vendor_part_id"],
-                "\thw_ver:\t\t\t\t%s" % dev.get("hw_ver", "0x0"),
-                "\tboard_id:\t\t\t%s" % dev.get("board_id", "MT_0000000000"),
-                "\tphys_port_cnt:\t\t\t%d" % len(ports)]
-        if verbose:
-            out += ["\tmax_mr_size:\t\t\t0xffffffffffffffff", "\tpage_size_cap:\t\t\t0xfffffffffffff000",
-                    "\tmax_qp:\t\t\t\t131072", "\tmax_cq:\t\t\t\t16777216"]
-        for pnum, port in ports:
-            if port_filter is not None and pnum != port_filter:
-                continue
-            st = port.get("state", "PORT_ACTIVE")
-            out += ["\t\tport:\t%d" % pnum,
-                    "\t\t\tstate:\t\t\t%s (%d)" % (st, STATE_CODES.get(st, 0)),
-                    "\t\t\tmax_mtu:\t\t%s" % port.get("max_mtu", "4096 (5)"),
-                    "\t\t\tactive_mtu:\t\t%s" % port.get("active_mtu", "4096 (5)"),
-                    "\t\t\tsm_lid:\t\t\t%d" % _sm_lid(port),
-                    "\t\t\tport_lid:\t\t%d" % _lid(profile, ords[name], port),
-                    "\t\t\tport_lmc:\t\t0x00",
-                    "\t\t\tlink_layer:\t\t%s" % port.get("link_layer", "InfiniBand")]
-            if verbose:
-                out += _gid_lines(profile, name, dev, ords[name], port)
-        out.append("")
-    _out("\n".join(out) + "\n")
+    _out("\n".join(_ibv_lines(profile, devs, port_filter, verbose)) + "\n")
     return 0
 
 

@@ -234,53 +234,36 @@ class ChatBehaviour(object):
         plan.finish_reason = "tool_calls"
         return plan
 
-    def _prepare(self, body):
-        msgs = body.get("messages")
+    def _scan(self, msgs):
+        """Prompt tokens and what the answer depends on (last user text and images, last role, last tool output)."""
         if not isinstance(msgs, list) or not msgs:
             raise RequestError("messages must be a non-empty list", param="messages")
-        prompt_tokens = 3
-        all_text = []
-        last_user_text, last_user_images, last_role, last_tool_text = "", [], None, ""
-        n_images = 0
+        scan = _Scan()
         for m in msgs:
             if not isinstance(m, dict) or "role" not in m:
                 raise RequestError("each message needs a role", param="messages")
             texts, images, other = _content_parts(m.get("content"))
             text = "\n".join(texts)
-            n_images += len(images)
+            scan.n_images += len(images)
             if other and self.language_only:
                 raise RequestError("This model does not support multimodal inputs (--language-model-only).")
-            prompt_tokens += MESSAGE_OVERHEAD + count_tokens(text) + self.image_tokens * (len(images) + other)
+            scan.prompt_tokens += MESSAGE_OVERHEAD + count_tokens(text) + self.image_tokens * (len(images) + other)
             if m.get("tool_calls"):
-                prompt_tokens += count_tokens(json.dumps(m["tool_calls"]))
-            all_text.append(text)
-            last_role = m["role"]
+                scan.prompt_tokens += count_tokens(json.dumps(m["tool_calls"]))
+            scan.all_text.append(text)
+            scan.last_role = m["role"]
             if m["role"] == "user":
-                last_user_text, last_user_images = text, images
+                scan.last_user_text, scan.last_user_images = text, images
             if m["role"] == "tool":
-                last_tool_text = text
-        if n_images and self.language_only:
+                scan.last_tool_text = text
+        if scan.n_images and self.language_only:
             raise RequestError("This model does not support multimodal inputs (--language-model-only).")
-        if "image" in self.mm_limits and n_images > self.mm_limits["image"]:
+        if "image" in self.mm_limits and scan.n_images > self.mm_limits["image"]:
             raise RequestError("At most %d image(s) may be provided in one prompt." % self.mm_limits["image"])
-        tools = body.get("tools") or []
-        if tools:
-            prompt_tokens += count_tokens(json.dumps(tools))
-        prompt_text = "\n".join(all_text)
+        return scan
 
-        # reasoning controls (§14.3)
-        effort = body.get("reasoning_effort")
-        if effort is not None and effort not in EFFORTS:
-            raise RequestError("Invalid reasoning_effort %r for Kimi K3: expected one of 'low', 'high', 'max', "
-                               "'none'." % (effort,), param="reasoning_effort")
-        kwargs = body.get("chat_template_kwargs") or {}
-        thinking = True
-        if kwargs.get("thinking") is False or kwargs.get("enable_thinking") is False or effort == "none":
-            thinking = False
-
-        # tool choice
-        tool_choice = body.get("tool_choice")
-        named = None
+    def _check_tool_choice(self, tool_choice, tools):
+        """The named tool of a named tool choice (None otherwise), after vLLM's checks of the choice."""
         if isinstance(tool_choice, dict):
             named = (tool_choice.get("function") or {}).get("name")
             if not self.strict:
@@ -288,7 +271,8 @@ class ChatBehaviour(object):
                                    "(VLLM_ENFORCE_STRICT_TOOL_CALLING=1).", param="tool_choice")
             if not any((t.get("function") or {}).get("name") == named for t in tools):
                 raise RequestError("Tool '%s' has not been passed in `tools`." % named, param="tool_choice")
-        elif tool_choice in (None, "auto"):
+            return named
+        if tool_choice in (None, "auto"):
             if tools and tool_choice == "auto" and not self.auto_tool:
                 raise RequestError('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
                                    'to be set', param="tool_choice")
@@ -297,31 +281,67 @@ class ChatBehaviour(object):
                 raise RequestError("When using `tool_choice`, `tools` must be set.", param="tool_choice")
         elif tool_choice != "none":
             raise RequestError("Invalid tool_choice %r" % (tool_choice,), param="tool_choice")
+        return None
 
+    def _max_tokens(self, body, prompt_tokens):
+        """The output budget: max_completion_tokens / max_tokens checked against the context, else what is left."""
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if prompt_tokens >= self.max_model_len:
             raise RequestError("This model's maximum context length is %d tokens. However, your request has %d input "
                                "tokens. Please reduce the length of the input messages."
                                % (self.max_model_len, prompt_tokens), param="messages")
         if max_tokens is None:
-            max_tokens = self.max_model_len - prompt_tokens
-        else:
-            try:
-                max_tokens = int(max_tokens)
-            except (TypeError, ValueError):
-                raise RequestError("max_tokens must be an integer", param="max_tokens")
-            if max_tokens < 1:
-                # vLLM's VLLMValidationError appends its parameter and value to the message
-                raise RequestError("max_tokens must be at least 1, got %d. (parameter=max_tokens, value=%d)"
-                                   % (max_tokens, max_tokens), param="max_tokens")
-            if prompt_tokens + max_tokens > self.max_model_len:
-                raise RequestError(
-                    "'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is "
-                    "%d tokens and your request has %d input tokens (%d > %d - %d)." % (
-                        max_tokens, self.max_model_len, prompt_tokens, max_tokens, self.max_model_len,
-                        prompt_tokens), param="max_tokens")
+            return self.max_model_len - prompt_tokens
+        try:
+            max_tokens = int(max_tokens)
+        except (TypeError, ValueError):
+            raise RequestError("max_tokens must be an integer", param="max_tokens")
+        if max_tokens < 1:
+            # vLLM's VLLMValidationError appends its parameter and value to the message
+            raise RequestError("max_tokens must be at least 1, got %d. (parameter=max_tokens, value=%d)"
+                               % (max_tokens, max_tokens), param="max_tokens")
+        if prompt_tokens + max_tokens > self.max_model_len:
+            raise RequestError(
+                "'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is "
+                "%d tokens and your request has %d input tokens (%d > %d - %d)." % (
+                    max_tokens, self.max_model_len, prompt_tokens, max_tokens, self.max_model_len,
+                    prompt_tokens), param="max_tokens")
+        return max_tokens
 
-        seed_material = hashlib.sha256(prompt_text.encode("utf-8", "replace")).hexdigest()
+    def _wants_tool(self, tools, scan, named, tool_choice):
+        return bool(tools) and scan.last_role != "tool" and (
+            named is not None or tool_choice == "required" or (
+                tool_choice in (None, "auto") and self.auto_tool and not declines_tools(scan.last_user_text)))
+
+    def _answer_text(self, plan, body, rng, budget, scan):
+        """The plain answer: the tool's result, the images' text, the solver's answer or filler."""
+        readable = [t for t in (png_ocr_text(u) for u in scan.last_user_images) if t]
+        if scan.last_role == "tool":
+            return "The tool returned: %s" % " ".join(scan.last_tool_text.split())[:200]
+        if scan.last_user_images and readable:
+            return "\n".join(readable)
+        if scan.last_user_images:
+            return "I cannot read the image: it could not be decoded."
+        if solver.solve(scan.last_user_text) is not None:
+            plan.answer = solver.solve(scan.last_user_text)
+            return plan.answer
+        ignore_eos = bool(body.get("ignore_eos"))
+        min_tokens = int(body.get("min_tokens") or 0)
+        n = budget[0] if ignore_eos else max(min_tokens, min(budget[0], self.natural_tokens))
+        if ignore_eos:
+            plan.finish_reason = "length"  # without an end of sequence only max_tokens stops it, as in vLLM
+        return _filler(rng, n * CHARS_PER_TOKEN)
+
+    def _prepare(self, body):
+        msgs = body.get("messages")
+        scan = self._scan(msgs)
+        tools = body.get("tools") or []
+        prompt_tokens = scan.prompt_tokens + (count_tokens(json.dumps(tools)) if tools else 0)
+        effort, thinking = _thinking(body)
+        tool_choice = body.get("tool_choice")
+        named = self._check_tool_choice(tool_choice, tools)
+        max_tokens = self._max_tokens(body, prompt_tokens)
+        seed_material = hashlib.sha256("\n".join(scan.all_text).encode("utf-8", "replace")).hexdigest()
         rng = random.Random(seed_material + str(body.get("seed", "")))
         plan = Plan()
         budget = [max_tokens]
@@ -334,39 +354,42 @@ class ChatBehaviour(object):
             return pieces[:n]
 
         if self.reasoning_parser and thinking:
-            size = {"low": 12, "high": 48, "max": 96}.get(effort, 24)
-            topic = " ".join(last_user_text.split())[:60] or "the request"
-            rtext = "The user asks: %s. " % topic
-            rtext += _filler(rng, size * CHARS_PER_TOKEN - len(rtext)) if size * CHARS_PER_TOKEN > len(rtext) else ""
-            plan.reasoning = take(tokenize(rtext.strip() + " I will answer concisely."))
+            plan.reasoning = take(tokenize(_reasoning_text(rng, effort, scan.last_user_text)))
         if budget[0] <= 0:
             return prompt_tokens, plan
-
-        want_tool = bool(tools) and last_role != "tool" and (
-            named is not None or tool_choice == "required" or (
-                tool_choice in (None, "auto") and self.auto_tool and not declines_tools(last_user_text)))
-        if want_tool:
-            return prompt_tokens, self._tool_plan(plan, take, budget, tools, last_user_text, named, msgs, body)
-
-        # plain answer
-        readable = [t for t in (png_ocr_text(u) for u in last_user_images) if t]
-        if last_role == "tool":
-            text = "The tool returned: %s" % " ".join(last_tool_text.split())[:200]
-        elif last_user_images and readable:
-            text = "\n".join(readable)
-        elif last_user_images:
-            text = "I cannot read the image: it could not be decoded."
-        elif solver.solve(last_user_text) is not None:
-            plan.answer = text = solver.solve(last_user_text)
-        else:
-            ignore_eos = bool(body.get("ignore_eos"))
-            min_tokens = int(body.get("min_tokens") or 0)
-            n = budget[0] if ignore_eos else max(min_tokens, min(budget[0], self.natural_tokens))
-            text = _filler(rng, n * CHARS_PER_TOKEN)
-            if ignore_eos:
-                plan.finish_reason = "length"  # without an end of sequence only max_tokens stops it, as in vLLM
-        plan.content = take(tokenize(text))
+        if self._wants_tool(tools, scan, named, tool_choice):
+            return prompt_tokens, self._tool_plan(plan, take, budget, tools, scan.last_user_text, named, msgs, body)
+        plan.content = take(tokenize(self._answer_text(plan, body, rng, budget, scan)))
         return prompt_tokens, plan
+
+
+class _Scan(object):
+    """What a request's messages hold, as the answer needs it."""
+
+    def __init__(self):
+        self.prompt_tokens = 3
+        self.all_text = []
+        self.last_user_text, self.last_user_images, self.last_role, self.last_tool_text = "", [], None, ""
+        self.n_images = 0
+
+
+def _thinking(body):
+    """(reasoning_effort, thinking on) of a request (reference 14.3)."""
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in EFFORTS:
+        raise RequestError("Invalid reasoning_effort %r for Kimi K3: expected one of 'low', 'high', 'max', "
+                           "'none'." % (effort,), param="reasoning_effort")
+    kwargs = body.get("chat_template_kwargs") or {}
+    thinking = not (kwargs.get("thinking") is False or kwargs.get("enable_thinking") is False or effort == "none")
+    return effort, thinking
+
+
+def _reasoning_text(rng, effort, last_user_text):
+    size = {"low": 12, "high": 48, "max": 96}.get(effort, 24)
+    topic = " ".join(last_user_text.split())[:60] or "the request"
+    rtext = "The user asks: %s. " % topic
+    rtext += _filler(rng, size * CHARS_PER_TOKEN - len(rtext)) if size * CHARS_PER_TOKEN > len(rtext) else ""
+    return rtext.strip() + " I will answer concisely."
 
 
 def _filler(rng, nchars):
@@ -449,7 +472,67 @@ def _extract_string(key, text):
     return "example"
 
 
+def _schema_type(schema):
+    stype = schema.get("type")
+    if isinstance(stype, list):
+        stype = next((t for t in stype if t != "null"), "null")
+    if stype is None:
+        stype = "object" if "properties" in schema else "string"
+    return stype
+
+
+def _gen_object(schema, text, depth):
+    props = schema.get("properties") or {}
+    required = schema.get("required")
+    names = list(required) if required is not None else list(props)
+    if depth > 4:
+        names = list(required or [])
+    return dict((n, _gen_value(props.get(n, {"type": "string"}), n, text, depth + 1)) for n in names)
+
+
+def _gen_array(schema, key, text, depth):
+    n = max(1, int(schema.get("minItems", 1)))
+    if "maxItems" in schema:
+        n = min(n, int(schema["maxItems"]))
+    return [_gen_value(schema.get("items", {"type": "string"}), key, text, depth + 1) for _unused in range(n)]
+
+
+def _gen_number(schema, stype, text):
+    """The first number in the prompt that fits the schema, else its minimum (or 1) capped at its maximum."""
+    val = None
+    for s in re.findall(r"-?\d+(?:\.\d+)?", text):
+        x = float(s)
+        if stype == "integer" and x != int(x):
+            continue
+        if not _within(schema, x):
+            continue
+        val = x
+        break
+    if val is None:
+        val = schema.get("minimum", schema["exclusiveMinimum"] + 1 if "exclusiveMinimum" in schema else 1)
+        if "maximum" in schema and val > schema["maximum"]:
+            val = schema["maximum"]
+    return int(val) if stype == "integer" else float(val)
+
+
+# String formats the stand-in fills with a fixed valid value.
+FORMAT_VALUES = {"date": "2026-01-01", "date-time": "2026-01-01T00:00:00Z", "email": "user@example.com"}
+
+
+def _gen_string(schema, key, text):
+    s = _extract_string(key, text) if key else "example"
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and fmt in FORMAT_VALUES:
+        s = FORMAT_VALUES[fmt]
+    if "minLength" in schema and len(s) < schema["minLength"]:
+        s = s + "x" * (schema["minLength"] - len(s))
+    if "maxLength" in schema:
+        s = s[:schema["maxLength"]]
+    return s
+
+
 def _gen_value(schema, key, text, depth):
+    """A value that satisfies ``schema``, taken from the prompt ``text`` where it can be (the property ``key``)."""
     if not isinstance(schema, dict):
         return "example"
     if "const" in schema:
@@ -462,55 +545,18 @@ def _gen_value(schema, key, text, depth):
     for comb in ("anyOf", "oneOf", "allOf"):
         if schema.get(comb):
             return _gen_value(schema[comb][0], key, text, depth)
-    stype = schema.get("type")
-    if isinstance(stype, list):
-        stype = next((t for t in stype if t != "null"), "null")
-    if stype is None:
-        stype = "object" if "properties" in schema else "string"
+    stype = _schema_type(schema)
     if stype == "object":
-        props = schema.get("properties") or {}
-        required = schema.get("required")
-        names = list(required) if required is not None else list(props)
-        if depth > 4:
-            names = list(required or [])
-        return dict((n, _gen_value(props.get(n, {"type": "string"}), n, text, depth + 1)) for n in names)
+        return _gen_object(schema, text, depth)
     if stype == "array":
-        n = max(1, int(schema.get("minItems", 1)))
-        if "maxItems" in schema:
-            n = min(n, int(schema["maxItems"]))
-        return [_gen_value(schema.get("items", {"type": "string"}), key, text, depth + 1) for _unused in range(n)]
+        return _gen_array(schema, key, text, depth)
     if stype in ("integer", "number"):
-        nums = re.findall(r"-?\d+(?:\.\d+)?", text)
-        val = None
-        for s in nums:
-            x = float(s)
-            if stype == "integer" and x != int(x):
-                continue
-            if not _within(schema, x):
-                continue
-            val = x
-            break
-        if val is None:
-            val = schema.get("minimum", schema["exclusiveMinimum"] + 1 if "exclusiveMinimum" in schema else 1)
-            if "maximum" in schema and val > schema["maximum"]:
-                val = schema["maximum"]
-        return int(val) if stype == "integer" else float(val)
+        return _gen_number(schema, stype, text)
     if stype == "boolean":
         return True
     if stype == "null":
         return None
-    s = _extract_string(key, text) if key else "example"
-    if schema.get("format") == "date":
-        s = "2026-01-01"
-    elif schema.get("format") == "date-time":
-        s = "2026-01-01T00:00:00Z"
-    elif schema.get("format") == "email":
-        s = "user@example.com"
-    if "minLength" in schema and len(s) < schema["minLength"]:
-        s = s + "x" * (schema["minLength"] - len(s))
-    if "maxLength" in schema:
-        s = s[:schema["maxLength"]]
-    return s
+    return _gen_string(schema, key, text)
 
 
 def _within(schema, x):

@@ -187,81 +187,98 @@ def _esc(v):
     return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def render_metrics(group, model_name, cache_info):
-    """Prometheus text exposition (0.0.4) with vLLM's metric names and labels."""
-    out = []
+# (family, Engine attribute, help): the per-engine counters.
+COUNTERS = (
+    ("vllm:num_preemptions", "preemptions", "Cumulative number of preemption from the engine."),
+    ("vllm:prompt_tokens", "prompt_tokens_total", "Number of prefill tokens processed."),
+    ("vllm:generation_tokens", "generation_tokens_total", "Number of generation tokens processed."))
+# (family, Engine attribute, help): the per-engine histograms.
+HISTOGRAMS = (
+    ("vllm:time_to_first_token_seconds", "h_ttft", "Histogram of time to first token in seconds."),
+    ("vllm:inter_token_latency_seconds", "h_itl", "Histogram of inter-token latency in seconds."),
+    ("vllm:e2e_request_latency_seconds", "h_e2e", "Histogram of e2e request latency in seconds."),
+    ("vllm:request_queue_time_seconds", "h_queue", "Histogram of time spent in WAITING phase for request."),
+    ("vllm:request_prefill_time_seconds", "h_prefill", "Histogram of time spent in PREFILL phase for request."),
+    ("vllm:request_decode_time_seconds", "h_decode", "Histogram of time spent in DECODE phase for request."),
+    ("vllm:request_prompt_tokens", "h_prompt", "Number of prefill tokens processed."),
+    ("vllm:request_generation_tokens", "h_gen", "Number of generation tokens processed."),
+    ("vllm:request_prefill_kv_computed_tokens", "h_kv_computed",
+     "Histogram of new KV tokens computed during prefill (excluding cached tokens)."))
+FINISHED_REASONS = ("stop", "length", "abort", "error")
 
-    def family(name, mtype, help_text):
-        out.append("# HELP %s %s" % (name, help_text))
-        out.append("# TYPE %s %s" % (name, mtype))
 
-    engines = group.engines
-    base = [(e, {"model_name": model_name, "engine": str(e.index)}) for e in engines]
-    family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
-    for e, lb in base:
-        out.append("vllm:num_requests_running%s %s" % (_labels(lb), _fmt(float(len(e.running)))))
-    family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
-    for e, lb in base:
-        out.append("vllm:num_requests_waiting%s %s" % (_labels(lb), _fmt(float(len(e.waiting)))))
-    family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.")
-    for e, lb in base:
-        out.append("vllm:kv_cache_usage_perc%s %s" % (_labels(lb), _fmt(float(e.kv_usage()))))
-    family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+def _family(out, name, mtype, help_text):
+    out.append("# HELP %s %s" % (name, help_text))
+    out.append("# TYPE %s %s" % (name, mtype))
+
+
+def _with(lb, key, value):
+    l2 = dict(lb)
+    l2[key] = value
+    return l2
+
+
+def _gauges(out, base, cache_info):
+    for name, help_text, value in (
+            ("vllm:num_requests_running", "Number of requests in model execution batches.", lambda e: len(e.running)),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", lambda e: len(e.waiting)),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", lambda e: e.kv_usage())):
+        _family(out, name, "gauge", help_text)
+        for e, lb in base:
+            out.append("%s%s %s" % (name, _labels(lb), _fmt(float(value(e)))))
+    _family(out, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
     for e, _unused in base:
-        lb = dict(cache_info)
-        lb["engine"] = str(e.index)
-        out.append("vllm:cache_config_info%s 1.0" % _labels(lb))
-    for name, attr, help_text in (
-            ("vllm:num_preemptions", "preemptions", "Cumulative number of preemption from the engine."),
-            ("vllm:prompt_tokens", "prompt_tokens_total", "Number of prefill tokens processed."),
-            ("vllm:generation_tokens", "generation_tokens_total", "Number of generation tokens processed.")):
-        family(name + "_total", "counter", help_text)  # prometheus_client names counter families with _total
+        out.append("vllm:cache_config_info%s 1.0" % _labels(_with(cache_info, "engine", str(e.index))))
+
+
+def _counters(out, base):
+    for name, attr, help_text in COUNTERS:
+        _family(out, name + "_total", "counter", help_text)  # prometheus_client names counter families with _total
         for e, lb in base:
             out.append("%s_total%s %s" % (name, _labels(lb), _fmt(float(getattr(e, attr)))))
     # vLLM counts every prompt token looked up in the prefix cache and the ones found; the stand-in caches no prefix
     for name, help_text in (("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."),
                             ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")):
-        family(name + "_total", "counter", help_text)
+        _family(out, name + "_total", "counter", help_text)
         for e, lb in base:
             hits = name.endswith("hits")
             out.append("%s_total%s %s" % (name, _labels(lb), _fmt(0.0 if hits else float(e.prompt_tokens_total))))
-    family("vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.")
+
+
+def _labelled_counters(out, base):
+    _family(out, "vllm:prompt_tokens_by_source_total", "counter", "Number of prompt tokens by source.")
     for e, lb in base:
         for source in PROMPT_SOURCES:
-            l2 = dict(lb)
-            l2["source"] = source
-            out.append("vllm:prompt_tokens_by_source_total%s %s" % (_labels(l2), _fmt(float(e.by_source[source]))))
-    family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
+            out.append("vllm:prompt_tokens_by_source_total%s %s" % (
+                _labels(_with(lb, "source", source)), _fmt(float(e.by_source[source]))))
+    _family(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.")
     for e, lb in base:
-        for reason in ("stop", "length", "abort", "error"):
-            l2 = dict(lb)
-            l2["finished_reason"] = reason
-            out.append("vllm:request_success_total%s %s" % (_labels(l2), _fmt(float(e.success.get(reason, 0)))))
-    for name, attr, help_text in (
-            ("vllm:time_to_first_token_seconds", "h_ttft", "Histogram of time to first token in seconds."),
-            ("vllm:inter_token_latency_seconds", "h_itl", "Histogram of inter-token latency in seconds."),
-            ("vllm:e2e_request_latency_seconds", "h_e2e", "Histogram of e2e request latency in seconds."),
-            ("vllm:request_queue_time_seconds", "h_queue", "Histogram of time spent in WAITING phase for request."),
-            ("vllm:request_prefill_time_seconds", "h_prefill", "Histogram of time spent in PREFILL phase for request."),
-            ("vllm:request_decode_time_seconds", "h_decode", "Histogram of time spent in DECODE phase for request."),
-            ("vllm:request_prompt_tokens", "h_prompt", "Number of prefill tokens processed."),
-            ("vllm:request_generation_tokens", "h_gen", "Number of generation tokens processed."),
-            ("vllm:request_prefill_kv_computed_tokens", "h_kv_computed",
-             "Histogram of new KV tokens computed during prefill (excluding cached tokens).")):
-        family(name, "histogram", help_text)
+        for reason in FINISHED_REASONS:
+            out.append("vllm:request_success_total%s %s" % (
+                _labels(_with(lb, "finished_reason", reason)), _fmt(float(e.success.get(reason, 0)))))
+
+
+def _histogram(out, name, e, h, lb):
+    with e.cond:
+        counts, total, count = list(h.counts), h.sum, h.count
+    cum = 0
+    for b, c in zip(h.buckets, counts):
+        cum += c
+        out.append("%s_bucket%s %s" % (name, _labels(_with(lb, "le", _fmt(float(b)))), _fmt(float(cum))))
+    out.append("%s_bucket%s %s" % (name, _labels(_with(lb, "le", "+Inf")), _fmt(float(count))))
+    out.append("%s_count%s %s" % (name, _labels(lb), _fmt(float(count))))
+    out.append("%s_sum%s %s" % (name, _labels(lb), _fmt(float(total))))
+
+
+def render_metrics(group, model_name, cache_info):
+    """Prometheus text exposition (0.0.4) with vLLM's metric names and labels."""
+    out = []
+    base = [(e, {"model_name": model_name, "engine": str(e.index)}) for e in group.engines]
+    _gauges(out, base, cache_info)
+    _counters(out, base)
+    _labelled_counters(out, base)
+    for name, attr, help_text in HISTOGRAMS:
+        _family(out, name, "histogram", help_text)
         for e, lb in base:
-            with e.cond:
-                h = getattr(e, attr)
-                counts, total, count = list(h.counts), h.sum, h.count
-            cum = 0
-            for b, c in zip(h.buckets, counts):
-                cum += c
-                l2 = dict(lb)
-                l2["le"] = _fmt(float(b))
-                out.append("%s_bucket%s %s" % (name, _labels(l2), _fmt(float(cum))))
-            l2 = dict(lb)
-            l2["le"] = "+Inf"
-            out.append("%s_bucket%s %s" % (name, _labels(l2), _fmt(float(count))))
-            out.append("%s_count%s %s" % (name, _labels(lb), _fmt(float(count))))
-            out.append("%s_sum%s %s" % (name, _labels(lb), _fmt(float(total))))
+            _histogram(out, name, e, getattr(e, attr), lb)
     return "\n".join(out) + "\n"

@@ -124,117 +124,136 @@ def _convert(snap, key, spec, value):
     return value
 
 
+def _is_value(tok):
+    """A token argparse takes as a value, not an option: no leading '-', a lone '-', or a negative number."""
+    return not tok.startswith("-") or tok == "-" or re.match(r"^-\d", tok) is not None
+
+
+def _defaults(snap):
+    values = {}
+    for spec in snap.flags.values():
+        d = spec.get("default")
+        values[spec["dest"]] = None if d == "==SUPPRESS==" else d
+    return values
+
+
+def _resolve(snap, name):
+    """(option name, dotted sub-key or None): `--eplb-config.num_redundant_experts` names `--eplb-config`."""
+    if name not in snap.lookup and name.startswith("--") and "." in name:
+        base, _sep, dotted = name.partition(".")
+        if base in snap.lookup:
+            return base, dotted
+    return name, None
+
+
+def _store_dotted(snap, key, values, dotted, argv, i, inline):
+    """--eplb-config.num_redundant_experts 32 -> merged into a JSON dict for --eplb-config; returns the next index."""
+    if inline is not None:
+        val = inline
+    elif i < len(argv) and not (argv[i].startswith("-") and not re.match(r"^-\d", argv[i])):
+        val = argv[i]
+        i += 1
+    else:
+        raise ArgError("argument %s: expected one argument" % snap.action_name(key))
+    dest = snap.flags[key]["dest"]
+    cur = values.get(dest)
+    cur = cur if isinstance(cur, dict) else {}
+    try:
+        cur[dotted] = json.loads(val)
+    except ValueError:
+        cur[dotted] = val
+    values[dest] = cur
+    return i
+
+
+def _store_switch(snap, key, sign, values, inline):
+    spec = snap.flags[key]
+    if inline is not None:
+        raise ArgError("argument %s: ignored explicit argument %r" % (snap.action_name(key), inline))
+    values[spec["dest"]] = False if spec.get("action") == "_StoreFalseAction" else sign > 0
+
+
+def _collect(argv, i, nargs, inline):
+    """The values an option takes from argv[i:] (or its inline `=value`) and the next index."""
+    if inline is not None:
+        return [inline], i
+    vals = []
+    while i < len(argv):
+        nxt = argv[i]
+        if nxt.startswith("-") and not re.match(r"^-\d", nxt) and nxt != "-":
+            break
+        vals.append(nxt)
+        i += 1
+        if nargs in (None, "?"):
+            break
+    return vals, i
+
+
+def _store_values(snap, key, values, vals):
+    spec = snap.flags[key]
+    nargs, dest = spec.get("nargs"), spec["dest"]
+    if nargs is None and len(vals) != 1:
+        raise ArgError("argument %s: expected one argument" % snap.action_name(key))
+    if nargs == "+" and not vals:
+        raise ArgError("argument %s: expected at least one argument" % snap.action_name(key))
+    conv = [_convert(snap, key, spec, v) for v in vals]
+    if nargs in ("+", "*"):
+        values[dest] = conv
+    elif spec.get("action") == "_AppendAction":
+        values[dest] = list(values.get(dest) or []) + conv
+    elif nargs == "?":
+        values[dest] = conv[0] if conv else True
+    else:
+        values[dest] = conv[0]
+
+
+def _option(snap, argv, i, values, explicit, extras):
+    """Apply the option at argv[i]; returns the index after it and its values. Unknown options go to extras."""
+    name, has_eq, inline = _norm_option(argv[i]).partition("=")
+    inline = inline if has_eq else None
+    if name in ("-h", "--help"):
+        raise ArgError(None, 0)
+    name, dotted = _resolve(snap, name)
+    if name not in snap.lookup:
+        extras.append(argv[i])
+        return i + 1
+    key, sign = snap.lookup[name]
+    i += 1
+    if dotted is not None:
+        i = _store_dotted(snap, key, values, dotted, argv, i, inline)
+    elif snap.flags[key].get("nargs") == 0:
+        _store_switch(snap, key, sign, values, inline)
+    else:
+        vals, i = _collect(argv, i, snap.flags[key].get("nargs"), inline)
+        _store_values(snap, key, values, vals)
+    explicit.append(snap.flags[key]["dest"])
+    return i
+
+
 def parse_args(argv, snap):
     """Parse `serve` argv (without the leading 'serve'). Returns (model_tag, values_by_dest, explicit_dests).
 
     Raises ArgError(code=2) with argparse's message (caller prints usage + "vllm serve: error: ...").
     """
-    values = {}
-    for key, spec in snap.flags.items():
-        d = spec.get("default")
-        values[spec["dest"]] = None if d == "==SUPPRESS==" else d
-    explicit = []
-    positionals = []
-    extras = []
-    i = 0
+    values = _defaults(snap)
+    explicit, positionals, extras = [], [], []
     argv = list(argv)
     only_positional = False
+    i = 0
     while i < len(argv):
         tok = argv[i]
-        if only_positional or not tok.startswith("-") or tok == "-" or re.match(r"^-\d", tok):
-            if tok == "--" and not only_positional:
-                only_positional = True
-            elif positionals:
-                extras.append(tok)  # argparse keeps encounter order of leftovers
-            else:
-                positionals.append(tok)
+        if only_positional or _is_value(tok):
+            # argparse keeps encounter order of leftovers
+            (extras if positionals else positionals).append(tok)
             i += 1
-            continue
-        if tok == "--":
+        elif tok == "--":
             only_positional = True
             i += 1
-            continue
-        tok = _norm_option(tok)
-        name, has_eq, inline = tok.partition("=")
-        if name in ("-h", "--help"):
-            raise ArgError(None, 0)
-        dotted = None
-        if name not in snap.lookup and name.startswith("--") and "." in name:
-            base, _sep, dotted = name.partition(".")
-            if base in snap.lookup:
-                name = base
-            else:
-                dotted = None
-        if name not in snap.lookup:
-            extras.append(argv[i])
-            i += 1
-            continue
-        key, sign = snap.lookup[name]
-        spec = snap.flags[key]
-        dest = spec["dest"]
-        nargs = spec.get("nargs")
-        i += 1
-        if dotted is not None:
-            # --eplb-config.num_redundant_experts 32  ->  merged into a JSON dict for --eplb-config
-            if has_eq:
-                val = inline
-            elif i < len(argv) and not (argv[i].startswith("-") and not re.match(r"^-\d", argv[i])):
-                val = argv[i]
-                i += 1
-            else:
-                raise ArgError("argument %s: expected one argument" % snap.action_name(key))
-            cur = values.get(dest)
-            cur = cur if isinstance(cur, dict) else {}
-            try:
-                cur[dotted] = json.loads(val)
-            except ValueError:
-                cur[dotted] = val
-            values[dest] = cur
-            explicit.append(dest)
-            continue
-        if nargs == 0:
-            if has_eq:
-                raise ArgError("argument %s: ignored explicit argument %r" % (snap.action_name(key), inline))
-            action = spec.get("action")
-            if action == "_StoreFalseAction":
-                values[dest] = False
-            else:
-                values[dest] = sign > 0
-            explicit.append(dest)
-            continue
-        # collect values
-        if has_eq:
-            vals = [inline]
         else:
-            vals = []
-            while i < len(argv):
-                nxt = argv[i]
-                if nxt.startswith("-") and not re.match(r"^-\d", nxt) and nxt != "-":
-                    break
-                vals.append(nxt)
-                i += 1
-                if nargs in (None, "?"):
-                    break
-        if nargs is None and len(vals) != 1:
-            raise ArgError("argument %s: expected one argument" % snap.action_name(key))
-        if nargs == "+" and not vals:
-            raise ArgError("argument %s: expected at least one argument" % snap.action_name(key))
-        conv = [_convert(snap, key, spec, v) for v in vals]
-        if nargs in ("+", "*"):
-            values[dest] = conv
-        elif spec.get("action") == "_AppendAction":
-            values[dest] = list(values.get(dest) or []) + conv
-        elif nargs == "?":
-            values[dest] = conv[0] if conv else True
-        else:
-            values[dest] = conv[0]
-        explicit.append(dest)
-    model = None
-    if positionals:
-        model = positionals[0]
+            i = _option(snap, argv, i, values, explicit, extras)
     if extras:
         raise ArgError("unrecognized arguments: %s" % " ".join(extras))
-    return model, values, explicit
+    return (positionals[0] if positionals else None), values, explicit
 
 
 def parse_human_int(value):

@@ -78,9 +78,18 @@ def simulate_load(load_s, fault):
     return took
 
 
-def run_serve(argv):
-    version = os.environ.get("VLLM_STANDIN_VERSION", DEFAULT_VERSION)
-    reported = os.environ.get("VLLM_STANDIN_REPORTED_VERSION", version)
+def _sleep_forever():
+    while True:
+        time.sleep(3600)
+
+
+# The routes the API server lists at startup, as vLLM's launcher logs them.
+ROUTES = (("/health", "GET"), ("/load", "GET"), ("/ping", "POST, GET"), ("/version", "GET"),
+          ("/metrics", "GET"), ("/v1/models", "GET"), ("/v1/chat/completions", "POST"))
+
+
+def _parse(argv, version):
+    """(snapshot, model, values, explicit) of a `serve` command line, or the exit code after printing why not."""
     try:
         snap = flagmod.Snapshot(flagmod.load_snapshot(version))
     except flagmod.ArgError as exc:
@@ -95,179 +104,233 @@ def run_serve(argv):
             return 0
         sys.stderr.write("%s\n%s: error: %s\n" % (flagmod.USAGE, flagmod.PROG, exc.message))
         return 2
-    vlog.info("api_server.py:1970", "vLLM API server version %s" % reported)
-    vlog.info("utils.py:326", "non-default args: %s" % _fmt_non_default(values, explicit, model))
-    try:
-        dep = Deployment(model, values, snap)
-        faults = Faults()
-        dep.served_names = faults.served_names(dep.served_names)
-        kv = KVBudget(dep, values)
-        pd_config = kvtransfer.parse_config(values.get("kv_transfer_config"))
-    except StartupError as exc:
-        vlog.error("api_server.py:2001", "%s: %s" % (exc.exc_type, exc.message))
-        vlog.raw("%s: %s" % (exc.exc_type, exc.message), sys.stderr)
-        return 1
-    except flagmod.ArgError as exc:
-        sys.stderr.write("%s\n%s: error: %s\n" % (flagmod.USAGE, flagmod.PROG, exc.message))
-        return 2
+    return snap, model, values, explicit
 
-    fault_spec = os.environ.get("VLLM_STANDIN_FAULT", "").strip()
-    fault, fault_arg = fault_spec, None
-    if ":" in fault_spec:
-        fault, fault_arg = fault_spec.split(":", 1)
-    load_s = env_float("VLLM_STANDIN_LOAD_S", 3.0)
-    grace = env_float("VLLM_STANDIN_DEAD_GRACE_S", 5.0)
-    timeout = cluster.engine_ready_timeout()
-    deadline = time.monotonic() + timeout
-    app_holder = {}
-    dead = threading.Event()
 
-    def die_later(reason):
-        if dead.is_set():
+class Serve(object):
+    """`vllm serve` from parsed flags to a serving API server, one startup phase per method.
+
+    A phase returns an exit code to stop with, or None to go on."""
+
+    def __init__(self, version, reported, values):
+        self.version, self.reported, self.values = version, reported, values
+        self.dep = self.faults = self.kv = self.pd_config = None
+        self.fault_spec = os.environ.get("VLLM_STANDIN_FAULT", "").strip()
+        self.fault, self.fault_arg = self.fault_spec, None
+        if ":" in self.fault_spec:
+            self.fault, self.fault_arg = self.fault_spec.split(":", 1)
+        self.head = self.follower = self.app = None
+        self.load_s = self.grace = self.timeout = self.deadline = self.took = None
+        self.dead = threading.Event()
+
+    def configure(self, model, snap):
+        """The deployment, the KV budget and the disaggregated-serving config the flags describe."""
+        values = self.values
+        try:
+            self.dep = Deployment(model, values, snap)
+            self.faults = Faults()
+            self.dep.served_names = self.faults.served_names(self.dep.served_names)
+            self.kv = KVBudget(self.dep, values)
+            self.pd_config = kvtransfer.parse_config(values.get("kv_transfer_config"))
+        except StartupError as exc:
+            vlog.error("api_server.py:2001", "%s: %s" % (exc.exc_type, exc.message))
+            vlog.raw("%s: %s" % (exc.exc_type, exc.message), sys.stderr)
+            return 1
+        except flagmod.ArgError as exc:
+            sys.stderr.write("%s\n%s: error: %s\n" % (flagmod.USAGE, flagmod.PROG, exc.message))
+            return 2
+        self.load_s = env_float("VLLM_STANDIN_LOAD_S", 3.0)
+        self.grace = env_float("VLLM_STANDIN_DEAD_GRACE_S", 5.0)
+        self.timeout = cluster.engine_ready_timeout()
+        self.deadline = time.monotonic() + self.timeout
+        return None
+
+    def die_later(self, reason):
+        """The engine died: unhealthy at once, the process exits after the grace period, as vLLM's client does."""
+        if self.dead.is_set():
             return
-        dead.set()
-        app = app_holder.get("app")
-        if app is not None:
-            app.healthy = False
+        self.dead.set()
+        if self.app is not None:
+            self.app.healthy = False
         vlog.error("core_client.py:721", reason)
 
         def _later():
-            time.sleep(grace)
+            time.sleep(self.grace)
             vlog.error("async_llm.py:527", "AsyncLLM output_handler failed.")
             vlog.raw("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace "
                      "(above) for the root cause.", sys.stderr)
             _exit(1)
         threading.Thread(target=_later, daemon=True).start()
 
-    if dep.hf_token_source:
-        vlog.info("standin", "Hugging Face token found (%s)" % dep.hf_token_source)
-    if os.environ.get("VLLM_STANDIN_REQUIRE_HF_TOKEN") and not dep.hf_token:
-        vlog.error("api_server.py:2001", "OSError: You are trying to access a gated repo. 401 Client Error. "
-                                         "(simulated: VLLM_STANDIN_REQUIRE_HF_TOKEN and no HF_TOKEN / HF_TOKEN_PATH)")
-        return 1
-    vlog.info("model.py:554", "Resolved architecture: KimiK3ForConditionalGeneration")
-    vlog.info("model.py:1711", "Using max model len %d" % kv.max_model_len)
-    pdesc = "tensor_parallel_size=%d, pipeline_parallel_size=%d, data_parallel_size=%d" % (dep.tp, dep.pp, dep.dp)
-    vlog.info("llm_engine.py:84", "Initializing a V1 LLM engine (v%s) with config: model=%r, %s, "
-                                  "kv_cache_dtype=%s, served_model_name=%s"
-              % (reported, dep.model, pdesc, kv.cache_dtype, dep.served_names[0]))
-    if fault and fault not in ("crash_on_start", "hang_on_load", "exit_after_ready"):
-        vlog.warning("standin", "unknown VLLM_STANDIN_FAULT %r ignored" % fault_spec)
-
-    head = follower = None
-    if dep.kind in ("tp_head", "dp_head") and (dep.kind == "tp_head" or dep.needs_peers):
-        head = cluster.Head(dep, lambda desc: die_later(
-            "Engine core proc for %s died unexpectedly, shutting down client." % desc))
-        try:
-            head.start()
-        except OSError as exc:
-            vlog.error("parallel_state.py:1130", "Failed to bind %s:%d: %s" % (head.addr[0], head.addr[1], exc))
+    def announce(self):
+        dep, kv = self.dep, self.kv
+        if dep.hf_token_source:
+            vlog.info("standin", "Hugging Face token found (%s)" % dep.hf_token_source)
+        if os.environ.get("VLLM_STANDIN_REQUIRE_HF_TOKEN") and not dep.hf_token:
+            vlog.error("api_server.py:2001", "OSError: You are trying to access a gated repo. 401 Client Error. "
+                                             "(simulated: VLLM_STANDIN_REQUIRE_HF_TOKEN and no HF_TOKEN / "
+                                             "HF_TOKEN_PATH)")
             return 1
-    elif dep.kind in ("tp_follower", "dp_follower"):
-        follower = cluster.Follower(dep, lambda: die_later("Lost connection to the head node; shutting down."))
+        vlog.info("model.py:554", "Resolved architecture: KimiK3ForConditionalGeneration")
+        vlog.info("model.py:1711", "Using max model len %d" % kv.max_model_len)
+        pdesc = "tensor_parallel_size=%d, pipeline_parallel_size=%d, data_parallel_size=%d" % (dep.tp, dep.pp, dep.dp)
+        vlog.info("llm_engine.py:84", "Initializing a V1 LLM engine (v%s) with config: model=%r, %s, "
+                                      "kv_cache_dtype=%s, served_model_name=%s"
+                  % (self.reported, dep.model, pdesc, kv.cache_dtype, dep.served_names[0]))
+        if self.fault and self.fault not in ("crash_on_start", "hang_on_load", "exit_after_ready"):
+            vlog.warning("standin", "unknown VLLM_STANDIN_FAULT %r ignored" % self.fault_spec)
+        return None
+
+    def join_cluster(self):
+        """Multi-node: the head listens for its peers, a follower connects to the head."""
+        dep = self.dep
+        if dep.kind in ("tp_head", "dp_head") and (dep.kind == "tp_head" or dep.needs_peers):
+            self.head = cluster.Head(dep, lambda desc: self.die_later(
+                "Engine core proc for %s died unexpectedly, shutting down client." % desc))
+            try:
+                self.head.start()
+            except OSError as exc:
+                vlog.error("parallel_state.py:1130", "Failed to bind %s:%d: %s"
+                           % (self.head.addr[0], self.head.addr[1], exc))
+                return 1
+        elif dep.kind in ("tp_follower", "dp_follower"):
+            return self._follow()
+        return None
+
+    def _follow(self):
+        follower = self.follower = cluster.Follower(
+            self.dep, lambda: self.die_later("Lost connection to the head node; shutting down."))
         try:
-            ok = follower.connect(deadline)
+            ok = follower.connect(self.deadline)
         except RuntimeError as exc:
             vlog.error("parallel_state.py:1152", "Head refused this node: %s" % exc)
             return 1
         if not ok:
             vlog.error("core_client.py:955", "TimeoutError: Timed out waiting for the head at %s:%d after %ds "
                                              "(VLLM_ENGINE_READY_TIMEOUT_S)." % (follower.addr[0], follower.addr[1],
-                                                                                 timeout))
+                                                                                 self.timeout))
             return 1
         follower.start_monitor()
+        return None
 
-    took = simulate_load(load_s, fault)
-    vlog.info("gpu_model_runner.py:3708", "Model loading took %.2f GiB memory and %.2f seconds"
-              % (kv.weights_per_gpu / GIB, took))
-    if follower is not None:
-        try:
-            follower.send_loaded()
-        except OSError:
-            pass
-    if head is not None and not head.peers_ready.is_set():
-        vlog.info("core_client.py:1030", "Waiting for %d peer(s) to finish loading ..." % len(head.expected))
-        if not head.peers_ready.wait(max(0.0, deadline - time.monotonic())):
-            missing = sorted(head.expected - head.loaded)
-            vlog.error("core_client.py:960", "TimeoutError: Timed out waiting for engines to send initial message on "
-                                             "input socket (missing %s, VLLM_ENGINE_READY_TIMEOUT_S=%ds)."
-                       % (cluster._ranges(missing), timeout))
-            return 1
-    if dead.is_set():
-        while True:
-            time.sleep(3600)
-    try:
-        kv.check()
-    except StartupError as exc:
-        vlog.error("core.py:1063", "%s: %s" % (exc.exc_type, exc.message))
-        fatal(exc.exc_type, exc.message)
-
-    vlog.info("gpu_worker.py:436", "Available KV cache memory: %.2f GiB" % (kv.available_bytes / GIB))
-    size_line = "GPU KV cache size: {:,} tokens".format(kv.kv_tokens)
-    conc_line = "Maximum concurrency for {:,} tokens per request: {:.2f}x".format(kv.max_model_len, kv.max_concurrency)
-    if version == "0.27.1":
-        vlog.info("kv_cache_utils.py:1087", size_line)
-        vlog.info("kv_cache_utils.py:1091", conc_line)
-    else:
-        vlog.info("kv_cache_utils.py:1306", "%s, %s" % (size_line, conc_line))
-    vlog.raw("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67 [00:01<00:00, "
-             "52.11it/s]", sys.stderr)
-    vlog.raw("Capturing CUDA graphs (decode, FULL): 100%|##########| 35/35 [00:00<00:00, 61.90it/s]", sys.stderr)
-    vlog.info("gpu_model_runner.py:4559", "Graph capturing finished in 2 secs, took 1.12 GiB")
-    vlog.info("core.py:254", "init engine (profile, create kv cache, warmup model) took %.2f seconds" % (took + 2.0))
-    for e in dep.engines:
-        vlog.info("loggers.py:246", "Engine %03d: vllm cache_config_info with initialization after num_gpu_blocks "
-                                    "is: %d" % (e, kv.num_gpu_blocks))
-
-    if head is not None:
-        head.broadcast_ready()
-
-    if fault == "exit_after_ready":
-        secs = float(fault_arg or 0)
-
-        def _exit_later():
-            time.sleep(secs)
-            vlog.error("core.py:1120", "EngineCore encountered a fatal error (simulated: VLLM_STANDIN_FAULT=%s)."
-                       % fault_spec)
-            die_later("Engine core proc EngineCore_DP%d died unexpectedly, shutting down client." % dep.engines[0])
-        threading.Thread(target=_exit_later, daemon=True).start()
-
-    if not dep.serves_http:
-        vlog.info("core.py:880", "Headless mode: engines running, no API server on this node.")
-        while True:
-            time.sleep(3600)
-    if follower is not None and not follower.ready.is_set():
-        vlog.info("core_client.py:1040", "Waiting for all DP ranks to join before serving ...")
-        while not follower.ready.wait(1.0):
-            if time.monotonic() > deadline:
-                vlog.error("core_client.py:960", "TimeoutError: Timed out waiting for the DP head to report ready.")
+    def load(self):
+        """Weight loading, then (head) waiting for every peer to have loaded too."""
+        self.took = simulate_load(self.load_s, self.fault)
+        vlog.info("gpu_model_runner.py:3708", "Model loading took %.2f GiB memory and %.2f seconds"
+                  % (self.kv.weights_per_gpu / GIB, self.took))
+        if self.follower is not None:
+            try:
+                self.follower.send_loaded()
+            except OSError:
+                pass
+        head = self.head
+        if head is not None and not head.peers_ready.is_set():
+            vlog.info("core_client.py:1030", "Waiting for %d peer(s) to finish loading ..." % len(head.expected))
+            if not head.peers_ready.wait(max(0.0, self.deadline - time.monotonic())):
+                missing = sorted(head.expected - head.loaded)
+                vlog.error("core_client.py:960", "TimeoutError: Timed out waiting for engines to send initial "
+                                                 "message on input socket (missing %s, "
+                                                 "VLLM_ENGINE_READY_TIMEOUT_S=%ds)."
+                           % (cluster._ranges(missing), self.timeout))
                 return 1
+        if self.dead.is_set():
+            _sleep_forever()
+        return None
 
-    cache_info = {"block_size": str(kv.block_size), "cache_dtype": kv.cache_dtype,
-                  "enable_prefix_caching": str(bool(values.get("enable_prefix_caching"))),
-                  "gpu_memory_utilization": str(kv.gmu), "num_cpu_blocks": "None",
-                  "num_gpu_blocks": str(kv.num_gpu_blocks), "num_gpu_blocks_override": "None",
-                  "mamba_block_size": str(kv.block_size)}
-    if version != "0.27.1":
-        cache_info["kv_cache_size_tokens"] = str(kv.kv_tokens)
-        cache_info["kv_cache_max_concurrency"] = str(round(kv.max_concurrency, 4))
-    max_num_seqs = int(values.get("max_num_seqs") or 1024)
-    group = EngineGroup(dep.engines, kv.kv_tokens, max_num_seqs)
-    chat = ChatBehaviour(dep, kv.max_model_len, faults=faults)
-    if chat.unknown_faults:
-        vlog.warning("standin", "unknown VLLM_STANDIN_TOOL_FAULT entries ignored: %s" % ",".join(chat.unknown_faults))
-    timing = Timing(env_float("VLLM_STANDIN_TTFT_MS", 50.0) / 1000.0,
-                    env_float("VLLM_STANDIN_PREFILL_TOKENS_PER_S", 0.0),
-                    env_float("VLLM_STANDIN_ITL_MS", 10.0) / 1000.0)
-    access_log = env_bool("VLLM_STANDIN_ACCESS_LOG", True) and not values.get("disable_uvicorn_access_log")
-    app = App(dep, kv, chat, group, reported, timing, cache_info, access_log,
-              log_stats=not values.get("disable_log_stats"))
-    app.faults = faults
-    if dead.is_set():
-        app.healthy = False
-    app_holder["app"] = app
-    if pd_config is not None:
-        app.pd = kvtransfer.KVTransfer(pd_config[0], pd_config[1], dep.tp)
+    def init_engine(self):
+        """KV cache check and sizing, CUDA graph capture: the engine-core lines vLLM logs before it is ready."""
+        kv = self.kv
+        try:
+            kv.check()
+        except StartupError as exc:
+            vlog.error("core.py:1063", "%s: %s" % (exc.exc_type, exc.message))
+            fatal(exc.exc_type, exc.message)
+        vlog.info("gpu_worker.py:436", "Available KV cache memory: %.2f GiB" % (kv.available_bytes / GIB))
+        size_line = "GPU KV cache size: {:,} tokens".format(kv.kv_tokens)
+        conc_line = "Maximum concurrency for {:,} tokens per request: {:.2f}x".format(kv.max_model_len,
+                                                                                     kv.max_concurrency)
+        if self.version == "0.27.1":
+            vlog.info("kv_cache_utils.py:1087", size_line)
+            vlog.info("kv_cache_utils.py:1091", conc_line)
+        else:
+            vlog.info("kv_cache_utils.py:1306", "%s, %s" % (size_line, conc_line))
+        vlog.raw("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67 [00:01<00:00, "
+                 "52.11it/s]", sys.stderr)
+        vlog.raw("Capturing CUDA graphs (decode, FULL): 100%|##########| 35/35 [00:00<00:00, 61.90it/s]", sys.stderr)
+        vlog.info("gpu_model_runner.py:4559", "Graph capturing finished in 2 secs, took 1.12 GiB")
+        vlog.info("core.py:254", "init engine (profile, create kv cache, warmup model) took %.2f seconds"
+                  % (self.took + 2.0))
+        for e in self.dep.engines:
+            vlog.info("loggers.py:246", "Engine %03d: vllm cache_config_info with initialization after num_gpu_blocks "
+                                        "is: %d" % (e, kv.num_gpu_blocks))
+
+    def ready(self):
+        """Engines ready: tell the peers; the exit_after_ready fault arms its timer."""
+        if self.head is not None:
+            self.head.broadcast_ready()
+        if self.fault == "exit_after_ready":
+            secs = float(self.fault_arg or 0)
+
+            def _exit_later():
+                time.sleep(secs)
+                vlog.error("core.py:1120", "EngineCore encountered a fatal error (simulated: VLLM_STANDIN_FAULT=%s)."
+                           % self.fault_spec)
+                self.die_later("Engine core proc EngineCore_DP%d died unexpectedly, shutting down client."
+                               % self.dep.engines[0])
+            threading.Thread(target=_exit_later, daemon=True).start()
+
+    def wait_to_serve(self):
+        """Headless nodes run engines only; a DP follower serves once every rank has joined."""
+        if not self.dep.serves_http:
+            vlog.info("core.py:880", "Headless mode: engines running, no API server on this node.")
+            _sleep_forever()
+        follower = self.follower
+        if follower is not None and not follower.ready.is_set():
+            vlog.info("core_client.py:1040", "Waiting for all DP ranks to join before serving ...")
+            while not follower.ready.wait(1.0):
+                if time.monotonic() > self.deadline:
+                    vlog.error("core_client.py:960", "TimeoutError: Timed out waiting for the DP head to report "
+                                                     "ready.")
+                    return 1
+        return None
+
+    def cache_info(self):
+        """The labels of vllm:cache_config_info."""
+        kv, values = self.kv, self.values
+        info = {"block_size": str(kv.block_size), "cache_dtype": kv.cache_dtype,
+                "enable_prefix_caching": str(bool(values.get("enable_prefix_caching"))),
+                "gpu_memory_utilization": str(kv.gmu), "num_cpu_blocks": "None",
+                "num_gpu_blocks": str(kv.num_gpu_blocks), "num_gpu_blocks_override": "None",
+                "mamba_block_size": str(kv.block_size)}
+        if self.version != "0.27.1":
+            info["kv_cache_size_tokens"] = str(kv.kv_tokens)
+            info["kv_cache_max_concurrency"] = str(round(kv.max_concurrency, 4))
+        return info
+
+    def build_app(self):
+        dep, kv, values = self.dep, self.kv, self.values
+        max_num_seqs = int(values.get("max_num_seqs") or 1024)
+        group = EngineGroup(dep.engines, kv.kv_tokens, max_num_seqs)
+        chat = ChatBehaviour(dep, kv.max_model_len, faults=self.faults)
+        if chat.unknown_faults:
+            vlog.warning("standin", "unknown VLLM_STANDIN_TOOL_FAULT entries ignored: %s"
+                         % ",".join(chat.unknown_faults))
+        timing = Timing(env_float("VLLM_STANDIN_TTFT_MS", 50.0) / 1000.0,
+                        env_float("VLLM_STANDIN_PREFILL_TOKENS_PER_S", 0.0),
+                        env_float("VLLM_STANDIN_ITL_MS", 10.0) / 1000.0)
+        access_log = env_bool("VLLM_STANDIN_ACCESS_LOG", True) and not values.get("disable_uvicorn_access_log")
+        app = App(dep, kv, chat, group, self.reported, timing, self.cache_info(), access_log,
+                  log_stats=not values.get("disable_log_stats"))
+        app.faults = self.faults
+        if self.dead.is_set():
+            app.healthy = False
+        self.app = app
+        return self._open_side_channel() if self.pd_config is not None else None
+
+    def _open_side_channel(self):
+        """Disaggregated serving: the NIXL side channel the other role reads KV from."""
+        app, pd_config = self.app, self.pd_config
+        app.pd = kvtransfer.KVTransfer(pd_config[0], pd_config[1], self.dep.tp)
         try:
             side = app.pd.listen()
         except OSError as exc:
@@ -277,31 +340,52 @@ def run_serve(argv):
         vlog.info("nixl_connector.py:870", "%s as %s, engine id %s%s" % (
             pd_config[0], pd_config[1], app.pd.engine_id,
             ", side channel listening on %s:%d" % side[:2] if side else ""))
-    try:
-        context = tls_context(values.get("ssl_keyfile"), values.get("ssl_certfile"))
-    except (OSError, ssl.SSLError) as exc:
-        vlog.error("api_server.py:2010", "%s: %s (--ssl-keyfile %s, --ssl-certfile %s)"
-                   % (type(exc).__name__, exc, values.get("ssl_keyfile"), values.get("ssl_certfile")))
-        return 1
-    try:
-        httpd = make_server(app, dep.host, dep.port, context)
-    except OSError as exc:
-        vlog.error("api_server.py:2010", "OSError: [Errno %s] error while attempting to bind on address (%r, %d): %s"
-                   % (exc.errno, dep.host, dep.port, exc.strerror))
-        return 1
-    vlog.info("api_server.py:1999", "vLLM server version %s, serving model %s" % (reported, dep.model))
-    vlog.info("api_server.py:2040", "Starting vLLM API server 0 on %s://%s:%d"
-              % ("https" if context else "http", dep.host, dep.port))
-    vlog.info("launcher.py:46", "Available routes are:")
-    for route, methods in (("/health", "GET"), ("/load", "GET"), ("/ping", "POST, GET"), ("/version", "GET"),
-                           ("/metrics", "GET"), ("/v1/models", "GET"), ("/v1/chat/completions", "POST")):
-        vlog.info("launcher.py:54", "Route: %s, Methods: %s" % (route, methods))
-    vlog.raw("INFO:     Started server process [%d]" % os.getpid())
-    vlog.raw("INFO:     Waiting for application startup.")
-    vlog.raw("INFO:     Application startup complete.")
-    serve_in_thread(httpd)
-    while True:
-        time.sleep(3600)
+        return None
+
+    def serve(self):
+        """The HTTP(S) server, started as uvicorn logs it; runs until a signal ends the process."""
+        dep, values = self.dep, self.values
+        try:
+            context = tls_context(values.get("ssl_keyfile"), values.get("ssl_certfile"))
+        except (OSError, ssl.SSLError) as exc:
+            vlog.error("api_server.py:2010", "%s: %s (--ssl-keyfile %s, --ssl-certfile %s)"
+                       % (type(exc).__name__, exc, values.get("ssl_keyfile"), values.get("ssl_certfile")))
+            return 1
+        try:
+            httpd = make_server(self.app, dep.host, dep.port, context)
+        except OSError as exc:
+            vlog.error("api_server.py:2010", "OSError: [Errno %s] error while attempting to bind on address "
+                                             "(%r, %d): %s" % (exc.errno, dep.host, dep.port, exc.strerror))
+            return 1
+        vlog.info("api_server.py:1999", "vLLM server version %s, serving model %s" % (self.reported, dep.model))
+        vlog.info("api_server.py:2040", "Starting vLLM API server 0 on %s://%s:%d"
+                  % ("https" if context else "http", dep.host, dep.port))
+        vlog.info("launcher.py:46", "Available routes are:")
+        for route, methods in ROUTES:
+            vlog.info("launcher.py:54", "Route: %s, Methods: %s" % (route, methods))
+        vlog.raw("INFO:     Started server process [%d]" % os.getpid())
+        vlog.raw("INFO:     Waiting for application startup.")
+        vlog.raw("INFO:     Application startup complete.")
+        serve_in_thread(httpd)
+        _sleep_forever()
+
+
+def run_serve(argv):
+    version = os.environ.get("VLLM_STANDIN_VERSION", DEFAULT_VERSION)
+    reported = os.environ.get("VLLM_STANDIN_REPORTED_VERSION", version)
+    parsed = _parse(argv, version)
+    if not isinstance(parsed, tuple):
+        return parsed
+    snap, model, values, explicit = parsed
+    vlog.info("api_server.py:1970", "vLLM API server version %s" % reported)
+    vlog.info("utils.py:326", "non-default args: %s" % _fmt_non_default(values, explicit, model))
+    run = Serve(version, reported, values)
+    for phase in (lambda: run.configure(model, snap), run.announce, run.join_cluster, run.load, run.init_engine,
+                  run.ready, run.wait_to_serve, run.build_app, run.serve):
+        rc = phase()
+        if rc is not None:
+            return rc
+    return 0
 
 
 def _on_signal(signum, _frame):

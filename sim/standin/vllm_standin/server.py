@@ -323,6 +323,49 @@ class Handler(BaseHTTPRequestHandler):
         return body, prompt_tokens, plan
 
     # --- chat --------------------------------------------------------------------------------------------------
+    def _start_stream(self):
+        """The SSE response head, as uvicorn sends it (chunked, no content length)."""
+        self.send_response_only(200)
+        self.send_header("date", self.date_time_string())
+        self.send_header("server", "uvicorn")
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("cache-control", "no-cache")
+        self.end_headers()
+        self.wfile.flush()
+        self._access(200)
+
+    def _end_stream(self, base, events, plan, usage, include_usage):
+        tail = "" if events else _chunk(base, {"role": "assistant", "content": ""}, plan.finish_reason)
+        if include_usage:
+            d = dict(base)
+            d["choices"] = []
+            d["usage"] = usage
+            tail += "data: " + json.dumps(d) + "\n\n"
+        tail += "data: [DONE]\n\n"
+        self._write_chunk(tail.encode())
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _send_completion(self, body, rid, created, model, st, plan, usage, prompt_tokens):
+        resp = {"id": rid, "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0, "message": _message(st, plan), "logprobs": None,
+                             "finish_reason": plan.finish_reason, "stop_reason": None}],
+                "service_tier": None, "system_fingerprint": None, "usage": usage,
+                "prompt_logprobs": None,
+                "kv_transfer_params": self._kv_issue(body, rid, prompt_tokens)}
+        self._send(200, resp)
+
+    def _generate(self, events, plan, engine, req, t_first, base, stream):
+        """Emit the events at their due times (streamed to the socket when stream); returns the finished Stream."""
+        st = Stream(events, plan, engine, req, t_first, self.app.timing.itl_s, base,
+                    self.connection if stream else None)
+        if events:
+            EMITTER.add(st)
+            st.done.wait()
+        if st.error is not None:
+            raise st.error
+        return st
+
     def _chat(self, body, prompt_tokens, plan, source="local_compute"):
         app = self.app
         rid = "chatcmpl-%s" % uuid.uuid4().hex
@@ -330,9 +373,7 @@ class Handler(BaseHTTPRequestHandler):
         model = body.get("model") or app.model_name
         stream = bool(body.get("stream"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and stream
-        events = [("r", p) for p in plan.reasoning] + [("c", p) for p in plan.content]
-        if plan.tool_tokens:
-            events += [("h", None)] * (plan.tool_tokens - 1) + [("t" if plan.tool_call else "h", None)]
+        events = _events(plan)
         req = Request(rid, prompt_tokens, len(events), self.arrival)
         req.source = source
         engine = app.group.pick()
@@ -343,52 +384,15 @@ class Handler(BaseHTTPRequestHandler):
             t_first = (req.admitted if waited else req.arrival) + app.timing.prefill(prompt_tokens)
             base = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
             if stream:
-                self.send_response_only(200)
-                self.send_header("date", self.date_time_string())
-                self.send_header("server", "uvicorn")
-                self.send_header("content-type", "text/event-stream; charset=utf-8")
-                self.send_header("transfer-encoding", "chunked")
-                self.send_header("cache-control", "no-cache")
-                self.end_headers()
-                self.wfile.flush()
-                self._access(200)
-            st = Stream(events, plan, engine, req, t_first, app.timing.itl_s, base,
-                        self.connection if stream else None)
-            if events:
-                EMITTER.add(st)
-                st.done.wait()
-            if st.error is not None:
-                raise st.error
+                self._start_stream()
+            st = self._generate(events, plan, engine, req, t_first, base, stream)
             n = len(events)
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n, "completion_tokens": n,
                      "prompt_tokens_details": None}
             if stream:
-                tail = "" if events else _chunk(base, {"role": "assistant", "content": ""}, plan.finish_reason)
-                if include_usage:
-                    d = dict(base)
-                    d["choices"] = []
-                    d["usage"] = usage
-                    tail += "data: " + json.dumps(d) + "\n\n"
-                tail += "data: [DONE]\n\n"
-                self._write_chunk(tail.encode())
-                self.wfile.write(b"0\r\n\r\n")
+                self._end_stream(base, events, plan, usage, include_usage)
             else:
-                content, reasoning = st.content, st.reasoning
-                msg = {"role": "assistant", "content": "".join(content) if (content or not plan.tool_call) else None,
-                       "refusal": None, "annotations": None, "audio": None, "function_call": None,
-                       "tool_calls": []}
-                msg["reasoning"] = "".join(reasoning) if reasoning else None
-                msg["reasoning_content"] = msg["reasoning"]
-                msg["tool_calls"] = [{"id": tc["id"], "type": "function",
-                                      "function": {"name": tc["name"], "arguments": tc["arguments"]}}
-                                     for tc in plan.tool_calls]
-                resp = {"id": rid, "object": "chat.completion", "created": created, "model": model,
-                        "choices": [{"index": 0, "message": msg, "logprobs": None,
-                                     "finish_reason": plan.finish_reason, "stop_reason": None}],
-                        "service_tier": None, "system_fingerprint": None, "usage": usage,
-                        "prompt_logprobs": None,
-                        "kv_transfer_params": self._kv_issue(body, rid, prompt_tokens)}
-                self._send(200, resp)
+                self._send_completion(body, rid, created, model, st, plan, usage, prompt_tokens)
             finished = plan.finish_reason if plan.finish_reason in ("stop", "length") else "stop"
         except (BrokenPipeError, ConnectionResetError, socket.timeout, OSError):
             self.close_connection = True
@@ -397,6 +401,28 @@ class Handler(BaseHTTPRequestHandler):
 
     def _write_chunk(self, data):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+def _events(plan):
+    """One event per generated token: reasoning ("r"), content ("c"), tool-call tokens ("h", the last one "t")."""
+    events = [("r", p) for p in plan.reasoning] + [("c", p) for p in plan.content]
+    if plan.tool_tokens:
+        events += [("h", None)] * (plan.tool_tokens - 1) + [("t" if plan.tool_call else "h", None)]
+    return events
+
+
+def _message(st, plan):
+    """The assistant message of a non-streamed completion."""
+    content, reasoning = st.content, st.reasoning
+    msg = {"role": "assistant", "content": "".join(content) if (content or not plan.tool_call) else None,
+           "refusal": None, "annotations": None, "audio": None, "function_call": None,
+           "tool_calls": []}
+    msg["reasoning"] = "".join(reasoning) if reasoning else None
+    msg["reasoning_content"] = msg["reasoning"]
+    msg["tool_calls"] = [{"id": tc["id"], "type": "function",
+                          "function": {"name": tc["name"], "arguments": tc["arguments"]}}
+                         for tc in plan.tool_calls]
+    return msg
 
 
 def _chunk(base, delta, finish=None):

@@ -13,20 +13,20 @@ ENGINE = {"engine-a": "r/cpu@sha256:1", "engine-b": "r/cpu@sha256:2", "engine-br
 
 
 def test_the_engine_site_is_keyed_by_the_requirements_bytes_not_their_path(tmp_path, monkeypatch):
-    simctl = _simctl()
+    engine_image = _simctl("engine_image")
     with open(os.path.join(REPO, "sim", "images", "engine", "requirements.txt"), "rb") as f:
         want = hashlib.sha256(f.read()).hexdigest()[:16]
-    assert simctl.requirements_key() == want
+    assert engine_image.requirements_key() == want
     copy = tmp_path / "other-checkout"
     shutil.copytree(os.path.join(REPO, "sim", "images", "engine"), str(copy))
-    monkeypatch.setattr(simctl, "ENGINE_DIR", str(copy))
-    assert simctl.requirements_key() == want
+    monkeypatch.setattr(engine_image, "ENGINE_DIR", str(copy))
+    assert engine_image.requirements_key() == want
 
 
 def test_both_cpu_inventories_get_the_engine_images(tmp_path, monkeypatch):
-    simctl = _simctl()
-    monkeypatch.setattr(simctl, "REPO", str(tmp_path))
-    simctl.write_sim_image(simctl.cluster_def("cpu"), {"cpu": ENGINE})
+    inventories = _simctl("inventories")
+    monkeypatch.setattr(inventories, "REPO", str(tmp_path))
+    inventories.write_sim_image(_simctl("clusters").cluster_def("cpu"), {"cpu": ENGINE})
     for inv in ("sim-cpu", "sim-cpu-single"):
         got = yaml.safe_load((tmp_path / "inventories" / inv / "group_vars" / "all" / "sim_image.yml").read_text())
         assert got == {"kimi_k3_image": "r/cpu@sha256:1", "sim_image_alt": "r/cpu@sha256:2",
@@ -34,8 +34,7 @@ def test_both_cpu_inventories_get_the_engine_images(tmp_path, monkeypatch):
 
 
 def test_a_cpu_nodes_engine_starts_with_a_dev_shm_of_its_own():
-    simctl = _simctl()
-    assert simctl.cluster_def("cpu")["node_shm"] == "2g"
-    wrapper = simctl.node_shm_wrapper("2g")
+    assert _simctl("clusters").cluster_def("cpu")["node_shm"] == "2g"
+    wrapper = _simctl("engines").node_shm_wrapper("2g")
     assert wrapper[:4] == ["unshare", "--mount", "--propagation", "private"]
     assert 'mount -t tmpfs -o size=2g,mode=1777 shm /dev/shm && exec "$@"' in wrapper

@@ -1,0 +1,86 @@
+"""`simctl fault`: rewrite a node's profile in place; the host-side packet filter and disk read limit."""
+import json
+import os
+import shutil
+
+from kimisim.clusters import all_known_clusters
+from kimisim.nodes import node_container, node_state_dir, write_profile
+from kimisim.settings import CONTROL, MODELS_DIR
+from kimisim.util import die, dk, locked, log, read_json, sh, write_json
+
+
+def find_node(node):
+    for c in all_known_clusters().values():
+        for n in c["nodes"]:
+            if n["name"] == node or n["address"] == node:
+                return c, n
+    die("unknown node %r (is the sim up? see `simctl status`)" % node)
+
+
+def packet_filter(node, address, ports):
+    """The node's blocked TCP ports (fault fabric_port_blocked): REJECT rules for its address in the host's filter.
+
+    The nodes share the host's network namespace, so the rule names the node's own 127.x address and port; the
+    rules this node holds are recorded in its state directory so that clearing (or `down`) removes exactly them."""
+    record = os.path.join(node_state_dir(node), "packet_filter.json")
+    for rule in read_json(record, []) or []:
+        sh(["iptables", "-D", "INPUT"] + rule, check=False)
+    rules = [["-p", "tcp", "-d", address, "--dport", str(int(port)), "-j", "REJECT", "--reject-with", "tcp-reset"]
+             for port in ports or []]
+    for rule in rules:
+        if shutil.which("iptables") is None:
+            die("fault needs iptables on the host (apt-get install iptables)")
+        sh(["iptables", "-I", "INPUT"] + rule)
+    if rules or os.path.exists(record):
+        write_json(record, rules)
+
+
+def _blkio_dir(node):
+    """The node container's blkio cgroup directory (cgroup v1), or None where there is none."""
+    p = dk(CONTROL, "inspect", "-f", "{{.State.Pid}}", node_container(node), check=False)
+    pid = p.stdout.strip() if p.returncode == 0 else ""
+    try:
+        with open("/proc/%s/cgroup" % pid) as f:
+            lines = [ln.rstrip("\n").split(":", 2) for ln in f]
+    except OSError:
+        return None
+    path = next((ln[2] for ln in lines if len(ln) == 3 and "blkio" in ln[1].split(",")), None)
+    return os.path.join("/sys/fs/cgroup/blkio", path.lstrip("/")) if path is not None else None
+
+
+def disk_throttle(cluster, node, bps):
+    """The node's weight reads limited to ``bps`` bytes/s (fault slow_weights_disk; 0 or None lifts it): a blkio
+    read limit on the block device under the models directory for the node container, so direct-I/O reads of
+    the weights are really that slow, as on a slow disk. Needs cgroup v1 blkio (the limit goes with the
+    container on `down`)."""
+    models = cluster.get("models_dir") or MODELS_DIR
+    dev = os.stat(models).st_dev
+    blkio = _blkio_dir(node)
+    if not bps and (blkio is None or not os.path.isdir(blkio)):
+        return
+    if blkio is None or not os.path.exists(os.path.join(blkio, "blkio.throttle.read_bps_device")):
+        die("fault slow_weights_disk needs cgroup v1 blkio for the node container (none found for %s)" % node)
+    if os.major(dev) == 0:
+        die("fault slow_weights_disk needs %s on a block device (it is on device 0:%d)" % (models, os.minor(dev)))
+    with open(os.path.join(blkio, "blkio.throttle.read_bps_device"), "w") as f:
+        f.write("%d:%d %d\n" % (os.major(dev), os.minor(dev), int(bps or 0)))
+
+
+def cmd_fault(a):
+    c, n = find_node(a.node)
+    if a.clear:
+        faults = []
+    elif a.faults:
+        faults = a.faults
+    else:
+        print(json.dumps(read_json(os.path.join(node_state_dir(n["name"]), "faults.json"), [])))
+        return 0
+    with locked():
+        prof = read_json(write_profile(c, n["name"], faults), {}) or {}
+        packet_filter(n["name"], n["address"], prof.get("blocked_tcp_ports"))
+        disk_throttle(c, n["name"], prof.get("weights_read_bps"))
+    # re-run the profile-derived static files helper inside the running node, if the image has it
+    dk(CONTROL, "exec", node_container(n["name"]), "sh", "-c",
+       "[ ! -x /opt/kimi-sim/nodetools/sim-node-init ] || /opt/kimi-sim/nodetools/sim-node-init", check=False)
+    log("%s: faults %s" % (n["name"], ", ".join(faults) or "cleared"))
+    return 0
