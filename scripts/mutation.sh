@@ -4,7 +4,7 @@
 #   scripts/mutation.sh [smoke|plan|all|MUTANT_GLOB...]   default: smoke
 #
 #   smoke  the smoke figures and fail policy (plugins/module_utils/smoke_{sse,measure,stats,policy,logs,metrics}.py)
-#   plan   the plan validators (plugins/module_utils/topology*.py, plan_*.py)
+#   plan   the plan validators (plugins/plugin_utils/plan/topology*.py, plan_*.py)
 #   validators  the plan's validation rules and the value parsing they use (plan_validate.py, coerce.py) alone:
 #          a quicker run than "plan" when only those changed
 #   all    all of these
@@ -29,8 +29,8 @@ scope="${1:-smoke}"
 prefix="ansible_collections.gpufleet.kimi_k3."
 case "$scope" in
   smoke) globs=("${prefix}plugins.module_utils.smoke_*") ;;
-  plan) globs=("${prefix}plugins.module_utils.topology*" "${prefix}plugins.module_utils.plan_*") ;;
-  validators) globs=("${prefix}plugins.module_utils.plan_validate*" "${prefix}plugins.module_utils.coerce*") ;;
+  plan) globs=("${prefix}plugins.plugin_utils.plan.topology*" "${prefix}plugins.module_utils.plan_*") ;;
+  validators) globs=("${prefix}plugins.plugin_utils.plan.validate*" "${prefix}plugins.module_utils.coerce*") ;;
   all) globs=() ;;
   *) globs=("$@") ;;
 esac

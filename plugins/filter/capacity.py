@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity, capacity_check
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 
 def capacity_restart(models_result, wanted):

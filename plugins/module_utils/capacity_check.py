@@ -6,7 +6,7 @@
 After launch: the engine's KV cache tokens and maximum concurrency at max-model-len (``vllm:cache_config_info``,
 else its start-up line "KV cache size: N tokens" / "Maximum concurrency for L tokens per request: Cx") and the
 GPU memory in use (node probes, where reported) beside the plan's prediction (``capacity.at_max_model_len`` of
-the deployment, module_utils.plan_sizing), with the error in % and a warning beyond a tolerance.
+the deployment, plugin_utils.plan.sizing), with the error in % and a warning beyond a tolerance.
 
 On the capacity curve: the max-model-len from which the engine refuses to start (the plan's
 ``max_model_len_limit`` + 1) beside what the engine did at each point, read from its refusal (vLLM

@@ -11,7 +11,7 @@ under /etc/kimi-k3 (root, 0400 in a 0700 directory), the weights step writes the
 - ``observe_access(docker_host, paths)`` runs ON THE NODE (standard library only): effective user, groups, whether
   the engine socket is readable/writable, and whether each path (or its nearest existing parent) is writable.
 - ``check_access(host, obs)`` is pure: one preflight finding ``{host, check, status, observed, expected, fix}`` in
-  the format of module_utils.preflight_checks.
+  the format of plugin_utils.preflight.checks.
 
 Registering it in preflight (engineer roles / the lead): node_probe adds ``observe_access(docker_host,
 [env_dir, model_cache_dir])`` to its facts as ``access``; run_checks appends ``check_access(host, facts['access'])``
