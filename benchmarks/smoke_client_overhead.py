@@ -32,11 +32,11 @@ import urllib.request
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics as sl  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as ssrv  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards as ss  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as ssrv  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import shards as ss  # noqa: E402
 
 HOST = "127.0.0.5"
 MODEL = "moonshotai/Kimi-K3"

@@ -38,10 +38,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import smoke_client_overhead as sco  # noqa: E402  (stand-in start/stop, niceness, sys.path)
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner as cr  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics as sl  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as ss  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as cr  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as ss  # noqa: E402
 
 REPO = sco.REPO
 OUT = os.path.join(REPO, "build", "bench", "guidellm")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST, \
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.api import DEFAULT_DOCKER_HOST, \
     docker_client_spec
 
 CLUSTER_PLAN = dict(

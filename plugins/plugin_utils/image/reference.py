@@ -14,7 +14,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import to_bool
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 ID_RE = re.compile(r"^(sha256:)?([0-9a-f]{64})\Z")

@@ -30,7 +30,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import hando
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as plan_validate
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import pick_versioned, to_bool
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import pick_versioned, to_bool
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.validate import (  # noqa: F401 (re-exported)

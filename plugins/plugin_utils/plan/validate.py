@@ -17,7 +17,7 @@ import re
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import to_bool, version_key
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import to_bool, version_key
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.variables import PREFIX
 
 DIGEST_RE = re.compile(r"^(?P<repo>[^@\s]+)@sha256:(?P<hex>[0-9a-f]{64})\Z")

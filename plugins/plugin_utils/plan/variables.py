@@ -28,9 +28,9 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported
     from urlparse import urlparse
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import FALSE_WORDS, TRUE_WORDS
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import FALSE_WORDS, TRUE_WORDS
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.api import DEFAULT_DOCKER_HOST
 
 PREFIX = "kimi_k3_"
 

@@ -26,8 +26,8 @@ __metaclass__ = type
 import ipaddress
 from collections import namedtuple
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_access
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import access as preflight_access
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import parsers as P
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight.fixes import FIX
 
 CLUSTER = "(cluster)"

@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import checks as C
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import parsers as P
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight.fixes import FIX
 
 CLUSTER = C.CLUSTER

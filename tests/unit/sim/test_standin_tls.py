@@ -13,7 +13,8 @@ sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
 from vllm_standin import testing  # noqa: E402
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status, smoke_server  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server  # noqa: E402
 
 openai = pytest.importorskip("openai")
 try:  # openai 3.x ships httpx2, 1.x/2.x httpx (as smoke_client)

@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards as ss
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import shards as ss
 
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 

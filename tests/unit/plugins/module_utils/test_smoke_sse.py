@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
 
 
 def _event(obj, crlf=False):

@@ -161,7 +161,7 @@ def _https_server(tmp_path):
 
 
 def test_https_health_honours_validate_certs_and_ca_path(tmp_path):
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status as ls
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status as ls
     server, cert = _https_server(tmp_path)
     try:
         url = "https://127.0.0.1:%d/health" % server.server_address[1]

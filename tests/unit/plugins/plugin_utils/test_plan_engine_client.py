@@ -2,7 +2,7 @@
 before any host is contacted, and handed over as the node plan's ``docker_client``."""
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 

@@ -14,9 +14,9 @@ from hypothesis import given, settings, strategies as st
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import checks as C
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import cluster as PCL
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import expect as E
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_collect as PC
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_gpu
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import collect as PC
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import parsers as P
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import gpu as smoke_gpu
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 RECIPE = recipe_data.load_recipe()

@@ -2,7 +2,7 @@
 input; they answer with a problem (or StageError) instead of a traceback."""
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import hf_stage as hs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights import hf_stage as hs
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as iv
 
 D1 = "sha256:" + "1" * 64

@@ -15,7 +15,7 @@ SNAPSHOTS = recipe_data.load_snapshots()
 READ_DIRS = ("plugins", "roles", "playbooks", "inventories", "molecule")
 # Strings that look like a variable but are not one (with the reason).
 NOT_VARIABLES = {
-    "kimi_k3_smoke_send_release": "a contextvars.ContextVar name in module_utils/smoke_client.py",
+    "kimi_k3_smoke_send_release": "a contextvars.ContextVar name in module_utils/smoke/client.py",
     "kimi_k3_cluster": "a Prometheus target label written by plugin_utils/monitoring/targets.py",
     "kimi_k3_vllm": "the Prometheus job name of the vLLM targets (plugin_utils/monitoring/targets.py)",
     "kimi_k3_router": "the Prometheus job name of the router targets (plugin_utils/monitoring/targets.py)",

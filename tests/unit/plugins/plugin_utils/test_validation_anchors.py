@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import hf_stage
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights import hf_stage
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as plan_validate
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables

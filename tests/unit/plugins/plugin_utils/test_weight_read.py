@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_collect, weight_read
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import collect as probe_collect
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import weight_read
 
 MIB = weight_read.MIB
 

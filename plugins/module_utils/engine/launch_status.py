@@ -17,7 +17,7 @@ import socket
 import ssl
 import struct
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api
 
 try:
     import http.client as httplib

@@ -23,7 +23,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import DEFAULT_DOCKER_HOST
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.api import DEFAULT_DOCKER_HOST
 
 CHECK = "access"
 FIX_BECOME = ("Connect as a user with sudo and set ansible_become: true for the vllm_cluster group (passwordless "

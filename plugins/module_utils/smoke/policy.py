@@ -13,7 +13,7 @@ Policy keys (role variables ``smoke_<key>``, docs/smoke.md):
 """
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_gates
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import gates as smoke_gates
 
 
 def _group_failures(facts, policy):

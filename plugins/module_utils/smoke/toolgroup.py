@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_toolcases as cases_mod
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_verifier as ver
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import toolcases as cases_mod
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as ver
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import tool_validation as tv
 
 BAD_ID, WRONG_TOOL, UNEXPECTED = "bad_id", "wrong_tool", "unexpected_call"
 CLASSES = tv.FAILURE_CLASSES + (BAD_ID, WRONG_TOOL, UNEXPECTED, "error")

@@ -2,7 +2,7 @@
 """The smoke report: summary rows, plain-text and Markdown tables, the Markdown report. No I/O."""
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
 
 
 def _fmt(v, digits=3):
@@ -45,7 +45,7 @@ def text_table(header, rows):
 
 def _full_profile_sections(facts):
     # imported here: smoke_report_sections uses this module's table helpers
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report_sections
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report_sections as smoke_report_sections
     return smoke_report_sections.render(facts)
 
 

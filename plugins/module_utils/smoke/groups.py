@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_api
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_correctness as corr
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_pd
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_toolgroup
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_vision
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import api as smoke_api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import correctness as corr
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import image as smoke_image
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import pd as smoke_pd
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import toolgroup as smoke_toolgroup
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import vision as smoke_vision
 
 FULL_GROUPS = ("correctness", "api", "tool_verifier")
 ENDPOINT = "endpoint"

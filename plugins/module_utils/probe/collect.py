@@ -26,10 +26,10 @@ import re
 import socket
 import time
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_access
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import weight_read
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import access as preflight_access
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import parsers as P
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import weight_read
 
 SCHEMA_VERSION = 1
 
@@ -540,7 +540,7 @@ def collect_weights(io, cache_dir, model, revision=None, sample=None):
     """Are the model's weights (at ``revision`` when pinned) already on disk? Looks at ``model`` as a local path,
     then at the HF cache layout ``<cache>/hub/models--<org>--<name>/snapshots/*/`` (and ``<cache>/models--...``).
     Present = a ``model.safetensors.index.json`` whose every shard exists. ``sample``: ``{"mib", "seconds"}`` - read
-    that much of the present shards (module_utils.weight_read) and report the throughput as ``read``."""
+    that much of the present shards (module_utils.probe.weight_read) and report the throughput as ``read``."""
     res = {"model": model, "revision": revision, "present": False, "path": None, "bytes": None,
            "missing_shards": None, "read": None}
     if not model:

@@ -5,11 +5,11 @@ sent here; the ``vllm_smoke`` module calls it at the end of a run, the ``vllm_sm
 role has read the logs (they exist only after the requests)."""
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_check
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_gpu
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_policy
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import gpu as smoke_gpu
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import policy as smoke_policy
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as smoke_report
 
 
 def _kv_from_logs(logs):

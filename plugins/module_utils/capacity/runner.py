@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity as cap
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke_runner import FILLER, FILLER_TOKENS
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as cap
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import shards as smoke_shards
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke.runner import FILLER, FILLER_TOKENS
 
 
 def unique_prompt(tokens, nonce, filler_tokens=FILLER_TOKENS):

@@ -10,7 +10,7 @@ try:
 except ImportError:  # pragma: no cover
     HAS_PROMETHEUS = False
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_stats
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import stats as smoke_stats
 
 _COUNTERS = ("vllm:num_preemptions", "vllm:prompt_tokens", "vllm:generation_tokens", "vllm:request_success",
              "vllm:prefix_cache_queries", "vllm:prefix_cache_hits")

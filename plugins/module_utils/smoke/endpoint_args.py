@@ -9,8 +9,8 @@ import os
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as smoke_client
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as smoke_metrics
 
 ENDPOINT_ARGUMENT_SPEC = dict(
     base_url=dict(type="str", required=True),

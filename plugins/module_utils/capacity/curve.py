@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_check
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as sl
 
 
 def curve_values(values):

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_sse
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_stats
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import sse as smoke_sse
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import stats as smoke_stats
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import tool_validation as tv
 
 
 def stream_error_text(payload):

@@ -17,7 +17,7 @@ Criteria whose group did not run (or whose judgement is off, ``judge_accuracy: f
 """
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_verifier
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as smoke_verifier
 
 DEFAULTS = {"min_accuracy": 1.0, "min_agreement": 1.0, "fail_on_api_behaviour": True, "fail_on_pd": True,
             "min_schema_accuracy": smoke_verifier.SCHEMA_ACCURACY_PASS_MARK,

@@ -11,7 +11,7 @@ import urllib.error
 
 from ansible.module_utils.urls import Request, make_context
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as smoke_metrics
 
 
 def split_base_url(base_url):

@@ -16,7 +16,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.coerce import version_key
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import version_key
 
 NA_VALUES = frozenset([
     "", "n/a", "[n/a]", "na", "none", "not found", "[not supported]", "not supported",

@@ -22,8 +22,8 @@ import json
 import random
 import re
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_verifier
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_vision
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as smoke_verifier
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import vision as smoke_vision
 
 NEEDLE_FRACTION = 0.9
 NEEDLE_TOKEN_BUDGET = 131072

@@ -12,18 +12,18 @@ import base64
 import os
 import time
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_correctness
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_groups
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_pd
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_vision
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import correctness as smoke_correctness
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import image as smoke_image
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import finalise as smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import groups as smoke_groups
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import pd as smoke_pd
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import shards as smoke_shards
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import vision as smoke_vision
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import tool_validation as tv
 
 QUICK_GROUPS = ("vision", "text", "long_context", "tool_calling")
 GROUPS = QUICK_GROUPS + smoke_groups.FULL_GROUPS

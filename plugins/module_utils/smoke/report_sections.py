@@ -3,7 +3,7 @@
 metrics. No I/O; each function returns a list of lines (empty when its part did not run)."""
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as smoke_report
 
 
 def _rate(r):

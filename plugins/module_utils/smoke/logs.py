@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_stats
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import stats as smoke_stats
 
 # "GPU KV cache size" on CUDA/ROCm, "CPU KV cache size" on vLLM's CPU build (vllm/v1/core/kv_cache_utils.py names
 # the platform's device type), "DEVICE" in some releases' wording.

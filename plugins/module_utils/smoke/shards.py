@@ -20,8 +20,8 @@ import os
 import sys
 import time
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm
 
 # Streams one client process handles; above it the streams are shared out over several processes.
 SHARD_STREAMS = 128

@@ -2,7 +2,7 @@
 """GPU memory per host from ``node_probe`` facts. No I/O."""
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_stats
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import stats as smoke_stats
 
 _USED_KEYS = ("memory_used_mib", "memory_used_mb", "memory.used", "mem_used_mib", "vram_used_mb", "memory_used")
 _TOTAL_KEYS = ("memory_total_mib", "memory_total_mb", "memory.total", "mem_total_mib", "vram_total_mb",

@@ -40,10 +40,10 @@ except ImportError:  # pragma: no cover
     except ImportError:
         _httpx = None
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_sse as sse
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import sse
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import tool_validation as tv
 
 
 # Connections per httpx pool: httpcore's pool scans all of its connections and queued requests on every
