@@ -129,10 +129,11 @@ async def run_round(base_url, concurrency, tokens, preopen=True, per_shard=None)
     metrics = [base_url[:-3] + "/metrics"]
     before = await asyncio.to_thread(ssrv.scrape, metrics)
     local = min(concurrency, per_shard)
-    client = sc.make_client(base_url, None, 600, local)
+    endpoint = ssrv.Endpoint.at(base_url, None, 600)
+    client = sc.make_client(endpoint, local)
     await sc.warm_up(client, local if preopen else 1)
     body = sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
-    spec = {"base_url": base_url, "api_key": None, "timeout": 600, "tls": (True, None), "model": MODEL, "body": body}
+    spec = {"endpoint": endpoint, "model": MODEL, "body": body}
     msgs = [[{"role": "user", "content": PROMPT}]] * concurrency
     cpu0 = _cpu_s()
     t0 = time.perf_counter()

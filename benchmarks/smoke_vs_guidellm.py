@@ -49,12 +49,12 @@ OUT = os.path.join(REPO, "build", "bench", "guidellm")
 
 def module_run(base, c, n, tokens):
     async def go():
-        client = sc.make_client(base, None, 600, c)
+        endpoint = ss.Endpoint.at(base, None, 600)
+        client = sc.make_client(endpoint, c)
         await sc.warm_up(client, c)
         body = sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
         try:
-            spec = {"base_url": base, "api_key": None, "timeout": 600, "tls": (True, None), "model": sco.MODEL,
-                    "body": body}
+            spec = {"endpoint": endpoint, "model": sco.MODEL, "body": body}
             ctx = cr.step_context(client, spec, [base[:-3] + "/metrics"], 0.5, 8)
             return await cr.run_step(ctx, c, n)
         finally:

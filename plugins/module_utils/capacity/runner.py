@@ -47,8 +47,8 @@ async def calibrate_filler(client, model, body, low=4, high=12):
 
 
 def step_context(client, spec, metrics_urls, interval, prompt_tokens, filler_tokens=FILLER_TOKENS):
-    """What ``run_step`` needs: the warmed-up ``client``, the ``spec`` of ``smoke_shards.run_streams`` (base_url,
-    api_key, timeout, tls, model, body), the metrics URLs and sampling interval, the prompt length."""
+    """What ``run_step`` needs: the warmed-up ``client``, the ``spec`` of ``smoke_shards.run_streams`` (endpoint,
+    model, body), the metrics URLs and sampling interval, the prompt length."""
     return {"client": client, "spec": spec, "metrics_urls": metrics_urls, "interval": interval,
             "nonce": "%x" % int(time.time() * 1000), "prompt_tokens": prompt_tokens, "filler_tokens": filler_tokens}
 
@@ -56,7 +56,7 @@ def step_context(client, spec, metrics_urls, interval, prompt_tokens, filler_tok
 async def run_step(ctx, concurrency, requests):
     """One level: ``requests`` streams of unique ~``ctx["prompt_tokens"]``-token prompts, ``concurrency`` at a time
     (spread over client processes above ``smoke_shards.SHARD_STREAMS``), with the server read around it."""
-    urls, tls = ctx["metrics_urls"], ctx["spec"]["tls"]
+    urls, tls = ctx["metrics_urls"], ctx["spec"]["endpoint"].tls
     nonce = "%s-%d-" % (ctx["nonce"], concurrency)
     msgs = [[{"role": "user", "content": unique_prompt(ctx["prompt_tokens"], nonce + str(i), ctx["filler_tokens"])}]
             for i in range(requests)]
@@ -112,12 +112,11 @@ async def _sweep(p, ctx, levels, out):
 
 
 async def run_sweep_async(p):
-    root, _api = smoke_server.split_base_url(p["base_url"])
-    tls = smoke_server.tls_of(p)
-    info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0, tls)
+    endpoint = smoke_server.endpoint_of(p)
+    info = await asyncio.to_thread(smoke_server.server_info, endpoint)
     model = p.get("model") or info["model"]
-    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
-    snap = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)
+    metrics_urls = p.get("metrics_urls") or [endpoint.root + "/metrics"]
+    snap = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, endpoint.tls)
     kv = kv_figures(smoke_metrics.summarise_snapshot(snap), smoke_logs.parse_kv_log(p.get("log_text") or ""))
     max_len = info["max_model_len"] or p.get("max_model_len")
     out = {"base_url": p["base_url"], "model": model, "max_model_len": max_len, "version": info["version"],
@@ -133,11 +132,10 @@ async def run_sweep_async(p):
     body = sc.request_body(p["output_tokens"], p.get("reasoning_effort"),
                            dict({"ignore_eos": True, "min_tokens": p["output_tokens"]}, **(p.get("extra_body") or {})))
     local = min(max(levels), smoke_shards.SHARD_STREAMS)  # streams this process runs itself
-    client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], local, tls)
+    client = sc.make_client(endpoint, local)
     try:
         await sc.warm_up(client, local)
-        spec = {"base_url": p["base_url"], "api_key": p.get("api_key"), "timeout": p["timeout"], "tls": tls,
-                "model": model, "body": body}
+        spec = {"endpoint": endpoint, "model": model, "body": body}
         filler_tokens, out["prompt_calibration"] = await calibrate_filler(client, model, body)
         ctx = step_context(client, spec, metrics_urls, p["metrics_interval"], prompt_tokens, filler_tokens)
         await _sweep(p, ctx, levels, out)

@@ -98,16 +98,16 @@ def _ssl_context(validate_certs=True, ca_path=None):
     return _httpx.create_ssl_context()  # one for all shards (loading the CA bundle takes ~80 ms)
 
 
-def make_client(base_url, api_key=None, timeout=3600.0, concurrency=16, tls=smoke_server.DEFAULT_TLS):
-    """AsyncOpenAI with ``max_retries=0``, explicit timeout and connection pools sized to ``concurrency``.
+def make_client(endpoint, concurrency=16):
+    """AsyncOpenAI for an ``smoke_server.Endpoint`` (its base URL, token, timeout and TLS settings) with
+    ``max_retries=0`` and connection pools sized to ``concurrency``.
 
     The pools are split into shards of ``POOL_SHARD_SIZE`` connections (round-robin), every request carries an
     httpcore trace hook that opens the client's send gate once its body is written, and the client gets a
-    ``_smoke_send_gate`` lock used by ``stream_chat``/``plain_chat``. ``tls``: ``(validate_certs, ca_path)`` for
-    https URLs.
+    ``_smoke_send_gate`` lock used by ``stream_chat``/``plain_chat``.
     """
-    _root, api = smoke_server.split_base_url(base_url)
-    kwargs = {"base_url": api, "api_key": api_key or "EMPTY", "max_retries": 0,
+    timeout, tls = endpoint.timeout, endpoint.tls
+    kwargs = {"base_url": endpoint.api, "api_key": endpoint.api_key or "EMPTY", "max_retries": 0,
               "timeout": openai.Timeout(float(timeout), connect=min(10.0, float(timeout)))}
     gate = False
     if _httpx is not None and hasattr(openai, "DefaultAsyncHttpxClient"):

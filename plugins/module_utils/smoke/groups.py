@@ -108,9 +108,7 @@ def direct_backends(backends):
 def _clients(ctx):
     out = [(ENDPOINT, ctx["client"], False)]
     for backend in direct_backends(ctx["backends"]):
-        spec = ctx["spec"]
-        client = sc.make_client(backend["url"], spec["api_key"], spec["timeout"], ctx["correctness_concurrency"],
-                                spec["tls"])
+        client = sc.make_client(ctx["spec"]["endpoint"].backend(backend["url"]), ctx["correctness_concurrency"])
         out.append((backend["url"], client, True))
     return out
 
@@ -188,8 +186,7 @@ def _identity_checks(ctx):
     """Served name and /version of the endpoint and of every backend (a router may not serve /version)."""
     infos = {ENDPOINT: ctx["info"]}
     for backend in ctx["backends"]:
-        spec = ctx["spec"]
-        infos[backend["url"]] = smoke_server.server_info(backend["url"], spec["api_key"], 30.0, spec["tls"])
+        infos[backend["url"]] = smoke_server.server_info(ctx["spec"]["endpoint"].backend(backend["url"]))
     names = {n: smoke_api.judge_served_name(i["models"], ctx["expected_served_name"]) for n, i in infos.items()}
     versioned = {n: i for n, i in infos.items() if n != ENDPOINT or not ctx["backends"]}
     versions = {n: smoke_api.judge_version(i["version"], ctx["expected_version"]) for n, i in versioned.items()}

@@ -265,12 +265,11 @@ def _image_url_or_none(image):
         return None
 
 
-def _context(p, client, model, info, tls):
+def _context(p, endpoint, client, model, info):
     body = sc.request_body(p["max_tokens"], p.get("reasoning_effort"), p.get("extra_body"))
     return {
         "client": client, "model": model, "concurrency": int(p["concurrency"]), "body": body,
-        "spec": {"base_url": p["base_url"], "api_key": p.get("api_key"), "timeout": p["timeout"], "tls": tls,
-                 "model": model, "body": body},
+        "spec": {"endpoint": endpoint, "model": model, "body": body},
         "max_model_len": info["max_model_len"], "long_context_tokens": p["long_context_tokens"],
         "image": p.get("image"), "image_expected_tokens": p.get("image_expected_tokens"),
         "tool_call_retries": int(p["tool_call_retries"]), "tool_choice": p.get("tool_choice") or "auto",
@@ -319,18 +318,19 @@ def server_facts(info, before, after, peaks, metrics_urls):
     }
 
 
-async def _measure(p, model, info, metrics_urls, tls):
+async def _measure(p, endpoint, model, info, metrics_urls):
     """Warm up, then run the groups inside the server-side window -> (groups, before, after, peaks)."""
     client = sampler = before = None
+    tls = endpoint.tls
     local = min(int(p["concurrency"]), smoke_shards.SHARD_STREAMS)  # streams this process runs itself
     try:
-        client = sc.make_client(p["base_url"], p.get("api_key"), p["timeout"], local, tls)
+        client = sc.make_client(endpoint, local)
         # before the "before" scrape, so the warm-up GETs stay out of the server-side window
         await sc.warm_up(client, local)
         before = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)
         sampler = smoke_server.GaugeSampler(metrics_urls, interval=p.get("metrics_interval", 0.5), tls=tls)
         sampler.start()
-        groups = await _run_groups(_context(p, client, model, info, tls),
+        groups = await _run_groups(_context(p, endpoint, client, model, info),
                                    effective_groups(p["groups"], p.get("profile")), info)
     finally:
         peaks = await sampler.stop() if sampler is not None else {}
@@ -343,21 +343,20 @@ async def _measure(p, model, info, metrics_urls, tls):
 async def run_smoke_async(p):
     """Run the smoke. ``p``: the module's parameters (dict). Returns the ``vllm_smoke`` facts."""
     started = time.time()
-    root, api = smoke_server.split_base_url(p["base_url"])
-    tls = smoke_server.tls_of(p)
-    info = await asyncio.to_thread(smoke_server.server_info, p["base_url"], p.get("api_key"), 30.0, tls)
+    endpoint = smoke_server.endpoint_of(p)
+    info = await asyncio.to_thread(smoke_server.server_info, endpoint)
     model = p.get("model") or info["model"]
-    metrics_urls = p.get("metrics_urls") or [root + "/metrics"]
+    metrics_urls = p.get("metrics_urls") or [endpoint.root + "/metrics"]
     decode_urls = decode_metrics_urls(p.get("backends"))
-    pd_before = await asyncio.to_thread(smoke_groups.pd_scrape, decode_urls, tls)
-    groups, before, after, peaks = await _measure(p, model, info, metrics_urls, tls)
-    pd_after = await asyncio.to_thread(smoke_groups.pd_scrape, decode_urls, tls)
+    pd_before = await asyncio.to_thread(smoke_groups.pd_scrape, decode_urls, endpoint.tls)
+    groups, before, after, peaks = await _measure(p, endpoint, model, info, metrics_urls)
+    pd_after = await asyncio.to_thread(smoke_groups.pd_scrape, decode_urls, endpoint.tls)
     reproduction = dict(p.get("reproduction") or {})
     reproduction.setdefault("vllm_version", info["version"])
     reproduction.setdefault("model", model)
     reproduction.setdefault("max_model_len", info["max_model_len"])
     facts = {
-        "base_url": api, "model": model,
+        "base_url": endpoint.api, "model": model,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "started_epoch": int(started),
         "duration_s": round(time.time() - started, 3),

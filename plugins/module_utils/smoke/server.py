@@ -8,6 +8,7 @@ import asyncio
 import json
 import ssl
 import urllib.error
+from collections import namedtuple
 
 from ansible.module_utils.urls import Request, make_context
 
@@ -32,6 +33,33 @@ _TLS_CONTEXTS = {}
 def tls_of(params):
     """The modules' ``validate_certs``/``ca_path`` options as ``(validate_certs, ca_path)``."""
     return (params.get("validate_certs", True) is not False, params.get("ca_path") or None)
+
+
+class Endpoint(namedtuple("Endpoint", ("root", "api", "api_key", "timeout", "tls"))):
+    """An OpenAI-compatible server, its base URL parsed once: ``root`` (``scheme://host:port``: /version, /metrics),
+    ``api`` (``root/v1``), the bearer token (None: none sent), the chat requests' timeout in seconds and the TLS pair
+    ``(validate_certs, ca_path)``. A tuple, so it reaches the client processes as JSON (``from_json``)."""
+    __slots__ = ()
+
+    @classmethod
+    def at(cls, base_url, api_key=None, timeout=3600.0, tls=DEFAULT_TLS):
+        root, api = split_base_url(base_url)
+        return cls(root, api, api_key, float(timeout), tuple(tls or DEFAULT_TLS))
+
+    @classmethod
+    def from_json(cls, values):
+        root, api, api_key, timeout, tls = values
+        return cls(root, api, api_key, float(timeout), tuple(tls))
+
+    def backend(self, base_url):
+        """Another server (a router's backend) asked with the same token, timeout and TLS settings."""
+        return Endpoint.at(base_url, self.api_key, self.timeout, self.tls)
+
+
+def endpoint_of(params):
+    """The endpoint the modules' options name (``base_url``, ``api_key``, ``timeout``, ``validate_certs``,
+    ``ca_path``)."""
+    return Endpoint.at(params["base_url"], params.get("api_key"), params.get("timeout", 3600.0), tls_of(params))
 
 
 def tls_context(tls=DEFAULT_TLS):
@@ -139,9 +167,9 @@ class GaugeSampler(object):
         return dict(self.peaks, samples=self.samples)
 
 
-def server_info(base_url, api_key=None, timeout=30.0, tls=DEFAULT_TLS):
-    """/version and /v1/models -> {"version", "models", "model", "max_model_len", "errors"}."""
-    root, api = split_base_url(base_url)
+def server_info(endpoint, timeout=30.0):
+    """/version and /v1/models of an ``Endpoint`` -> {"version", "models", "model", "max_model_len", "errors"}."""
+    root, api, api_key, tls = endpoint.root, endpoint.api, endpoint.api_key, endpoint.tls
     info = {"version": None, "models": [], "model": None, "max_model_len": None, "errors": []}
     try:
         status, text = http_get(root + "/version", timeout=timeout, tls=tls)

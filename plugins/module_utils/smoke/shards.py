@@ -22,6 +22,7 @@ import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 
 # Streams one client process handles; above it the streams are shared out over several processes.
 SHARD_STREAMS = 128
@@ -111,7 +112,7 @@ async def run_sharded(spec, messages_list, concurrency, per_shard=SHARD_STREAMS)
 async def run_streams(client, spec, messages_list, concurrency, per_shard=SHARD_STREAMS):
     """Stream every request of ``messages_list``, ``concurrency`` at a time -> (results, wall_s).
 
-    ``spec``: ``base_url``, ``api_key``, ``timeout``, ``tls``, ``model``, ``body`` (what a client process needs to
+    ``spec``: ``endpoint`` (``smoke_server.Endpoint``), ``model``, ``body`` (what a client process needs to
     build its own client); ``client`` (already warmed up) serves the in-process case."""
     if int(concurrency) <= per_shard:
         return await run_local(client, spec["model"], spec["body"], messages_list, concurrency)
@@ -120,8 +121,7 @@ async def run_streams(client, spec, messages_list, concurrency, per_shard=SHARD_
 
 async def _serve(job):
     """A client process: build and warm up the client, say ``ready``, wait for ``go``, run, print the results."""
-    client = sc.make_client(job["base_url"], job.get("api_key"), job["timeout"], job["concurrency"],
-                            tuple(job.get("tls") or (True, None)))
+    client = sc.make_client(smoke_server.Endpoint.from_json(job["endpoint"]), job["concurrency"])
     try:
         await sc.warm_up(client, job["concurrency"])
         sys.stdout.write("ready\n")
