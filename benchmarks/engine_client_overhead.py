@@ -22,7 +22,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api  # noqa: E402
 
 BODY = b'{"Version": "29.7.2", "ApiVersion": "1.54"}'
 
@@ -107,7 +107,7 @@ def main(argv=None):
         srv.server_close()
     show("import http.client (fresh interpreter)", import_seconds("import http.client", args.imports))
     show("import engine_api (fresh interpreter)", import_seconds(
-        "from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api", args.imports))
+        "from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api", args.imports))
     return 0
 
 

@@ -4,9 +4,9 @@
 Plan table, per size N (default 64 / 144 / 576 / 1,152 GB300 trays, one multi-node DEP inventory generated the way
 benchmarks/plan_64_nodes.py does):
 
-- renderer: module_utils.topology.build_cluster_plan in process (the floor),
+- renderer: plugin_utils.plan.topology.build_cluster_plan in process (the floor),
 - renderer + files: the renderer plus what the cluster_plan action adds (plan JSON + launch script per node,
-  written with plugin_utils.plan_files.write_plan into a fresh directory, i.e. 2 x N files + the kept copy),
+  written with plugin_utils.plan.files.write_plan into a fresh directory, i.e. 2 x N files + the kept copy),
 - plan.yml wall: `ansible-playbook playbooks/plan.yml` writing the plan files (fresh plan_dir per run),
 - the goal: plan.yml <= max(3 x (renderer + files), 5 s), and < 2 s at 64 nodes.
 
@@ -56,8 +56,10 @@ sys.path.insert(0, os.path.join(REPO, "sim"))
 import lightnodes  # noqa: E402  sim/lightnodes.py
 from plan_64_nodes import cluster_vars  # noqa: E402
 from preflight_fanout import EXTRA, PROBE_TASK, task_seconds  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data  # noqa: E402
 
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 CGROUP_ROOT = "/sys/fs/cgroup/cpuacct"

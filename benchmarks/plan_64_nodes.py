@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: render and validate the plan of a 64-node inventory.
 
-Prints the wall time of (a) the pure renderer (module_utils.topology, in process) and (b) the whole
+Prints the wall time of (a) the pure renderer (plugin_utils.plan.topology, in process) and (b) the whole
 `ansible-playbook playbooks/plan.yml` run on a generated 64-tray GB300 DEP inventory (writes 128 files).
 Target: under 5 s for 64 nodes on a 2-core machine.
 
@@ -17,8 +17,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data  # noqa: E402
 
 IMAGE = "vllm/vllm-openai@sha256:" + "c" * 64
 

@@ -32,11 +32,11 @@ import urllib.request
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics as sl  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as ssrv  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards as ss  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as ssrv  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import shards as ss  # noqa: E402
 
 HOST = "127.0.0.5"
 MODEL = "moonshotai/Kimi-K3"
@@ -129,10 +129,11 @@ async def run_round(base_url, concurrency, tokens, preopen=True, per_shard=None)
     metrics = [base_url[:-3] + "/metrics"]
     before = await asyncio.to_thread(ssrv.scrape, metrics)
     local = min(concurrency, per_shard)
-    client = sc.make_client(base_url, None, 600, local)
+    endpoint = ssrv.Endpoint.at(base_url, None, 600)
+    client = sc.make_client(endpoint, local)
     await sc.warm_up(client, local if preopen else 1)
     body = sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
-    spec = {"base_url": base_url, "api_key": None, "timeout": 600, "tls": (True, None), "model": MODEL, "body": body}
+    spec = {"endpoint": endpoint, "model": MODEL, "body": body}
     msgs = [[{"role": "user", "content": PROMPT}]] * concurrency
     cpu0 = _cpu_s()
     t0 = time.perf_counter()

@@ -18,7 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner as sr  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr  # noqa: E402
 from vllm_standin import testing  # noqa: E402
 
 

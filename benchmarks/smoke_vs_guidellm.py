@@ -38,10 +38,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import smoke_client_overhead as sco  # noqa: E402  (stand-in start/stop, niceness, sys.path)
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner as cr  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics as sl  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as ss  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as cr  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as sl  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as ss  # noqa: E402
 
 REPO = sco.REPO
 OUT = os.path.join(REPO, "build", "bench", "guidellm")
@@ -49,12 +49,12 @@ OUT = os.path.join(REPO, "build", "bench", "guidellm")
 
 def module_run(base, c, n, tokens):
     async def go():
-        client = sc.make_client(base, None, 600, c)
+        endpoint = ss.Endpoint.at(base, None, 600)
+        client = sc.make_client(endpoint, c)
         await sc.warm_up(client, c)
         body = sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
         try:
-            spec = {"base_url": base, "api_key": None, "timeout": 600, "tls": (True, None), "model": sco.MODEL,
-                    "body": body}
+            spec = {"endpoint": endpoint, "model": sco.MODEL, "body": body}
             ctx = cr.step_context(client, spec, [base[:-3] + "/metrics"], 0.5, 8)
             return await cr.run_step(ctx, c, n)
         finally:

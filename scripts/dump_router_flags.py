@@ -6,7 +6,7 @@ parser needs no backend):   python scripts/dump_router_flags.py [--out data/rout
 
 The parser is the one `vllm-router` builds (vllm_router/launch_router.py parse_router_args: an ArgumentParser
 with RouterArgs.add_cli_args(parser, use_router_prefix=False)); the schema and layout are those of the vLLM flag
-snapshots (scripts/dump_vllm_flags.py: "flags", "aliases"), so module_utils.vllm_flags.check_argv reads both.
+snapshots (scripts/dump_vllm_flags.py: "flags", "aliases"), so plugin_utils.plan.vllm_flags.check_argv reads both.
 """
 import argparse
 import importlib.util

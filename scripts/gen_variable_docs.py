@@ -1,14 +1,15 @@
 """python scripts/gen_variable_docs.py [--check]
 
 Render docs/variables.md, the README variable table and the plan_variables doc fragment from the variable table
-(plugins/module_utils/plan_variables.py). --check: exit 1 and name the files that are out of date."""
+(plugins/plugin_utils/plan/variables.py). --check: exit 1 and name the files that are out of date."""
 import os
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data, variable_docs  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variable_docs  # noqa: E402
 
 
 def main(argv):

@@ -5,7 +5,7 @@ The PNG is rendered with matplotlib (Agg) and re-encoded with Pillow as a small 
 text is embedded in a ``tEXt`` chunk with keyword ``kimi-sim-ocr``: the rehearsal cluster's stand-in server cannot
 do OCR and "reads" that chunk instead. A real Kimi-K3 reads the pixels.
 
-Output: ``plugins/module_utils/smoke_image.py`` holding ``SAMPLE_PNG_B64``, ``SAMPLE_TEXT`` and
+Output: ``plugins/module_utils/smoke/image.py`` holding ``SAMPLE_PNG_B64``, ``SAMPLE_TEXT`` and
 ``SAMPLE_REQUIRED_TOKENS`` (what the vision check requires in the answer). Deterministic: running it twice yields the
 same file (fixed metadata, no timestamps). Every line of the output stays below ``MAX_LINE`` characters
 (ansible-test's pep8 limit is 160): the text is written one receipt line per literal, the base64 in 100-character
@@ -20,7 +20,7 @@ import os
 import textwrap
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_OUT = os.path.join(REPO, "plugins", "module_utils", "smoke_image.py")
+DEFAULT_OUT = os.path.join(REPO, "plugins", "module_utils", "smoke", "image.py")
 
 LINES = [
     "NORTHWIND GPU CAFE",

@@ -3,8 +3,8 @@
 #
 #   scripts/mutation.sh [smoke|plan|all|MUTANT_GLOB...]   default: smoke
 #
-#   smoke  the smoke figures and fail policy (plugins/module_utils/smoke_{sse,measure,stats,policy,logs,metrics}.py)
-#   plan   the plan validators (plugins/module_utils/topology*.py, plan_*.py)
+#   smoke  the smoke figures and fail policy (plugins/module_utils/smoke/{sse,measure,stats,policy,logs,metrics}.py)
+#   plan   the plan validators (plugins/plugin_utils/plan/)
 #   validators  the plan's validation rules and the value parsing they use (plan_validate.py, coerce.py) alone:
 #          a quicker run than "plan" when only those changed
 #   all    all of these
@@ -28,9 +28,9 @@ py="$here/.venv/bin/python"
 scope="${1:-smoke}"
 prefix="ansible_collections.gpufleet.kimi_k3."
 case "$scope" in
-  smoke) globs=("${prefix}plugins.module_utils.smoke_*") ;;
-  plan) globs=("${prefix}plugins.module_utils.topology*" "${prefix}plugins.module_utils.plan_*") ;;
-  validators) globs=("${prefix}plugins.module_utils.plan_validate*" "${prefix}plugins.module_utils.coerce*") ;;
+  smoke) globs=("${prefix}plugins.module_utils.smoke.*") ;;
+  plan) globs=("${prefix}plugins.plugin_utils.plan.*") ;;
+  validators) globs=("${prefix}plugins.plugin_utils.plan.validate*" "${prefix}plugins.module_utils.common.coerce*") ;;
   all) globs=() ;;
   *) globs=("$@") ;;
 esac

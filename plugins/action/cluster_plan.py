@@ -13,10 +13,14 @@ __metaclass__ = type
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_render, topology
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import model_facts, plan_files, recipe_data
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import role_variables
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import role_variables
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 NODE_VARS = ("ansible_host",)
 # role variables the plan turns into values it hands the roles (plan_handover: image_pull)

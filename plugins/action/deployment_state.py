@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side action: read or update the deployment state record (``<plan_dir>/state.json``).
 
-Documentation lives in plugins/modules/deployment_state.py; the record's logic in module_utils/deploy_state.py,
-the moves an upgrade may make in plugin_utils/rollout.py.
+Documentation lives in plugins/modules/deployment_state.py; the record's logic in plugin_utils/rollout/state.py,
+the moves an upgrade may make in plugin_utils/rollout/transitions.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,8 +16,10 @@ import datetime
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, deploy_state
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, rollout
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import state as deploy_state
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import transitions as rollout
 
 
 def _now():

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side action: judge every node's fabric job result against its spec once, write the fabric section.
 
-Documentation lives in plugins/modules/fabric_report.py; the logic in plugins/plugin_utils/fabric_report.py.
+Documentation lives in plugins/modules/fabric_report.py; the logic in plugins/plugin_utils/fabric/report.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,10 +15,10 @@ import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import fabric_report as R
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 PREFLIGHT_FILES = ("preflight-report.json", "preflight-report.md")
 

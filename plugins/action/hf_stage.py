@@ -16,7 +16,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.hf_stage import progress_line
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights.hf_stage import progress_line
 
 display = Display()
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side action: Prometheus scrape configuration + Grafana dashboard for the planned endpoints.
 
-Documentation lives in plugins/modules/monitoring_config.py. The logic is in module_utils.monitoring.
+Documentation lives in plugins/modules/monitoring_config.py. The logic is in plugin_utils.monitoring.targets.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,10 +18,11 @@ import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, monitoring
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.recipe_data import DATA_DIR, load_yaml
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.recipe_data import DATA_DIR, load_yaml
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 try:
     import jsonschema

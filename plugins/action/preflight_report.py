@@ -16,11 +16,13 @@ import json
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import action_specs, plan_contract
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_expect as E
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_report as R
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import plan_files, recipe_data
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import contract as plan_contract
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import expect as E
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 
 def _probe_of(hostvars, host, var):

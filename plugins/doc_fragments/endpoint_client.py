@@ -6,7 +6,7 @@ from __future__ import annotations
 class ModuleDocFragment(object):
     """Requirements and options of the modules that send requests to the vLLM OpenAI-compatible API and read its
     /metrics (vllm_smoke, vllm_capacity_step), TLS included (https behind a TLS-terminating proxy or router); their
-    argument spec is module_utils/endpoint_args.py."""
+    argument spec is module_utils/smoke/endpoint_args.py."""
 
     DOCUMENTATION = r"""
 requirements:

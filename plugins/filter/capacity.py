@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the capacity role (thin wrappers around module_utils.capacity).
+"""Filters of the capacity role (thin wrappers around module_utils.capacity.curve).
 
 Documentation: capacity_restart.yml, capacity_values.yml, capacity_refusal.yml and capacity_endpoint.yml beside this
 file.
@@ -10,8 +10,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity, capacity_check, plan_handover
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as capacity
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
 
 
 def capacity_restart(models_result, wanted):

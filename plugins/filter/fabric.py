@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter of the fabric role (a thin wrapper around plugin_utils.fabric). Documentation: fabric_specs.yml.
+"""Filter of the fabric role (a thin wrapper around plugin_utils.fabric.specs). Documentation: fabric_specs.yml.
 The judgement is the fabric_report action."""
 from __future__ import absolute_import, division, print_function
 
@@ -9,8 +9,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import fabric, recipe_data
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import specs as fabric
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 
 def fabric_specs(plan_result, hosts=None, options=None, recipe="kimi_k3"):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the image role: thin wrappers over module_utils.image_ref.
+"""Filters of the image role: thin wrappers over plugin_utils.image.reference.
 
 This file holds several filters. ansible-doc reads the DOCUMENTATION of a filter's Python file when it has one, which
 would give all of them the same page; so, like ansible.builtin's core.py, this file carries none and each filter is
@@ -14,8 +14,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import image_ref
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 
 def _str(value):

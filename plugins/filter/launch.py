@@ -11,8 +11,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import deploy_state, launch_watch
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_secrets as secrets_utils
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import state as deploy_state
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.launch import watch as launch_watch
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.launch import secrets as secrets_utils
 
 
 def launch_failure_summary(results, tail=40, log_dir=None):

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""next_steps filter: the closing summary of the plan, preflight and deploy playbooks (module_utils.next_steps)."""
+"""next_steps filter: the closing summary of the plan, preflight and deploy playbooks
+(plugin_utils.summary.next_steps)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -54,8 +55,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import next_steps as _next_steps
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import plain_view, to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.summary import next_steps as _next_steps
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import plain_view, to_plain
 
 
 def next_steps(plan_result, stage, artifacts_dir, inventory=None, run_tags=None):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the plan role (thin wrappers around module_utils.plan_contract).
+"""Filters of the plan role (thin wrappers around plugin_utils.plan.contract).
 
 Documentation: plan_problem.yml and plan_problems.yml beside this file (one page per filter).
 """
@@ -9,8 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import contract as plan_contract
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 
 def plan_problem(plan_result, host):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the preflight role (thin wrappers around module_utils.preflight_expect).
+"""Filters of the preflight role (thin wrappers around plugin_utils.preflight.expect).
 
 Documentation: preflight_ports.yml, preflight_interfaces.yml and preflight_probe_args.yml beside this file.
 The cluster-wide judgement is the preflight_report action.
@@ -12,8 +12,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_expect
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import expect as preflight_expect
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 
 def preflight_ports(plan):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters used by the upgrade role (thin wrappers around plugin_utils/rollout.py)."""
+"""Filters used by the upgrade role (thin wrappers around plugin_utils/rollout/transitions.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import rollout
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import transitions as rollout
 
 
 def upgrade_outcome(hosts, target_image, previous_image):

@@ -11,7 +11,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import router_status
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.router import status as router_status
 
 
 def _backends(router_plan):

@@ -18,7 +18,8 @@ description:
   - C(deployed) names the plan (id, image) that last became ready; C(upgrade) is set while an upgrade runs (from
     which digest to which, and its stage) and cleared when the new digest passed its smoke gate or the rollback is
     serving; C(last_run) tells whether the last launch became ready or failed, and why.
-  - The upgrade operations are moves of the rollout state machine (C(plugins/plugin_utils/rollout.py)); the state is
+  - The upgrade operations are moves of the rollout state machine (C(plugins/plugin_utils/rollout/transitions.py));
+    the state is
     C(idle) without an upgrade, else the upgrade's stage. A move the table does not hold (for example the smoke
     stage before the launch stage, or a second upgrade while one is in progress) fails naming the state, the move
     and the moves allowed from there, and leaves the record as it was.

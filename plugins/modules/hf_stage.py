@@ -131,7 +131,7 @@ rounds:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import hf_stage
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights import hf_stage
 
 
 def main():

@@ -273,8 +273,8 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine_api import docker_client_spec
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe_collect import ProbeIO, collect
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.api import docker_client_spec
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe.collect import ProbeIO, collect
 
 
 ARGUMENT_SPEC = dict(

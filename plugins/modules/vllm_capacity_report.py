@@ -91,7 +91,8 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 try:
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity, capacity_check
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as capacity
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
 
     IMPORT_ERROR = None
 except ImportError:  # pragma: no cover

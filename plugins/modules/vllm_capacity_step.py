@@ -119,8 +119,8 @@ sweep:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import endpoint_args
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as capacity_runner
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import endpoint_args
 
 ARGUMENT_SPEC = endpoint_args.argument_spec(
     max_model_len=dict(type="int"),

@@ -127,8 +127,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status
 
 
 def main():

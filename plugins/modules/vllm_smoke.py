@@ -269,10 +269,10 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import endpoint_args
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import endpoint_args
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import finalise as smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as smoke_runner
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import tool_validation
 
 ARGUMENT_SPEC = endpoint_args.argument_spec(
     groups=dict(type="list", elements="str", choices=list(smoke_runner.GROUPS),

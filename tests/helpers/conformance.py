@@ -13,12 +13,12 @@ the collection's own parsers (smoke_metrics, smoke_sse, smoke_logs, launch_statu
 import json
 import re
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_api
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_sse
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import api as smoke_api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as smoke_measure
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as smoke_metrics
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import sse as smoke_sse
 
 # Every vllm:* family the collection reads: the smoke/capacity snapshot (smoke_metrics) and the Grafana dashboard
 # (data/monitoring/vllm-dashboard.yml: the request_success family by finished_reason, histogram buckets by le).
@@ -278,7 +278,7 @@ def _get(url, api_key=None, timeout=30.0):
 def client_for(base_url, api_key=None, timeout=120.0):
     from openai import OpenAI
 
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 
     _root, api = smoke_server.split_base_url(base_url)
     return OpenAI(base_url=api, api_key=api_key or "EMPTY", max_retries=0, timeout=timeout)
@@ -344,7 +344,7 @@ def observe_chats(client, model, max_tokens=8, extra_body=None):
 
 def observe(base_url, api_key=None, model=None, log_text=None, extra_body=None, timeout=120.0):
     """Every observable of one ready server (``log_text``: its container log, when there is one)."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 
     root, api = smoke_server.split_base_url(base_url)
     out = {"health/ready": _get(root + "/health", timeout=timeout)[0]}

@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as capacity_runner
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as smoke_runner
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_capacity_step
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 

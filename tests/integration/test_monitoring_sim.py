@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import monitoring
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
 from tests.helpers.runner import REPO, failed_tasks, run_playbook
 
 pytestmark = pytest.mark.sim

@@ -4,7 +4,7 @@ The node image has `kimi-ops` (passwordless sudo) and `kimi-docker` (docker grou
 with the sim's key. The test copies the sim inventory and adds host_vars that connect as kimi-ops with
 ansible_become: true (the usual site setup), then runs playbooks/deploy.yml end to end with an API key, so the
 secret files (0400, in a root-only 0700 directory under launch_env_dir) are written and removed by teardown. The docker-group user is
-refused by the access check (plugins/module_utils/preflight_access.py), run with its real observations.
+refused by the access check (plugins/module_utils/probe/access.py), run with its real observations.
 """
 import json
 import os
@@ -65,7 +65,7 @@ PROBE_PLAYBOOK = """
 def _access(sim, tmp_path, node, user, sudo=False):
     """node_probe run on the node through Ansible (module packaging, login as ``user``, become when ``sudo``), its
     ``access`` observations -> preflight_access.check_access(), as preflight judges them."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_access as pa
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import access as pa
     inv = _inventory_as(sim, tmp_path / ("%s-%s" % (user, sudo)), user, become=sudo)
     playbook = tmp_path / "probe.yml"
     playbook.write_text(PROBE_PLAYBOOK)

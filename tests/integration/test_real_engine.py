@@ -31,7 +31,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
 
 from tests.helpers.http import status as _http
 from tests.helpers.runner import REPO, failed_tasks, run_playbook

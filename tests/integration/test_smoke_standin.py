@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(VLLM), reason="sim/standin not present")
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner as cr  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner as sr  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as cr  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr  # noqa: E402
 
 
 def free_port():

@@ -1,4 +1,4 @@
-"""Differential probes: the plan's flag checker (plugins/module_utils/vllm_flags.py) against the real parser.
+"""Differential probes: the plan's flag checker (plugins/plugin_utils/plan/vllm_flags.py) against the real parser.
 
 For every flag and alias of a shipped snapshot, a few one-flag argvs are built from the snapshot's own data (the bare
 switch, each choice, a choice in other case or with dashes, the `--flag=value` and underscore spellings, a value

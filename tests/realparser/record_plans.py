@@ -16,7 +16,7 @@ _STATE = {"records": [], "index": {}, "fabricated": 0, "refused": 0, "calls": 0,
 
 
 def _shipped_inputs():
-    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
     return recipe_data.load_recipe(), recipe_data.load_snapshots()
 
 
@@ -46,7 +46,7 @@ def record(result, recipe, snapshots, shipped, test):
 def pytest_configure(config):
     if not os.environ.get("KIMI_K3_RECORD_PLANS"):
         return
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
+    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
     original = topology.build_cluster_plan
     shipped = _shipped_inputs()
 

@@ -212,7 +212,7 @@ def _short(text, limit):
 
 def judge_probes(versions):
     """{version: probes judged by the plan's checker} for the shipped snapshots."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
+    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
     out = {}
     for version in versions:
         path = os.path.join(REPO, "data", "vllm_flags", "vllm-%s.json" % version)

@@ -4,7 +4,7 @@
 """Fabric rehearsal job: runs inside the pulled serving image on every node of one deployment.
 
 Usage: ``python3 fabric_job.py SPEC.json --out RESULT.json`` (the spec is built on the controller by
-``plugins/plugin_utils/fabric.py`` from the plan). Standard library, plus torch when the image has it.
+``plugins/plugin_utils/fabric/specs.py`` from the plan). Standard library, plus torch when the image has it.
 
 Phases, all bounded by the spec's ``timeout_s``:
 1. interfaces (every ``*_SOCKET_IFNAME`` exists and carries this node's address) and names (every name the plan

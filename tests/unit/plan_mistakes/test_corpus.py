@@ -19,8 +19,11 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology, vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data, role_variables
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import role_variables
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))

@@ -1,5 +1,5 @@
 """The controller-side actions validate their arguments against the one spec their module file documents
-(module_utils/action_specs.py): defaults applied, choices and unknown names refused before anything runs."""
+(plugin_utils/actions/specs.py): defaults applied, choices and unknown names refused before anything runs."""
 import json
 
 from tests.helpers.runner import failed_tasks, run_playbook, task_results

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from tests.helpers.runner import REPO, failed_tasks, run_playbook
 
 SNAP = recipe_data.load_snapshots()

@@ -1,6 +1,6 @@
 """The fabric job (roles/fabric/files/fabric_job.py) run for real: two processes on 127.0.0.1 as the two nodes of
-a CPU-profile deployment, their specs built from a plan by plugin_utils.fabric and their results judged by
-plugin_utils.fabric_report.
+a CPU-profile deployment, their specs built from a plan by plugin_utils.fabric.specs and their results judged by
+plugin_utils.fabric.report.
 
 - with torch (gloo over lo): a real all-reduce (every element 1 + 2 = 3), a checked all-to-all, send/recv between
   the two nodes, every planned port answered from the peer; the provenance read through ``vllm --version``;
@@ -23,7 +23,9 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import fabric, fabric_report, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import specs as fabric
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import report as fabric_report
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 JOB = os.path.join(REPO, "roles", "fabric", "files", "fabric_job.py")

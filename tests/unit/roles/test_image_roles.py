@@ -94,7 +94,7 @@ def _only_task(r, task):
 def test_bad_mirror_rule_is_refused_on_every_node_before_contacting_it(inventory):
     r = run_playbook("image.yml", inventory, extravars={"image_reference": "vllm/vllm-openai@" + D1,
                                                         "image_mirror": {"docker.io/": "harbor.example/hub"}})
-    # The plan checks role variables first (plugin_utils/role_variables.py), with the role's own rule.
+    # The plan checks role variables first (plugin_utils/plan/role_variables.py), with the role's own rule.
     for _host, _t, msg in _only_task(r, "Validate the inventory and render every node's launch plan"):
         assert msg.startswith("The inventory was refused before contacting any host (1 problem(s)):")
         assert ("gb300-tray01: image_mirror: image_mirror['docker.io/']: the mirror 'harbor.example/hub' must be a "
@@ -190,7 +190,7 @@ def test_teardown_logs_out_of_the_image_registry():
 def test_teardown_logout_list_is_the_image_role_login_list():
     """The registries teardown logs out of: those the image role logs into for the same (mirror-rewritten) image,
     each once, never a password."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.image_ref import registry_logins
+    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image.reference import registry_logins
 
     creds = [{"registry": "https://harbor.example/", "username": "a", "password": "p1"},
              {"registry": "harbor.example", "username": "b", "password": "p2"},

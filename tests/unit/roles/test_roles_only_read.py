@@ -57,7 +57,7 @@ def test_roles_compute_nothing_the_plan_could_hand_over():
     found = dict((key, len(lines)) for key, lines in offenders(REPO).items())
     new = dict((k, offenders(REPO)[k]) for k in found if k not in KNOWN or found[k] > KNOWN[k][0])
     assert not new, "Jinja in roles/ computes what the plan could hand over (file, rule): lines %s. Fix: add the " \
-                    "value to the plan (plugins/module_utils/plan_handover.py) and read it." % new
+                    "value to the plan (plugins/plugin_utils/plan/handover.py) and read it." % new
     gone = [k for k in KNOWN if found.get(k, 0) < KNOWN[k][0]]
     assert not gone, "%s no longer compute(s) in Jinja: lower or remove its KNOWN entry" % gone
 

@@ -1,5 +1,6 @@
 """roles/upgrade and the playbooks that run it: every write of the deployment state record in the role's task files
-is a move of the rollout table (plugins/plugin_utils/rollout.py), and each path an upgrade can take through the
+is a move of the rollout table (plugins/plugin_utils/rollout/transitions.py), and each path an upgrade can take
+through the
 phases (passed, rolled back after the launch or the smoke stage, rolling behind a router, interrupted and
 recovered) is a legal sequence that ends idle. upgrade.yml and recover.yml are role lists; the task names and
 messages the integration drills and the chaos soak match are where they look for them."""
@@ -8,7 +9,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import rollout as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import transitions as R
 from tests.helpers.runner import REPO
 
 TASKS = os.path.join(REPO, "roles", "upgrade", "tasks")

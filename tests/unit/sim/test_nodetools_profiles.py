@@ -327,7 +327,7 @@ def test_init_hides_python_requests_and_puts_it_back(tmp_path):
     ("internode_port_exposed", {"lo": (True, 65536), "eth1": (True, 1500)}),
 ])
 def test_faked_ip_reports_the_fault_and_init_links_it_only_then(tmp_path, fault, expect):
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as PP
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import parsers as PP
     root, bindir = _init(tmp_path, "gb300", [fault])
     assert os.path.islink(os.path.join(bindir, "ip"))
     prof = tmp_path / "profile.json"

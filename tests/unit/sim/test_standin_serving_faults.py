@@ -11,9 +11,9 @@ sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
 from vllm_standin import chat, config, engine, faults, flags, solver  # noqa: E402
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_correctness as corr  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_toolcases as cases_mod  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_verifier as ver  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import correctness as corr  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import toolcases as cases_mod  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as ver  # noqa: E402
 
 pytest.importorskip("jsonschema")
 

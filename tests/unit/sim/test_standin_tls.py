@@ -13,7 +13,8 @@ sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
 from vllm_standin import testing  # noqa: E402
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status, smoke_server  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server  # noqa: E402
 
 openai = pytest.importorskip("openai")
 try:  # openai 3.x ships httpx2, 1.x/2.x httpx (as smoke_client)
@@ -97,12 +98,12 @@ def test_a_missing_key_file_stops_the_start(tmp_path):
 
 def test_a_wrong_ca_is_named_in_the_smokes_server_facts(tls_server):
     url, paths, _proc = tls_server
-    info = smoke_server.server_info(url + "/v1", tls=(True, paths["wrong_ca"]))
+    info = smoke_server.server_info(smoke_server.Endpoint.at(url + "/v1", tls=(True, paths["wrong_ca"])))
     assert info["model"] is None and len(info["errors"]) == 2
     for error in info["errors"]:
         assert "the server's certificate was refused (CERTIFICATE_VERIFY_FAILED: " in error
         assert "by the CA bundle %s. Fix: " % paths["wrong_ca"] in error and "kimi_k3_tls_controller_ca_file" in error
-    right = smoke_server.server_info(url + "/v1", tls=(True, paths["ca"]))
+    right = smoke_server.server_info(smoke_server.Endpoint.at(url + "/v1", tls=(True, paths["ca"])))
     assert right["errors"] == [] and right["model"] == "kimi-k3"
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import contract as plan_contract
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_plan_golden import REPO, plan_inventory  # noqa: E402  (the golden test's inventory planner)

@@ -5,7 +5,7 @@ import json
 import yaml
 
 from ansible_collections.gpufleet.kimi_k3.plugins.action import monitoring_config as M
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.recipe_data import load_yaml
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.recipe_data import load_yaml
 
 
 def test_yaml_and_json_files_are_serialised_as_plain_data():

@@ -10,7 +10,7 @@ import yaml
 from ansible.template import Templar
 from ansible.parsing.dataloader import DataLoader
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import monitoring
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
 
 try:
     from ansible.template import trust_as_template  # ansible-core >= 2.19 templates trusted strings only

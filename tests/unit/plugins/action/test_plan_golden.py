@@ -17,8 +17,10 @@ from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.vars.manager import VariableManager
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, topology, vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.action import cluster_plan as cluster_plan_action
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import capacity as capacity_filters
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_handover, topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_plan_golden import RECIPE, SNAPSHOTS, nodes_of  # noqa: E402

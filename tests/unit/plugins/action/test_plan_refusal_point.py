@@ -6,8 +6,9 @@ import os
 import sys
 
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import capacity as capacity_filters
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import model_facts, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REV = "5a1e7c0de2b9f4a6c8d0e1f23456789abcdef012"

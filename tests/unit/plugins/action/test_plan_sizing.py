@@ -9,12 +9,16 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_capacity as pc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_render, plan_sizing, topology, vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import model_facts, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import capacity as pc
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import sizing as plan_sizing
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
+sys.path.insert(0, os.path.join(HERE, "..", "plugin_utils"))
 sys.path.insert(0, HERE)
 from test_plan_golden import plan_inventory  # noqa: E402
 from test_topology import make_nodes, plan  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_plan_golden import REPO, RECIPE, SNAPSHOTS, nodes_of, plan_inventory  # noqa: E402
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology  # noqa: E402
 
 INVENTORIES = ("sim-gb300", "sim-gb300-fleet", "sim-gb300-pd", "sim-mi355x", "sim-cpu", "sim-cpu-single",
                "gb300-cluster", "gb300-pd", "gb300-fleet", "mi355x-rdma-2node")

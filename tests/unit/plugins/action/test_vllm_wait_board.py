@@ -10,7 +10,7 @@ import pytest
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.gpufleet.kimi_k3.plugins.action import vllm_wait
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_watch as lw
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.launch import watch as lw
 
 
 def test_board_round_trip_and_per_run_directories(tmp_path, monkeypatch):

@@ -5,8 +5,8 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import next_steps as next_steps_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import plan as plan_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import preflight as preflight_filters
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import next_steps as next_steps_utils
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.templated import PlainView, plain_view, to_plain
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.summary import next_steps as next_steps_utils
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import PlainView, plain_view, to_plain
 from tests.unit.plugins.filter.test_plan_contract import rendered
 
 

@@ -1,10 +1,10 @@
-"""The thin filters of plugins/filter/image.py that expose module_utils.image_ref to the image role."""
+"""The thin filters of plugins/filter/image.py that expose plugin_utils.image.reference to the image role."""
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import image as image_filters
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import image_ref as iv
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as iv
 
 D1 = "sha256:" + "1" * 64
 ID1 = "sha256:" + "a" * 64

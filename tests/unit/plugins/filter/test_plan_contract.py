@@ -1,5 +1,5 @@
-"""The plan contract every role reads (module_utils.plan_contract, filters plan_problem / plan_problems), and the
-ports/expectations preflight derives from a plan (module_utils.preflight_expect)."""
+"""The plan contract every role reads (plugin_utils.plan.contract, filters plan_problem / plan_problems), and the
+ports/expectations preflight derives from a plan (plugin_utils.preflight.expect)."""
 import copy
 
 import pytest
@@ -8,10 +8,10 @@ from hypothesis import given, strategies as st
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import capacity as capacity_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import plan as plan_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import preflight as preflight_filters
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import plan_contract as PCT
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_expect as E
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import topology
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import contract as PCT
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import expect as E
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 RECIPE = recipe_data.load_recipe()
 SNAPSHOTS = recipe_data.load_snapshots()

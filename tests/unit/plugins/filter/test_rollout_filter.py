@@ -1,4 +1,5 @@
-"""filter/rollout.py: upgrade_outcome is registered under its documented name, wraps plugin_utils.rollout.outcome
+"""filter/rollout.py: upgrade_outcome is registered under its documented name, wraps
+plugin_utils.rollout.transitions.outcome
 and refuses input that is not the hosts' variables."""
 import pytest
 from ansible.errors import AnsibleFilterError

@@ -1,7 +1,7 @@
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity as cap
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner as cr
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as cap
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as cr
 
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 

@@ -2,7 +2,7 @@
 mutant of scripts/mutation.sh validators that the plan tests did not)."""
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import coerce
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import coerce
 
 
 @pytest.mark.parametrize("value", [True, "true", "True", " TRUE ", "yes", "Yes", "on", "ON", "1", " 1 ", 1, 2, -1])

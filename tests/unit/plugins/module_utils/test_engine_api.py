@@ -19,8 +19,8 @@ import threading
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import engine_api as E
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as E
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 SDK = pytest.importorskip("ansible_collections.community.docker.plugins.module_utils._api.utils.utils")

@@ -1,4 +1,4 @@
-"""module_utils.hf_stage: planning, disk check, verification, and the HTTP side against a local server.
+"""module_utils.weights.hf_stage: planning, disk check, verification, and the HTTP side against a local server.
 
 The local server (http.server on 127.0.0.1, started and stopped by the fixture) speaks the two Hub endpoints the
 stager uses - the tree listing (paginated) and resolve with Range - so resume, restart and token handling are
@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import hf_stage as hs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights import hf_stage as hs
 
 REPO = "sim-org/Tiny"
 REV = "a" * 40

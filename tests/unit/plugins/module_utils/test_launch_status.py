@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status as ls
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status as ls
 
 LOG = """INFO 11-30 04:42:23 [api_server.py:1970] vLLM API server version 0.28.0
 INFO 11-30 04:42:23 [parallel_state.py:1124] TP/PP rendezvous (master) listening on 127.0.0.11:29501, waiting for node ranks [1]

@@ -1,7 +1,7 @@
-"""module_utils.preflight_access: the operator-access observation on a node and its preflight finding."""
+"""module_utils.probe.access: the operator-access observation on a node and its preflight finding."""
 import os
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import preflight_access as pa
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import access as pa
 
 
 def _obs(**kw):

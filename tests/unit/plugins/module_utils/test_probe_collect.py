@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_collect as PC
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import collect as PC
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 _spec = importlib.util.spec_from_file_location(

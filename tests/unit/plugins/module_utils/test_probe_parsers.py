@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import probe_parsers as P
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import parsers as P
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

@@ -2,8 +2,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_api as api
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_pd as pd
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import api
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import pd
 
 
 def test_reasoning_split():

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_correctness as c
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import correctness as c
 
 
 def test_prompts_are_seeded_and_cover_every_kind():

@@ -251,7 +251,7 @@ def fake():
 
 
 def test_fake_reads_ocr_chunk_of_shipped_sample():
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import image as smoke_image
 
     png = base64.b64decode("".join(smoke_image.SAMPLE_PNG_B64.split()))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner as sr
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 sys.path.insert(0, os.path.join(REPO, "sim", "standin"))

@@ -1,8 +1,8 @@
 """The full profile's gates and report sections: every criterion at and across its boundary, exact messages."""
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_gates as g
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_policy
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_verifier as ver
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import gates as g
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import policy as smoke_policy
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as smoke_report
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as ver
 
 
 def rate(k, n):
@@ -103,11 +103,11 @@ def test_report_sections():
 
 
 def test_decode_backends_are_judged_through_the_router_only():
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_groups
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import groups as smoke_groups
     backends = [{"url": "http://p:8001", "kind": "prefill"}, {"url": "http://d:8002", "kind": "decode"},
                 {"url": "http://w:8000", "kind": "worker"}]
     assert [b["url"] for b in smoke_groups.direct_backends(backends)] == ["http://p:8001", "http://w:8000"]
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as smoke_runner
     assert smoke_runner.decode_metrics_urls(backends) == ["http://d:8002/metrics"]
     assert smoke_runner.effective_groups(["text"], "full") == ["text", "correctness", "api", "tool_verifier"]
     assert smoke_runner.effective_groups(["tool_calling", "text"], "quick") == ["text", "tool_calling"]

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as sc
 
 
 def reply(handler, code, body):

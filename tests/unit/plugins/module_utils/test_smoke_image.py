@@ -1,9 +1,9 @@
-"""The generated sample image module (plugins/module_utils/smoke_image.py) and its generator."""
+"""The generated sample image module (plugins/module_utils/smoke/image.py) and its generator."""
 import base64
 import importlib.util
 import os
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_image
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import image as smoke_image
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 GENERATOR = os.path.join(REPO, "scripts", "make_smoke_image.py")

@@ -10,10 +10,10 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import launch_status
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_logs
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import finalise as smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as smoke_report
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_container_log
 
 from tests.unit.plugins.module_utils.test_smoke_http import reply

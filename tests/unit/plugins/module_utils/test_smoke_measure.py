@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_sse as sse
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_stats
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import sse
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import stats as smoke_stats
 
 T0 = 100.0
 

@@ -1,6 +1,6 @@
 """vLLM /metrics -> per-engine snapshot -> cluster summary and window deltas, with exact values (two engines, one
 node scraped twice, counters with and without the _total suffix)."""
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_metrics as smm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as smm
 
 BEFORE = """\
 # TYPE vllm:num_requests_running gauge

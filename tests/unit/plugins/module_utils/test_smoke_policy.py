@@ -1,7 +1,7 @@
 """The smoke fail policy: every criterion on and off, at and across its boundary, with the exact messages."""
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_policy as sp
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import policy as sp
 
 
 def facts(ttft=(0.5, 1.0), status="ok", rate=1.0, findings=None, preemptions=0):

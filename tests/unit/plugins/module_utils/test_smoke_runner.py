@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_finalise
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_report
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner as sr
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import finalise as smoke_finalise
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as smoke_report
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 

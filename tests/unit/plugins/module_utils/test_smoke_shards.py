@@ -4,9 +4,10 @@ import asyncio
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_measure as sm
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_shards as ss
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import measure as sm
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import shards as ss
 
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 
@@ -25,12 +26,12 @@ def test_plan_shards(requests, concurrency, per, expected):
 
 def _run(f, n, concurrency, per_shard, api_key=None):
     body = sc.request_body(4, None, {"ignore_eos": True})
-    spec = {"base_url": f.base_url, "api_key": api_key, "timeout": 20.0, "tls": (True, None), "model": "m",
-            "body": body}
+    endpoint = smoke_server.Endpoint.at(f.base_url, api_key, 20.0)
+    spec = {"endpoint": endpoint, "model": "m", "body": body}
     msgs = [[{"role": "user", "content": "request %d" % i}] for i in range(n)]
 
     async def go():
-        client = sc.make_client(f.base_url, api_key, 20.0, 2)
+        client = sc.make_client(endpoint, 2)
         try:
             return await ss.run_streams(client, spec, msgs, concurrency, per_shard=per_shard)
         finally:
@@ -59,7 +60,7 @@ def test_in_process_below_the_threshold():
 def test_a_broken_shard_gives_failed_results_not_an_exception():
     with FakeVLLM() as f:
         base = f.base_url
-    spec = {"base_url": base, "api_key": None, "timeout": 2.0, "tls": (True, "/nonexistent/ca.pem"), "model": "m",
+    spec = {"endpoint": smoke_server.Endpoint.at(base, None, 2.0, (True, "/nonexistent/ca.pem")), "model": "m",
             "body": {"max_tokens": 2}}
     results, wall = asyncio.run(ss.run_sharded(spec, [[{"role": "user", "content": "x"}]] * 3, 3, per_shard=2))
     assert len(results) == 3 and not any(r["ok"] for r in results) and wall == 0.0
@@ -68,7 +69,7 @@ def test_a_broken_shard_gives_failed_results_not_an_exception():
 
 def test_a_client_process_that_cannot_start_gives_failed_results(monkeypatch, tmp_path):
     monkeypatch.setattr(ss.sys, "executable", str(tmp_path / "no-python"))
-    spec = {"base_url": "http://127.0.0.1:9/v1", "api_key": None, "timeout": 2.0, "tls": (True, None), "model": "m",
+    spec = {"endpoint": smoke_server.Endpoint.at("http://127.0.0.1:9/v1", None, 2.0), "model": "m",
             "body": {"max_tokens": 2}}
     results, wall = asyncio.run(ss.run_sharded(spec, [[{"role": "user", "content": "x"}]] * 4, 4, per_shard=2))
     assert wall == 0.0 and [r["ok"] for r in results] == [False] * 4

@@ -7,7 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 
 
 def _event(obj, crlf=False):
@@ -88,7 +89,7 @@ def server():
 
 def _run(base_url, scenario):
     async def go():
-        client = sc.make_client(base_url, None, 30.0, 1)
+        client = sc.make_client(smoke_server.Endpoint.at(base_url, None, 30.0), 1)
         try:
             return await sc.stream_chat(client, scenario, [{"role": "user", "content": "hi"}], max_tokens=16)
         finally:
@@ -132,7 +133,7 @@ def test_stream_without_done_still_completes(server):
 
 def test_plain_request_error_is_a_failed_result(server):
     async def go():
-        client = sc.make_client(server, None, 30.0, 1)
+        client = sc.make_client(smoke_server.Endpoint.at(server, None, 30.0), 1)
         try:
             return await sc.plain_chat(client, "http-400", [{"role": "user", "content": "hi"}], max_tokens=16)
         finally:

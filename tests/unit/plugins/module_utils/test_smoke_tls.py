@@ -10,9 +10,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import capacity_runner as cr
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_runner as sr
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_server
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as cr
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 
 from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
 from tests.unit.plugins.module_utils.test_smoke_runner import params

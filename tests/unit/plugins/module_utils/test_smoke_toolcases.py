@@ -3,7 +3,7 @@ import collections
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_toolcases as tc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import toolcases as tc
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -49,7 +49,7 @@ def test_id_format_errors_exact():
 
 
 def test_attempt_judgement_classes_and_verifier_validity():
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_toolgroup as tg
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import toolgroup as tg
     single = next(c for c in tc.build_cases() if c["id"] == "single-get_weather-0")
     no_call = next(c for c in tc.build_cases() if c["kind"] == "no_call")
 
@@ -78,7 +78,7 @@ def test_attempt_judgement_classes_and_verifier_validity():
 
 
 def test_group_figures_from_scripted_cases():
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_toolgroup as tg
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import toolgroup as tg
 
     def attempt(status, finish, valid, classes=()):
         return {"status": status, "classes": list(classes), "finish_reason": finish, "k2vv_valid": valid,

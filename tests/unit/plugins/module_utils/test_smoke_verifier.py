@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import smoke_verifier as v
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as v
 
 pytest.importorskip("jsonschema")
 

@@ -4,7 +4,7 @@ import json
 import pytest
 from jsonschema import SchemaError
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import tool_validation as tv
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import tool_validation as tv
 
 WEATHER = {
     "type": "function",

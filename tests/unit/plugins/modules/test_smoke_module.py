@@ -52,7 +52,7 @@ def test_endpoint_options_come_from_the_shared_fragments_and_spec(name):
     assert module.ARGUMENT_SPEC["ca_path"] == {"type": "path"}
     assert set(doc["options"]) == set(module.ARGUMENT_SPEC)
     # one declaration: the endpoint options are the shared spec's entries, the same objects in both modules
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import endpoint_args
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import endpoint_args
 
     for option, spec in endpoint_args.ENDPOINT_ARGUMENT_SPEC.items():
         assert module.ARGUMENT_SPEC[option] is spec, option

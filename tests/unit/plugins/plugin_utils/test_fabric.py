@@ -1,4 +1,4 @@
-"""plugin_utils.fabric (job specs from the plan) and plugin_utils.fabric_report (the judge, the report section):
+"""plugin_utils.fabric.specs (job specs from the plan) and plugin_utils.fabric.report (the judge, the report section):
 exact values on the example inventories' plans and on scripted job results."""
 import copy
 import json
@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import fabric, fabric_report as R, recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import specs as fabric
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from tests.unit.plugins.action.test_plan_golden import plan_inventory
 
 FABRIC = recipe_data.load_recipe()["fabric"]

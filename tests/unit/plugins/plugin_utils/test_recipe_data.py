@@ -1,4 +1,4 @@
-"""plugin_utils.recipe_data.load_yaml: libyaml's safe loader where PyYAML has it - the same documents as PyYAML's
+"""plugin_utils.plan.recipe_data.load_yaml: libyaml's safe loader where PyYAML has it - the same documents as PyYAML's
 pure-Python safe loader for every YAML/JSON data file the controller reads."""
 import glob
 import os
@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 FILES = sorted(glob.glob(os.path.join(recipe_data.DATA_DIR, "*", "*.yml"))
                + glob.glob(os.path.join(recipe_data.DATA_DIR, "monitoring", "*.json")))

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.action import cluster_plan as cluster_plan_action
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import role_variables as rv
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import role_variables as rv
 
 IMAGE = "vllm/vllm-openai@sha256:" + "a" * 64
 PLANS = {"tray01": {"image": IMAGE}}

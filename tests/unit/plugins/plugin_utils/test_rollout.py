@@ -1,4 +1,5 @@
-"""plugin_utils.rollout: the upgrade's state machine. Every legal move with its target, one exact-message test per
+"""plugin_utils.rollout.transitions: the upgrade's state machine. Every legal move with its target, one exact-message
+test per
 illegal move (the record left as it was), the moves the upgrade role and recover make in their order, and random
 move sequences against a model of the table."""
 import pytest
@@ -7,8 +8,8 @@ from ansible.parsing.dataloader import DataLoader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils import deploy_state as ds
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils import rollout as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import state as ds
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import transitions as R
 
 # made at import: DataLoader reads the working directory, which a test run elsewhere may have removed by then
 LOADER = DataLoader()

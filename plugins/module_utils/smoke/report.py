@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+"""The smoke report: summary rows, plain-text and Markdown tables, the Markdown report. No I/O."""
+from __future__ import annotations
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+
+
+def _fmt(v, digits=3):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return ("%%.%df" % digits) % v
+    return str(v)
+
+
+def summary_rows(facts):
+    """Rows of the summary table: group, status, TTFT mean/p99, ITL p50/p99, tokens/s, output tokens, retries."""
+    rows = []
+    for name in sorted(facts.get("groups", {})):
+        g = facts["groups"][name]
+        rows.append([name, g.get("status"), _fmt((g.get("ttft_s") or {}).get("mean")),
+                     _fmt((g.get("ttft_s") or {}).get("p99")), _fmt((g.get("itl_s") or {}).get("p50"), 4),
+                     _fmt((g.get("itl_s") or {}).get("p99"), 4), _fmt(g.get("tokens_per_s"), 1),
+                     _fmt(g.get("output_tokens")), sum((g.get("retries") or {}).values()) or 0,
+                     (g.get("error") or "")[:80]])
+    return rows
+
+
+SUMMARY_HEADER = ["group", "status", "ttft mean s", "ttft p99 s", "itl p50 s", "itl p99 s", "tok/s", "out tok",
+                  "retries", "error"]
+
+
+def markdown_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _col in header) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |")
+    return "\n".join(lines)
+
+
+def text_table(header, rows):
+    cols = [header] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols)
+
+
+def _full_profile_sections(facts):
+    # imported here: smoke_report_sections uses this module's table helpers
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report_sections as smoke_report_sections
+    return smoke_report_sections.render(facts)
+
+
+def render_markdown(facts, violations=None):
+    s = facts.get("server") or {}
+    lines = ["# Kimi-K3 smoke report", "",
+             "- endpoint: `%s`, model: `%s`, vLLM %s" % (facts.get("base_url"), facts.get("model"), s.get("version")),
+             "- max_model_len: %s; KV cache: %s tokens, max concurrency %s (at max_model_len)" % (
+                 s.get("max_model_len"), s.get("kv_cache_size_tokens"), s.get("kv_cache_max_concurrency")),
+             "- started: %s, duration %s s" % (facts.get("started_at"), facts.get("duration_s")),
+             "- timing definitions: TTFT = request sent -> first chunk with content or reasoning text; "
+             "ITL = gaps between token-carrying chunks (per SSE chunk, vLLM style); tokens/s = usage "
+             "completion_tokens / end-to-end time"]
+    if (facts.get("settings") or {}).get("judge_accuracy") is False:
+        lines.append("- answers: NOT judged for accuracy - the plan marks this model's weights as not meaningful "
+                     "(judge_accuracy: false, e.g. the rehearsal model's random weights); timing, KV, metrics, "
+                     "protocol and tool-call schemas are")
+    lines += ["", "## Groups", "", markdown_table(SUMMARY_HEADER, summary_rows(facts)), ""]
+    tc = (facts.get("groups", {}).get("tool_calling") or {}).get("tool_calls")
+    if tc:
+        lines += ["## Tool calls", "",
+                  "- cases %s, attempts %s, attempt success rate %s, first-attempt %s, final %s" % (
+                      tc.get("cases"), tc.get("attempts"), tc.get("attempt_success_rate"),
+                      tc.get("first_attempt_success_rate"), tc.get("final_success_rate")),
+                  "- failures per class: %s" % (tc.get("failures") or {}),
+                  "- retries per class: %s" % (tc.get("retries") or {}), ""]
+    lines += _full_profile_sections(facts)
+    win = s.get("window") or {}
+    if win:
+        lines += ["## Server during the smoke window", "",
+                  markdown_table(["metric", "value"], [[k, _fmt(v, 4)] for k, v in sorted(win.items())]), ""]
+    lines += capacity_check.markdown_lines(facts.get("kv_check"))
+    gm = facts.get("gpu_memory") or {}
+    if gm:
+        lines += ["## GPU memory", "", markdown_table(
+            ["host", "gpus", "used MiB", "total MiB", "used"],
+            [[h, v["gpus"], v["used_mib"], v["total_mib"], _fmt(v["used_frac"], 3)] for h, v in sorted(gm.items())]),
+            ""]
+    lf = facts.get("log_findings") or {}
+    if lf:
+        lines += ["## Container logs (warnings/errors)", ""]
+        for host, f in sorted(lf.items()):
+            if not f.get("readable", True):
+                lines.append("- %s: NOT READ: %s" % (host, f.get("error")))
+                continue
+            lines.append("- %s: %d warning(s), %d error(s) %s" % (
+                host, f["warnings"], f["errors"], f["signatures"] or ""))
+        lines.append("")
+    rep = facts.get("reproduction") or {}
+    if rep:
+        lines += ["## Reproduction", "", markdown_table(["key", "value"], [[k, v] for k, v in sorted(rep.items())]),
+                  ""]
+    if violations is not None:
+        lines += ["## Policy", "", "PASS" if not violations else "FAIL"]
+        lines += ["- " + v for v in violations]
+        lines.append("")
+    return "\n".join(lines)
