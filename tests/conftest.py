@@ -16,6 +16,16 @@ from tests.helpers import ansible_compat  # noqa: E402
 
 ansible_compat.install()
 
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # the rehearsal's own Python runs integration tests without hypothesis
+    _hypothesis_settings = None
+if _hypothesis_settings is not None:
+    # No per-example deadline: speed is measured by benchmarks, and on a shared two-core machine a deadline fails
+    # a correct example that merely waited for the CPU.
+    _hypothesis_settings.register_profile("gpufleet", deadline=None)
+    _hypothesis_settings.load_profile("gpufleet")
+
 
 def pytest_addoption(parser):
     parser.addoption("--sim-group", default=None, metavar="NAME",
