@@ -19,6 +19,6 @@ def test_every_tool_prints_what_it_printed(tmp_path):
     got = json.loads(p.stdout)
     with open(os.path.join(HERE, "fixtures", "nodetools_golden.json")) as f:
         want = json.load(f)
-    assert len(want) == 120
+    assert len(want) == 125
     assert {k: v for k, v in got.items() if want.get(k) != v} == {}
     assert got == want
