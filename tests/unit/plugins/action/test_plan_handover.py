@@ -43,8 +43,8 @@ def test_without_a_mirror_every_host_pulls_its_planned_image():
 
 def test_a_prefix_mirror_rewrites_every_image_it_covers_with_the_same_digest():
     rules = {"127.0.0.1:5000/": "harbor.example/sim/"}
-    plans = _plan("sim-gb300-pd", dict((h, rules) for h in ("gb300-tray31", "gb300-tray32", "gb300-tray33",
-                                                              "gb300-tray34", "kimi-router35")))
+    hosts = ("gb300-tray31", "gb300-tray32", "gb300-tray33", "gb300-tray34", "kimi-router35")
+    plans = _plan("sim-gb300-pd", dict((h, rules) for h in hosts))
     assert plans["gb300-tray32"]["image_pull"] == {
         "reference": VLLM, "pinned": True, "pull": "harbor.example/sim/vllm/vllm-openai@" + DIGEST, "mirrored": True,
         "rule": "127.0.0.1:5000/ -> harbor.example/sim/"}
@@ -59,8 +59,8 @@ def test_a_repository_rule_applies_to_the_hosts_that_set_it_and_to_its_repositor
     plans = _plan("sim-gb300-pd", {"gb300-tray31": rules, "kimi-router35": rules})
     assert plans["gb300-tray31"]["image_pull"]["pull"] == "harbor.example/mirror/vllm-openai@" + DIGEST
     assert plans["gb300-tray33"]["image_pull"]["pull"] == VLLM                  # sets no mirror
-    assert plans["kimi-router35"]["image_pull"] == {"reference": ROUTER, "pinned": True, "pull": ROUTER,
-                                                   "mirrored": False, "rule": None}  # another repository
+    assert plans["kimi-router35"]["image_pull"] == {  # another repository
+        "reference": ROUTER, "pinned": True, "pull": ROUTER, "mirrored": False, "rule": None}
 
 
 def test_the_router_gets_its_admin_urls_and_health_from_the_plan():
