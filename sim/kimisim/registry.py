@@ -44,8 +44,8 @@ def auth_credentials():
 
 
 def _registry_config(addr, data, htpasswd=None):
-    lines = ["# kimi-sim registry (Debian docker-registry), loopback only, %s" % ("htpasswd auth" if htpasswd
-                                                                               else "no auth"),
+    auth = "htpasswd auth" if htpasswd else "no auth"
+    lines = ["# kimi-sim registry (Debian docker-registry), loopback only, %s" % auth,
              "version: 0.1", "log:", "  level: warn", "  accesslog:", "    disabled: true",
              "storage:", "  filesystem:", "    rootdirectory: %s" % data, "  delete:", "    enabled: true",
              "http:", "  addr: %s" % addr, "  headers:", "    X-Content-Type-Options: [nosniff]"]

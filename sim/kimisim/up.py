@@ -60,7 +60,7 @@ def _ensure_images(clusters, timings):
     """Every image the clusters run: (node image, images by flavor, router image record)."""
     base = ensure_base_image(timings)
     node_img = _timed(timings, "node_image_s", ensure_node_image, base)
-    images, _ = ensure_standin_images(base, timings)
+    images, _built = ensure_standin_images(base, timings)
     images = ensure_mirror_images(images)
     router = ensure_router_image(base, timings) if any(c.get("router") for c in clusters) else \
         read_json(os.path.join(STATE, "router_image.json"))

@@ -35,8 +35,8 @@ def sh(cmd, check=True, capture=True, env=None, input=None, timeout=None):
                        stdout=subprocess.PIPE if capture else None,
                        stderr=subprocess.PIPE if capture else None)
     if check and p.returncode != 0:
-        raise RuntimeError("command failed (%d): %s\n%s%s" % (p.returncode, " ".join(cmd),
-                                                             p.stdout or "", p.stderr or ""))
+        raise RuntimeError("command failed (%d): %s\n%s%s"
+                           % (p.returncode, " ".join(cmd), p.stdout or "", p.stderr or ""))
     return p
 
 

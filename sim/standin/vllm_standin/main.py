@@ -247,8 +247,8 @@ class Serve(object):
             fatal(exc.exc_type, exc.message)
         vlog.info("gpu_worker.py:436", "Available KV cache memory: %.2f GiB" % (kv.available_bytes / GIB))
         size_line = "GPU KV cache size: {:,} tokens".format(kv.kv_tokens)
-        conc_line = "Maximum concurrency for {:,} tokens per request: {:.2f}x".format(kv.max_model_len,
-                                                                                     kv.max_concurrency)
+        conc_line = "Maximum concurrency for {:,} tokens per request: {:.2f}x".format(
+            kv.max_model_len, kv.max_concurrency)
         if self.version == "0.27.1":
             vlog.info("kv_cache_utils.py:1087", size_line)
             vlog.info("kv_cache_utils.py:1091", conc_line)

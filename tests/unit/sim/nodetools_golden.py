@@ -215,7 +215,7 @@ def run_one(tool, argv):
             rc = simcommon.run_tool(tool, TOOLS[tool], list(argv))
         except SystemExit as e:
             rc = "exit %r" % (e.code,)
-        except Exception as e:  # pylint: disable=broad-exception-caught  (a traceback is an output too)
+        except Exception as e:  # pylint: disable=broad-exception-caught
             rc = "EXC %r" % e
     return [rc, so.getvalue(), se.getvalue()]
 

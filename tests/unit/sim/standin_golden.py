@@ -237,7 +237,7 @@ USER = [
 def make_bodies():
     rng = random.Random(11)
     bodies = []
-    for _ in range(N_BODIES):
+    for _unused in range(N_BODIES):
         msgs = []
         if rng.random() < 0.2:
             msgs.append({"role": "system", "content": "You are helpful."})
