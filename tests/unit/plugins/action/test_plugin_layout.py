@@ -64,8 +64,8 @@ def test_a_module_reaching_plugin_utils_through_module_utils_is_seen(tmp_path):
     })
     edges, _private = L.import_graph(plugins)
     node = L.node_side(edges)
-    assert sorted(n for n in node if L.plugin_type(n) == "plugin_utils") == ["plugin_utils/plan",
-                                                                              "plugin_utils/plan/topology"]
+    reached = sorted(n for n in node if L.plugin_type(n) == "plugin_utils")
+    assert reached == ["plugin_utils/plan", "plugin_utils/plan/topology"]
     assert sorted(n for n in edges if L.plugin_type(n) == "module_utils" and n not in node) == [
         "module_utils/smoke/unused"]
 
