@@ -94,7 +94,8 @@ def _doc_table():
         if len(cells) == 5 and cells[0].startswith("`plugins/"):
             path, runs, _domain, files, users = cells
             rows[path.strip("`").rstrip("/")[len("plugins/"):]] = (
-                runs, sorted(re.findall(r"`([a-z_]+)`", files)), sorted(re.findall(r"`([a-z_/]+)`", users)))
+                runs, sorted(re.findall(r"`([a-z_]+)`", files)),
+                sorted(u.split("plugins/", 1)[-1] for u in re.findall(r"`([a-z_/]+)`", users)))
     return rows
 
 
