@@ -64,8 +64,8 @@ def test_a_module_reaching_plugin_utils_through_module_utils_is_seen(tmp_path):
     })
     edges, _private = L.import_graph(plugins)
     node = L.node_side(edges)
-    assert sorted(n for n in node if L.plugin_type(n) == "plugin_utils") == ["plugin_utils/plan",
-                                                                              "plugin_utils/plan/topology"]
+    reached = sorted(n for n in node if L.plugin_type(n) == "plugin_utils")
+    assert reached == ["plugin_utils/plan", "plugin_utils/plan/topology"]
     assert sorted(n for n in edges if L.plugin_type(n) == "module_utils" and n not in node) == [
         "module_utils/smoke/unused"]
 
@@ -94,7 +94,8 @@ def _doc_table():
         if len(cells) == 5 and cells[0].startswith("`plugins/"):
             path, runs, _domain, files, users = cells
             rows[path.strip("`").rstrip("/")[len("plugins/"):]] = (
-                runs, sorted(re.findall(r"`([a-z_]+)`", files)), sorted(re.findall(r"`([a-z_/]+)`", users)))
+                runs, sorted(re.findall(r"`([a-z_]+)`", files)),
+                sorted(u.split("plugins/", 1)[-1] for u in re.findall(r"`([a-z_/]+)`", users)))
     return rows
 
 
