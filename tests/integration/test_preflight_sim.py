@@ -254,8 +254,8 @@ def test_slow_weights_disk_fails_weight_read_and_the_measured_rates_set_the_time
     fast, slow = _node_plan(sim, int(rates[head])), _node_plan(sim, int(rates[worker]))
     for plan in (fast, slow):
         assert plan["env"]["VLLM_ENGINE_READY_TIMEOUT_S"] == str(plan["timeouts"]["engine_ready_timeout_s"])
-    print("timeouts at %d MiB/s: %s; at %d MiB/s: %s" % (int(rates[head]), fast["timeouts"], int(rates[worker]),
-                                                          slow["timeouts"]))
+    print("timeouts at %d MiB/s: %s; at %d MiB/s: %s" % (
+        int(rates[head]), fast["timeouts"], int(rates[worker]), slow["timeouts"]))
     for plan, rate in ((fast, int(rates[head])), (slow, int(rates[worker]))):
         assert plan["timeouts"]["basis"].startswith("%d MiB/s weight read" % rate), plan["timeouts"]
     # the 1.56 TB checkpoint at 16 MiB/s: the engine and launch limits are their ceilings (the stall window follows

@@ -227,8 +227,11 @@ except ImportError:
 FAILURE_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
-@pytest.mark.skipif(_TRUST is None, reason="the old messages are rendered with ansible-core 2.19+'s templating "
-                                            "(trust_as_template); the newest ansible-core leg runs this")
+NEEDS_TRUST = ("the old messages are rendered with ansible-core 2.19+'s templating (trust_as_template); the newest "
+               "ansible-core leg runs this")
+
+
+@pytest.mark.skipif(_TRUST is None, reason=NEEDS_TRUST)
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.fixed_dictionaries({}, optional={
     "upgrade_failed_stage": st.sampled_from(["launch", "smoke"]), "upgrade_failure": FAILURE_TEXT,
