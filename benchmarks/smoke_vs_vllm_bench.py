@@ -64,10 +64,10 @@ def module_run(base, c, n, tokens):
     the prompt `vllm bench serve` sends, ``n`` times, ``c`` at a time, after one untimed request as vllm bench
     makes its own. No metrics sampling beside it: the bench tool scrapes nothing either."""
     async def go():
-        client = sco.sc.make_client(base, None, 600, c)
+        endpoint = svg.ss.Endpoint.at(base, None, 600)
+        client = sco.sc.make_client(endpoint, c)
         body = sco.sc.request_body(tokens, None, {"ignore_eos": True, "min_tokens": tokens})
-        spec = {"base_url": base, "api_key": None, "timeout": 600, "tls": (True, None), "model": sco.MODEL,
-                "body": body}
+        spec = {"endpoint": endpoint, "model": sco.MODEL, "body": body}
         try:
             await sco.sc.warm_up(client, c)
             await sco.ss.run_streams(client, spec, [[{"role": "user", "content": PROMPT}]], 1)
