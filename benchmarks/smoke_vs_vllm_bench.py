@@ -10,8 +10,12 @@ in the engine image (the same vLLM package), run in a container of that image on
 host networking:
 
     vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --base-url URL --model M
-      --tokenizer <the model's snapshot> --dataset-name custom --dataset-path prompts.jsonl
+      --tokenizer <the model's snapshot> --dataset-name custom --dataset-path prompts.jsonl --skip-chat-template
       --custom-output-len T --num-prompts N --max-concurrency C --ignore-eos --save-result
+
+`--skip-chat-template`: without it the custom dataset renders the model's chat template client-side and the chat
+endpoint renders it again, so vllm bench's requests carry a longer prompt than the module's (39 client-side
+tokens against the 22 the server counts for the module's request) and its TTFT reads higher.
 
 | module | vllm bench serve | meaning |
 | --- | --- | --- |
@@ -29,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -44,9 +49,13 @@ OUT = os.path.join(REPO, "build", "bench", "vllm_bench")
 CONTROL_SOCK = "unix:///run/kimi-sim/control/docker.sock"
 MODEL_DIR = "/var/lib/kimi-sim/models-cpu"
 PROMPT = "Say something."
-PAIRS = [("output tok/s", "tok_s", "tok_s", True), ("TTFT mean ms", "ttft_mean_ms", "ttft_mean_ms", True),
-         ("TTFT median ms", "ttft_p50_ms", "ttft_p50_ms", True),
-         ("ITL mean ms", "itl_mean_ms", "itl_mean_ms", True), ("TPOT mean ms", "tpot_mean_ms", "tpot_mean_ms", True)]
+# The module's TTFT starts when the request leaves its send gate (the gate wait is its own figure,
+# client_queue_s); vllm bench's starts before its HTTP post, so a request's wait for the client is in it. The judged
+# TTFT rows put the gate wait back in; the module's own TTFT is printed beside them, not judged.
+PAIRS = [("output tok/s", "tok_s", "tok_s", True), ("TTFT mean ms", "ttft_call_mean_ms", "ttft_mean_ms", True),
+         ("TTFT median ms", "ttft_call_p50_ms", "ttft_p50_ms", True),
+         ("ITL mean ms", "itl_mean_ms", "itl_mean_ms", True), ("TPOT mean ms", "tpot_mean_ms", "tpot_mean_ms", True),
+         ("(module TTFT mean ms)", "ttft_mean_ms", None, False), ("(module gate wait ms)", "queue_mean_ms", None, False)]
 
 
 def engine_image():
@@ -77,7 +86,11 @@ def module_run(base, c, n, tokens):
 
     results, wall = asyncio.run(go())
     agg = sco.sm.aggregate(results, wall_s=wall)
+    from_call = [(r["ttft_s"] + (r.get("client_queue_s") or 0.0)) * 1000 for r in results
+                 if r["ok"] and r.get("ttft_s") is not None]
     return {"tok_s": agg["tokens_per_s"], "ttft_mean_ms": agg["ttft_s"]["mean"] * 1000,
+            "ttft_call_mean_ms": statistics.mean(from_call), "ttft_call_p50_ms": statistics.median(from_call),
+            "queue_mean_ms": agg["client_queue_s"]["mean"] * 1000,
             "ttft_p50_ms": agg["ttft_s"]["p50"] * 1000, "itl_mean_ms": agg["itl_s"]["mean"] * 1000,
             "tpot_mean_ms": agg["tpot_s"]["mean"] * 1000, "failed": agg["failed_requests"],
             "load": round(os.getloadavg()[0], 2)}
@@ -106,7 +119,8 @@ def bench_run(base, c, n, tokens, tag):
            "-e", "HF_HUB_OFFLINE=1", "--entrypoint", "vllm", engine_image(),
            "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
            "--base-url", base[:-3], "--model", sco.MODEL, "--tokenizer", snapshot_dir(),
-           "--dataset-name", "custom", "--dataset-path", "/bench/prompts.jsonl", "--custom-output-len", str(tokens),
+           "--dataset-name", "custom", "--dataset-path", "/bench/prompts.jsonl", "--skip-chat-template",
+           "--custom-output-len", str(tokens),
            "--num-prompts", str(n), "--max-concurrency", str(c), "--ignore-eos", "--save-result",
            "--result-dir", "/bench", "--result-filename", name]
     t0 = time.time()
@@ -124,6 +138,8 @@ def bench_run(base, c, n, tokens, tag):
 
 def agrees(v):
     """Within 5 %, or 10 ms for a latency."""
+    if not v["judged"]:
+        return True
     a, b = v["module"][0], v["vllm_bench"][0]
     if a is None or b is None:
         return False
