@@ -1,6 +1,5 @@
 """The real vLLM engine (CPU build) images and the rehearsal model of the cpu cluster."""
 import hashlib
-import json
 import os
 import shutil
 import sys

@@ -79,20 +79,20 @@ def load_bar(values):
     return single
 
 
-def _progress(pct_shards, elapsed, bar=SAFETENSORS_BARS[0]):
+def _progress(pct_shards, elapsed, desc=SAFETENSORS_BARS[0]):
     pct = int(round(100.0 * pct_shards / SHARDS))
     rate = pct_shards / elapsed if elapsed > 0 else 0.0
     remain = (SHARDS - pct_shards) / rate if rate > 0 else 0
     return ("%s: %3d%% Completed | %d/%d [%02d:%02d<%02d:%02d, %.2fit/s]"
-            % (bar, pct, pct_shards, SHARDS, elapsed // 60, elapsed % 60, remain // 60, remain % 60, rate))
+            % (desc, pct, pct_shards, SHARDS, elapsed // 60, elapsed % 60, remain // 60, remain % 60, rate))
 
 
-def simulate_load(load_s, fault, bar=SAFETENSORS_BARS[0]):
+def simulate_load(load_s, fault, desc=SAFETENSORS_BARS[0]):
     """Weight loading with tqdm-style progress under the loader's bar; honours crash_on_start / hang_on_load."""
     start = time.monotonic()
     steps = 8
     vlog.info("gpu_model_runner.py:3612", "Starting to load model ...")
-    vlog.raw(_progress(0, 0, bar), sys.stderr)
+    vlog.raw(_progress(0, 0, desc), sys.stderr)
     for i in range(1, steps + 1):
         if fault == "crash_on_start":
             time.sleep(min(0.2, load_s / steps))
@@ -109,7 +109,7 @@ def simulate_load(load_s, fault, bar=SAFETENSORS_BARS[0]):
         if d > 0:
             time.sleep(d)
         el = time.monotonic() - start
-        vlog.raw(_progress(SHARDS * i // steps, el, bar), sys.stderr)
+        vlog.raw(_progress(SHARDS * i // steps, el, desc), sys.stderr)
     took = time.monotonic() - start
     vlog.info("default_loader.py:291", "Loading weights took %.2f seconds" % took)
     return took

@@ -1,7 +1,6 @@
 """`simctl fault`'s disk read limit (slow_weights_disk): set on the node container's blkio cgroup and recorded in
 the node's state directory, lifted from that record on clear; a fault call that neither asks for a limit nor has
 one recorded leaves the container alone (no `docker inspect`)."""
-import os
 
 import pytest
 

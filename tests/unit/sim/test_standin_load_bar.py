@@ -22,7 +22,7 @@ def _bar(*args):
     return main.load_bar(values)
 
 
-@pytest.mark.parametrize("args,bar", [
+@pytest.mark.parametrize("args,desc", [
     ((), "Loading safetensors checkpoint shards"),
     (("--load-format", "auto"), "Loading safetensors checkpoint shards"),
     (("--load-format", "safetensors"), "Loading safetensors checkpoint shards"),
@@ -44,23 +44,27 @@ def _bar(*args):
     (("--load-format", "fastsafetensors", "--model-loader-extra-config", "not json"),
      "Loading fastsafetensors checkpoint shards"),
 ])
-def test_the_bar_follows_the_load_format(args, bar):
-    assert _bar(*args) == bar
+def test_the_bar_follows_the_load_format(args, desc):
+    assert _bar(*args) == desc
 
 
-@pytest.mark.parametrize("bar", sorted({b for pair in main.LOAD_BARS.values() for b in pair if b}
-                                       | {"Loading safetensors checkpoint shards (eager)"}))
-def test_the_launch_status_parser_reads_every_bar_the_standin_prints(bar):
-    line = main._progress(48, 1.5, bar)
-    assert line == "%s:  50%% Completed | 48/96 [00:01<00:01, 32.00it/s]" % bar
+BARS = {b for pair in main.LOAD_BARS.values() for b in pair if b}
+
+
+@pytest.mark.parametrize("desc", sorted(BARS | {"Loading safetensors checkpoint shards (eager)"}))
+def test_the_launch_status_parser_reads_every_bar_the_standin_prints(desc):
+    line = main._progress(48, 1.5, desc)
+    assert line == "%s:  50%% Completed | 48/96 [00:01<00:01, 32.00it/s]" % desc
     assert launch_status.classify_phase([line]) == ("loading weights", "checkpoint shards 50%")
 
 
-@given(st.text(max_size=40), st.one_of(st.none(), st.text(max_size=40), st.dictionaries(st.text(max_size=8),
-                                                                                         st.booleans())))
+EXTRA_CONFIGS = st.one_of(st.none(), st.text(max_size=40), st.dictionaries(st.text(max_size=8), st.booleans()))
+
+
+@given(st.text(max_size=40), EXTRA_CONFIGS)
 def test_any_load_format_and_extra_config_get_a_known_bar(load_format, extra):
-    bar = main.load_bar({"load_format": load_format, "model_loader_extra_config": extra})
-    assert bar in {b for pair in main.LOAD_BARS.values() for b in pair if b}
+    desc = main.load_bar({"load_format": load_format, "model_loader_extra_config": extra})
+    assert desc in BARS
 
 
 def test_a_fastsafetensors_start_prints_its_bar():
