@@ -24,7 +24,8 @@ SIM_DIR = os.path.dirname(os.path.realpath(__file__))
 if SIM_DIR not in sys.path:  # loaded by path (benchmarks, tests): the kimisim package is its sibling
     sys.path.insert(0, SIM_DIR)
 from kimisim.inventories import host_groups  # noqa: E402  pylint: disable=wrong-import-position
-from kimisim.util import locked  # noqa: E402  pylint: disable=wrong-import-position
+from kimisim.settings import SIM_MODEL_REVISION  # noqa: E402  pylint: disable=wrong-import-position
+from kimisim.util import locked, read_pid  # noqa: E402  pylint: disable=wrong-import-position
 
 REPO = os.path.dirname(SIM_DIR)
 DEFAULT_STATE = "/run/kimi-sim-light"
@@ -112,14 +113,6 @@ def sshd_config(node, client_key, host_key):
         "Subsystem sftp /usr/lib/openssh/sftp-server", ""])
 
 
-def _read_pid(path):
-    try:
-        with open(path) as f:
-            return int(f.read().strip() or 0)
-    except (OSError, ValueError):
-        return 0
-
-
 def _ours(pid, config):
     """The PID is an sshd started with this node's config (never kill anything else)."""
     try:
@@ -147,7 +140,7 @@ def _start(node, client_key, host_key):
     d = node_dir(node["name"])
     cfg = os.path.join(d, "sshd_config")
     _write(cfg, sshd_config(node, client_key, host_key))
-    pid = _read_pid(os.path.join(d, "sshd.pid"))
+    pid = read_pid(os.path.join(d, "sshd.pid"))
     if pid and _ours(pid, cfg):
         return False
     p = subprocess.run([SSHD, "-f", cfg], check=False, capture_output=True, text=True, preexec_fn=_into_cgroup)
@@ -192,7 +185,7 @@ def write_inventory(all_nodes, key):
              "        kimi_k3_strategy: %s" % ("multi_node_dep" if len(all_nodes) > 1 else "single_node_tp"),
              "        kimi_k3_interconnect: nvlink", '        kimi_k3_vllm_version: "0.28.0"',
              "        kimi_k3_socket_ifname: lo", "        kimi_k3_memlock: 8388608", "        kimi_k3_shm_size: 1g",
-             "        kimi_k3_model_revision: cb244096ec4ee7dbcdec1d8e6595c38c2f69820d",
+             "        kimi_k3_model_revision: " + SIM_MODEL_REVISION,
              "        kimi_k3_image: vllm/vllm-openai@sha256:" + "c" * 64,
              "        kimi_k3_allow_unauthenticated_api: true",
              "        ansible_user: root", "        ansible_ssh_private_key_file: %s" % key,
@@ -208,7 +201,7 @@ def write_inventory(all_nodes, key):
 def _stop(name):
     d = node_dir(name)
     cfg = os.path.join(d, "sshd_config")
-    pid = _read_pid(os.path.join(d, "sshd.pid"))
+    pid = read_pid(os.path.join(d, "sshd.pid"))
     if pid and _ours(pid, cfg):
         os.kill(pid, signal.SIGTERM)
         end = time.time() + 5

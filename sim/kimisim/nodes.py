@@ -4,7 +4,7 @@ import json
 import os
 import socket
 
-from kimisim.settings import CONTROL, MODELS_DIR, SIM_DIR, STATE
+from kimisim.settings import CONTROL, MODELS_DIR, SIM_DIR, SIM_MODEL_REVISION, STATE
 from kimisim.util import dk, read_json, sh, sock, write_in_place, write_json
 
 
@@ -71,10 +71,6 @@ def write_profile(cluster, node, faults=None):
     write_in_place(os.path.join(d, "profile.json"), json.dumps(prof, indent=2, sort_keys=True) + "\n")
     write_json(os.path.join(d, "faults.json"), list(faults))
     return os.path.join(d, "profile.json")
-
-
-# Commit of the stand-in checkpoint (the sim inventories pin it as kimi_k3_model_revision).
-SIM_MODEL_REVISION = "cb244096ec4ee7dbcdec1d8e6595c38c2f69820d"
 
 
 def ensure_fake_weights(model="moonshotai/Kimi-K3", shards=96):

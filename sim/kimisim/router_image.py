@@ -1,15 +1,14 @@
 """The vllm-router image of the clusters with a router."""
-import json
 import os
 import shutil
 import sys
 import time
 
 from kimisim.cachekey import hash_paths
-from kimisim.images import build_image
+from kimisim.images import build_image, pinned_version, push_by_digest
 from kimisim.registry import registry_has
 from kimisim.settings import CACHE, CONTROL, REGISTRY, SIM_DIR, STATE
-from kimisim.util import die, dk, log, read_json, sh, write_json
+from kimisim.util import log, read_json, sh, write_json
 
 
 ROUTER_REPO = REGISTRY + "/vllm/vllm-router"
@@ -22,10 +21,7 @@ PIP_TARGET = ["--only-binary=:all:", "--python-version", "3.11", "--implementati
 
 
 def router_version():
-    for line in open(os.path.join(ROUTER_DIR, "requirements.txt")):
-        if line.startswith("vllm-router=="):
-            return line.strip().split("==", 1)[1]
-    die("sim/images/router/requirements.txt does not pin vllm-router")
+    return pinned_version(ROUTER_DIR, "vllm-router")
 
 
 def router_site(h):
@@ -64,12 +60,7 @@ def ensure_router_image(base_tag, timings):
     shutil.copytree(site, os.path.join(ctx, "site"), copy_function=os.link)
     log("building router image %s" % tag)
     build_image(CONTROL, tag, ctx, build_args={"BASE_IMAGE": base_tag})
-    dk(CONTROL, "push", tag, timeout=600)
-    digests = json.loads(dk(CONTROL, "image", "inspect", "--format", "{{json .RepoDigests}}", tag).stdout)
-    ref = [d for d in digests if d.startswith(ROUTER_REPO + "@")]
-    if not ref:
-        raise RuntimeError("no RepoDigest for %s after push: %s" % (tag, digests))
-    rec = {"context_hash": h, "tag": tag, "ref": ref[0], "version": router_version()}
+    rec = {"context_hash": h, "tag": tag, "ref": push_by_digest(tag, ROUTER_REPO), "version": router_version()}
     write_json(path, rec)
     shutil.rmtree(ctx, ignore_errors=True)
     timings["router_image_s"] = round(time.time() - t0, 1)

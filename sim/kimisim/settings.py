@@ -8,6 +8,8 @@ STATE = os.environ.get("KIMI_SIM_STATE", os.path.join(SIM_DIR, ".state"))
 RUN = "/run/kimi-sim"
 ENGINE_ROOT = "/var/lib/kimi-sim/engines"
 MODELS_DIR = "/var/lib/kimi-sim/models"
+# Commit of the stand-in checkpoint under MODELS_DIR (the sim inventories pin it as kimi_k3_model_revision).
+SIM_MODEL_REVISION = "cb244096ec4ee7dbcdec1d8e6595c38c2f69820d"
 CACHE = os.environ.get("KIMI_SIM_CACHE", "/var/cache/kimi-sim")
 REGISTRY = "127.0.0.1:5000"
 REPOS = {"nvidia": REGISTRY + "/vllm/vllm-openai", "rocm": REGISTRY + "/vllm/vllm-openai-rocm"}

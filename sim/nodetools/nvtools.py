@@ -259,41 +259,68 @@ def _q_lines(items, width, indent=0):
     return out
 
 
-def _health_rows(health, xml=False):
-    keys = [("summary", "Summary"), ("bandwidth", "Bandwidth"),
-            ("route_recovery_in_progress", "Route Recovery in progress"), ("route_unhealthy", "Route Unhealthy"),
-            ("access_timeout_recovery", "Access Timeout Recovery"),
-            ("incorrect_configuration", "Incorrect Configuration"), ("partition_assigned", "Partition Assigned")]
-    return [(k if xml else label, health.get(k)) for k, label in keys if health.get(k) is not None]
+# The sections `-q` and `-q -x` both print, as rows of (-q label, -q -x tag, value); a list value holds the
+# section's own rows. _keyed turns them into the (key, value) pairs of either report.
+def _keyed(rows, xml):
+    return [(tag if xml else label, _keyed(val, xml) if isinstance(val, list) else val) for label, tag, val in rows]
+
+
+def _identity_rows(g):
+    mig = g.get("mig_mode", "Disabled")
+    return [
+        ("Product Name", "product_name", g["name"]),
+        ("Product Brand", "product_brand", g.get("product_brand", "NVIDIA")),
+        ("Product Architecture", "product_architecture", g.get("product_architecture", "Blackwell")),
+        ("Display Mode", "display_mode", "Requested functionality has been deprecated"),
+        ("Display Attached", "display_attached", "Yes"),
+        ("Display Active", "display_active", g.get("display_active", "Disabled")),
+        ("Persistence Mode", "persistence_mode", g.get("persistence_mode", "Enabled")),
+        ("Addressing Mode", "addressing_mode", g.get("addressing_mode")),
+        ("MIG Mode", "mig_mode", [("Current", "current_mig", mig), ("Pending", "pending_mig", mig)]),
+        ("Accounting Mode", "accounting_mode", "Disabled"),
+        ("Accounting Mode Buffer Size", "accounting_mode_buffer_size", "4000"),
+        ("Driver Model", "driver_model", [("Current", "current_dm", NA), ("Pending", "pending_dm", NA)]),
+        ("Serial Number", "serial", g.get("serial", NA)), ("GPU UUID", "uuid", g["uuid"]),
+        ("GPU PDI", "pdi", g.get("pdi")), ("Minor Number", "minor_number", g.get("minor_number", g["index"])),
+        ("VBIOS Version", "vbios_version", g.get("vbios_version", NA)), ("MultiGPU Board", "multigpu_board", "No"),
+        ("Board ID", "board_id", g.get("board_id", NA)),
+        ("Board Part Number", "board_part_number", g.get("board_part_number", NA)),
+        ("GPU Part Number", "gpu_part_number", g.get("gpu_part_number", NA)),
+        ("FRU Part Number", "gpu_fru_part_number", NA),
+    ]
+
+
+# (-q label, profile key = -q -x tag)
+_PLATFORM_INFO = (("Chassis Serial Number", "chassis_serial_number"), ("Slot Number", "slot_number"),
+                  ("Tray Index", "tray_index"), ("Host ID", "host_id"), ("Peer Type", "peer_type"),
+                  ("Module Id", "module_id"), ("GPU Fabric GUID", "gpu_fabric_guid"))
+_FABRIC_HEALTH = (("Summary", "summary"), ("Bandwidth", "bandwidth"),
+                  ("Route Recovery in progress", "route_recovery_in_progress"), ("Route Unhealthy", "route_unhealthy"),
+                  ("Access Timeout Recovery", "access_timeout_recovery"),
+                  ("Incorrect Configuration", "incorrect_configuration"), ("Partition Assigned", "partition_assigned"))
+
+
+def _platform_rows(plat):
+    if not plat:
+        return []
+    return [("Platform Info", "platformInfo", [(label, key, plat.get(key)) for label, key in _PLATFORM_INFO])]
+
+
+def _fabric_rows(fab):
+    if not fab:
+        return []
+    health = fab.get("health") or {}
+    return [("Fabric", "fabric", [
+        ("State", "state", fab.get("state", NA)), ("Status", "status", fab.get("status", NA)),
+        ("CliqueId", "cliqueId", fab.get("clique_id", NA)), ("ClusterUUID", "clusterUuid", fab.get("cluster_uuid", NA)),
+        ("Health", "health", [(label, key, health.get(key)) for label, key in _FABRIC_HEALTH
+                              if health.get(key) is not None])])]
 
 
 def _gpu_q_items(profile, g, used):
     dom, bus, dev = _bus_parts(g)
-    plat = g.get("platform")
-    fab = g.get("fabric")
     total, reserved = g["memory_total_mib"], g.get("memory_reserved_mib", 0)
-    items = [
-        ("Product Name", g["name"]), ("Product Brand", g.get("product_brand", "NVIDIA")),
-        ("Product Architecture", g.get("product_architecture", "Blackwell")),
-        ("Display Mode", "Requested functionality has been deprecated"), ("Display Attached", "Yes"),
-        ("Display Active", g.get("display_active", "Disabled")),
-        ("Persistence Mode", g.get("persistence_mode", "Enabled")),
-        ("Addressing Mode", g.get("addressing_mode")),
-        ("MIG Mode", [("Current", g.get("mig_mode", "Disabled")), ("Pending", g.get("mig_mode", "Disabled"))]),
-        ("Accounting Mode", "Disabled"), ("Accounting Mode Buffer Size", "4000"),
-        ("Driver Model", [("Current", NA), ("Pending", NA)]),
-        ("Serial Number", g.get("serial", NA)), ("GPU UUID", g["uuid"]), ("GPU PDI", g.get("pdi")),
-        ("Minor Number", g.get("minor_number", g["index"])), ("VBIOS Version", g.get("vbios_version", NA)),
-        ("MultiGPU Board", "No"), ("Board ID", g.get("board_id", NA)),
-        ("Board Part Number", g.get("board_part_number", NA)), ("GPU Part Number", g.get("gpu_part_number", NA)),
-        ("FRU Part Number", NA),
-    ]
-    if plat:
-        items.append(("Platform Info", [
-            ("Chassis Serial Number", plat.get("chassis_serial_number")), ("Slot Number", plat.get("slot_number")),
-            ("Tray Index", plat.get("tray_index")), ("Host ID", plat.get("host_id")),
-            ("Peer Type", plat.get("peer_type")), ("Module Id", plat.get("module_id")),
-            ("GPU Fabric GUID", plat.get("gpu_fabric_guid"))]))
+    items = _keyed(_identity_rows(g) + _platform_rows(g.get("platform")), xml=False)
     items += [
         ("C2C Mode", g.get("c2c_mode")),
         ("GSP Firmware Version", profile["driver"]["version"]),
@@ -316,11 +343,7 @@ def _gpu_q_items(profile, g, used):
             ("Min Power Limit", _w(g.get("power_limit_min_w", 200.0))),
             ("Max Power Limit", _w(g.get("power_limit_max_w", g["power_limit_w"])))]),
     ]
-    if fab:
-        items.append(("Fabric", [
-            ("State", fab.get("state", NA)), ("Status", fab.get("status", NA)),
-            ("CliqueId", fab.get("clique_id", NA)), ("ClusterUUID", fab.get("cluster_uuid", NA)),
-            ("Health", _health_rows(fab.get("health") or {}))]))
+    items += _keyed(_fabric_rows(g.get("fabric")), xml=False)
     items.append(("Processes", "None"))
     return items
 
@@ -365,34 +388,6 @@ def _xml(tag, val, depth, out, attrs=""):
         out.append("%s<%s%s>\n%s</%s>" % (tabs, tag, attrs, tabs, tag))
     else:
         out.append("%s<%s%s>%s</%s>" % (tabs, tag, attrs, _esc(val), tag))
-
-
-def _x_identity(g):
-    mig = g.get("mig_mode", "Disabled")
-    return [
-        ("product_name", g["name"]), ("product_brand", g.get("product_brand", "NVIDIA")),
-        ("product_architecture", g.get("product_architecture", "Blackwell")),
-        ("display_mode", "Requested functionality has been deprecated"), ("display_attached", "Yes"),
-        ("display_active", g.get("display_active", "Disabled")),
-        ("persistence_mode", g.get("persistence_mode", "Enabled")),
-        ("addressing_mode", g.get("addressing_mode")),
-        ("mig_mode", [("current_mig", mig), ("pending_mig", mig)]),
-        ("accounting_mode", "Disabled"), ("accounting_mode_buffer_size", "4000"),
-        ("driver_model", [("current_dm", NA), ("pending_dm", NA)]),
-        ("serial", g.get("serial", NA)), ("uuid", g["uuid"]), ("pdi", g.get("pdi")),
-        ("minor_number", g.get("minor_number", g["index"])), ("vbios_version", g.get("vbios_version", NA)),
-        ("multigpu_board", "No"), ("board_id", g.get("board_id", NA)),
-        ("board_part_number", g.get("board_part_number", NA)), ("gpu_part_number", g.get("gpu_part_number", NA)),
-        ("gpu_fru_part_number", NA),
-    ]
-
-
-def _x_platform(plat):
-    return [("platformInfo", [
-        ("chassis_serial_number", plat.get("chassis_serial_number")), ("slot_number", plat.get("slot_number")),
-        ("tray_index", plat.get("tray_index")), ("host_id", plat.get("host_id")),
-        ("peer_type", plat.get("peer_type")), ("module_id", plat.get("module_id")),
-        ("gpu_fabric_guid", plat.get("gpu_fabric_guid"))])] if plat else []
 
 
 def _x_pci(g):
@@ -449,16 +444,9 @@ def _x_clocks(tag, clk):
                    ("mem_clock", "%d MHz" % clk["mem"]), ("video_clock", "%d MHz" % clk["video"])])]
 
 
-def _x_fabric(fab):
-    return [("fabric", [
-        ("state", fab.get("state", NA)), ("status", fab.get("status", NA)),
-        ("cliqueId", fab.get("clique_id", NA)), ("clusterUuid", fab.get("cluster_uuid", NA)),
-        ("health", _health_rows(fab.get("health") or {}, xml=True))])] if fab else []
-
-
 def _gpu_x_items(profile, g, used):
     """The <gpu> element of `nvidia-smi -q -x`, as (tag, value) pairs in the driver's order."""
-    items = _x_identity(g) + _x_platform(g.get("platform"))
+    items = _keyed(_identity_rows(g) + _platform_rows(g.get("platform")), xml=True)
     items += [
         ("c2c_mode", g.get("c2c_mode")),
         ("gsp_firmware_version", profile["driver"]["version"]),
@@ -468,7 +456,7 @@ def _gpu_x_items(profile, g, used):
     ]
     items += _x_memory(g, used) + _x_health(g) + _x_power(g)
     items += _x_clocks("clocks", g.get("clocks_mhz") or {}) + _x_clocks("max_clocks", g.get("max_clocks_mhz") or {})
-    items += _x_fabric(g.get("fabric"))
+    items += _keyed(_fabric_rows(g.get("fabric")), xml=True)
     items += [("processes", ""), ("accounted_processes", "")]
     return items
 

@@ -12,15 +12,21 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 
 import pytest
 
 from tests.helpers.runner import failed_tasks, run_playbook, task_results
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "sim"))
+
+# the sim's models directory (mounted at the same path in every node) and the checkpoint commit its inventories pin
+from kimisim.settings import MODELS_DIR, SIM_MODEL_REVISION  # noqa: E402  pylint: disable=wrong-import-position
+
 pytestmark = pytest.mark.sim
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIMCTL = os.path.join(REPO, "sim", "simctl")
 SIM_LIMITS = {"preflight_min_free_disk_gb": 1, "preflight_min_shm": "32m",
               # The sim is shared: other sessions may run stand-in containers on these nodes, and the faked
@@ -200,16 +206,14 @@ def test_inter_node_ports_next_to_another_network_warn_with_the_firewall_fix(sim
         assert r.status == "successful"
 
 
-MODELS = "/var/lib/kimi-sim/models"  # mounted at the same path in every node (sim/simctl MODELS_DIR)
-REVISION = "cb244096ec4ee7dbcdec1d8e6595c38c2f69820d"  # the revision the sim inventories pin
 READ_RE = re.compile(r"; read ([0-9.]+) MiB/s")
 
 
 def _timed_cache():
     """A checkpoint large enough to time a read (4 x 32 MiB of random bytes, HF layout, the pinned revision) in its
     own cache directory under the sim's models directory."""
-    root = os.path.join(MODELS, ".read-test")
-    snap = os.path.join(root, "hub", "models--moonshotai--Kimi-K3", "snapshots", REVISION)
+    root = os.path.join(MODELS_DIR, ".read-test")
+    snap = os.path.join(root, "hub", "models--moonshotai--Kimi-K3", "snapshots", SIM_MODEL_REVISION)
     os.makedirs(snap, exist_ok=True)
     names = ["model-%05d-of-00004.safetensors" % i for i in range(1, 5)]
     for name in names:

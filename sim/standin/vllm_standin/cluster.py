@@ -11,6 +11,7 @@ import threading
 import time
 
 from . import vlog
+from .tcp import serve_tcp
 
 
 def _send(sock, obj):
@@ -55,25 +56,12 @@ class Head(object):
             self.peers_ready.set()
 
     def start(self):
-        self.srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.srv.bind(self.addr)
-        self.srv.listen(64)
+        self.srv = serve_tcp(self.addr, 64, self._serve_peer)
         what = "TP/PP rendezvous (master)" if self.mode == "tp" else "DP RPC"
         vlog.info("parallel_state.py:1124" if self.mode == "tp" else "core_client.py:1027",
                   "%s listening on %s:%d, waiting for %s" % (
                       what, self.addr[0], self.addr[1],
                       ("node ranks %s" if self.mode == "tp" else "DP ranks %s") % _ranges(sorted(self.expected))))
-        t = threading.Thread(target=self._accept_loop, daemon=True)
-        t.start()
-
-    def _accept_loop(self):
-        while True:
-            try:
-                conn, peer = self.srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve_peer, args=(conn, peer), daemon=True).start()
 
     def _serve_peer(self, conn, peer):
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

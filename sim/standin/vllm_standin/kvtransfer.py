@@ -24,6 +24,7 @@ import uuid
 
 from .chat import RequestError
 from .config import StartupError
+from .tcp import serve_tcp
 
 ROLES = {"kv_producer": "producer", "kv_consumer": "consumer", "kv_both": "both"}
 CONNECTORS = ("NixlConnector", "MoRIIOConnector")
@@ -83,23 +84,10 @@ class KVTransfer(object):
         """Open the side channel (producers); OSError when the address/port is taken."""
         if not self.produces:
             return None
-        s = socket.socket(socket.AF_INET6 if ":" in self.side_host else socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((self.side_host, self.side_port))
-        s.listen(128)
-        self.listener = s
-        threading.Thread(target=self._accept_loop, name="nixl-side-channel", daemon=True).start()
-        return s.getsockname()
+        self.listener = serve_tcp((self.side_host, self.side_port), 128, self._serve_read, name="nixl-side-channel")
+        return self.listener.getsockname()
 
-    def _accept_loop(self):
-        while True:
-            try:
-                conn, _addr = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve_read, args=(conn,), daemon=True).start()
-
-    def _serve_read(self, conn):
+    def _serve_read(self, conn, _peer):
         with conn:
             conn.settimeout(10)
             try:

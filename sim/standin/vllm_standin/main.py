@@ -1,4 +1,5 @@
 """`vllm` entry point of the stand-in: `vllm serve MODEL [options]`, `vllm --version`."""
+import json
 import os
 import signal
 import ssl
@@ -42,20 +43,56 @@ def _fmt_non_default(values, explicit, model):
     return repr(shown)
 
 
-def _progress(pct_shards, elapsed):
+# The weight loader's progress bar per --load-format, as vLLM 0.32 names them: (bar, bar with
+# --model-loader-extra-config '{"enable_multithread_load": true}' or None where the loader has no such mode).
+# model_loader/default_loader.py picks the loader, model_loader/weight_utils.py names the bars (fastsafetensors'
+# parallel_loader.py its own); the collection's launch status parser reads every one (LOAD_BAR in
+# plugins/module_utils/engine/launch_status.py). Formats not listed here load like safetensors.
+SAFETENSORS_BARS = ("Loading safetensors checkpoint shards", "Multi-thread loading shards")
+LOAD_BARS = {
+    "auto": SAFETENSORS_BARS, "hf": SAFETENSORS_BARS, "safetensors": SAFETENSORS_BARS, "mistral": SAFETENSORS_BARS,
+    "fastsafetensors": ("Loading fastsafetensors checkpoint shards", None),
+    "instanttensor": ("Loading safetensors using InstantTensor loader", None),
+    "runai_streamer": ("Loading safetensors using Runai Model Streamer", None),
+    "pt": ("Loading pt checkpoint shards", "Multi-thread loading pt checkpoint shards"),
+    "npcache": ("Loading np_cache checkpoint shards", None),
+}
+
+
+def _loader_extra_config(values):
+    extra = values.get("model_loader_extra_config") or {}
+    if isinstance(extra, str):
+        try:
+            extra = json.loads(extra)
+        except ValueError:
+            return {}
+    return extra if isinstance(extra, dict) else {}
+
+
+def load_bar(values):
+    """The description of the weight loader's progress bar for the parsed `vllm serve` flags."""
+    single, multi = LOAD_BARS.get(values.get("load_format") or "auto", SAFETENSORS_BARS)
+    if multi and _loader_extra_config(values).get("enable_multithread_load"):
+        return multi
+    if single == SAFETENSORS_BARS[0] and values.get("safetensors_load_strategy") == "eager":
+        return single + " (eager)"
+    return single
+
+
+def _progress(pct_shards, elapsed, desc=SAFETENSORS_BARS[0]):
     pct = int(round(100.0 * pct_shards / SHARDS))
     rate = pct_shards / elapsed if elapsed > 0 else 0.0
     remain = (SHARDS - pct_shards) / rate if rate > 0 else 0
-    return ("Loading safetensors checkpoint shards: %3d%% Completed | %d/%d [%02d:%02d<%02d:%02d, %.2fit/s]"
-            % (pct, pct_shards, SHARDS, elapsed // 60, elapsed % 60, remain // 60, remain % 60, rate))
+    return ("%s: %3d%% Completed | %d/%d [%02d:%02d<%02d:%02d, %.2fit/s]"
+            % (desc, pct, pct_shards, SHARDS, elapsed // 60, elapsed % 60, remain // 60, remain % 60, rate))
 
 
-def simulate_load(load_s, fault):
-    """Weight loading with tqdm-style progress; honours crash_on_start / hang_on_load."""
+def simulate_load(load_s, fault, desc=SAFETENSORS_BARS[0]):
+    """Weight loading with tqdm-style progress under the loader's bar; honours crash_on_start / hang_on_load."""
     start = time.monotonic()
     steps = 8
     vlog.info("gpu_model_runner.py:3612", "Starting to load model ...")
-    vlog.raw(_progress(0, 0), sys.stderr)
+    vlog.raw(_progress(0, 0, desc), sys.stderr)
     for i in range(1, steps + 1):
         if fault == "crash_on_start":
             time.sleep(min(0.2, load_s / steps))
@@ -72,7 +109,7 @@ def simulate_load(load_s, fault):
         if d > 0:
             time.sleep(d)
         el = time.monotonic() - start
-        vlog.raw(_progress(SHARDS * i // steps, el), sys.stderr)
+        vlog.raw(_progress(SHARDS * i // steps, el, desc), sys.stderr)
     took = time.monotonic() - start
     vlog.info("default_loader.py:291", "Loading weights took %.2f seconds" % took)
     return took
@@ -215,7 +252,7 @@ class Serve(object):
 
     def load(self):
         """Weight loading, then (head) waiting for every peer to have loaded too."""
-        self.took = simulate_load(self.load_s, self.fault)
+        self.took = simulate_load(self.load_s, self.fault, load_bar(self.values))
         vlog.info("gpu_model_runner.py:3708", "Model loading took %.2f GiB memory and %.2f seconds"
                   % (self.kv.weights_per_gpu / GIB, self.took))
         if self.follower is not None:

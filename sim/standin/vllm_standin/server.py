@@ -1,4 +1,5 @@
 """HTTP surface of the stand-in (ThreadingHTTPServer, HTTP/1.1, chunked SSE)."""
+import dataclasses
 import heapq
 import json
 import os
@@ -30,23 +31,26 @@ class Timing(object):
         return self.ttft_s + extra
 
 
+@dataclasses.dataclass
 class App(object):
-    pd = None  # kvtransfer.KVTransfer of a prefill/decode instance (--kv-transfer-config), else None
-    faults = faults_mod.NONE  # serving faults (faults.py)
+    """What the HTTP handlers serve from: the deployment and its engines, as `vllm serve` configured them."""
+    dep: object  # config.Deployment
+    kv: object  # config.KVBudget
+    chat: object  # chat.ChatBehaviour
+    group: object  # engine.EngineGroup
+    version: str  # the version /version reports
+    timing: Timing
+    cache_info: dict  # the labels of vllm:cache_config_info
+    access_log: bool
+    log_stats: bool
+    pd: object = None  # kvtransfer.KVTransfer of a prefill/decode instance (--kv-transfer-config), else None
+    faults: object = faults_mod.NONE  # serving faults (faults.py)
+    healthy: bool = True
+    created: int = dataclasses.field(default_factory=lambda: int(time.time()))
 
-    def __init__(self, dep, kv, chat, group, reported_version, timing, cache_info, access_log, log_stats):
-        self.dep = dep
-        self.kv = kv
-        self.chat = chat
-        self.group = group
-        self.version = reported_version
-        self.timing = timing
-        self.cache_info = cache_info
-        self.access_log = access_log
-        self.log_stats = log_stats
-        self.healthy = True
-        self.created = int(time.time())
-        self.model_name = dep.served_names[0]
+    @property
+    def model_name(self):
+        return self.dep.served_names[0]
 
 
 _tls = threading.local()
