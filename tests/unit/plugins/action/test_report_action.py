@@ -29,7 +29,7 @@ def test_registered_reads_the_stored_value_as_plain_data():
     hostvars = RawHostvars({"n0": {"probe": Lazy(facts=Lazy(n=1), items=("a", "b"))}, "n1": {}})
     value = RA.registered(hostvars, "n0", "probe")
     assert value == {"facts": {"n": 1}, "items": ["a", "b"]}
-    assert type(value) is dict and type(value["facts"]) is dict
+    assert not isinstance(value, Lazy) and not isinstance(value["facts"], Lazy)  # plain dicts, not the lazy type
     assert RA.registered(hostvars, "n1", "probe") is None                      # not registered on this host
     assert RA.registered(hostvars, "absent", "probe", default=NOT_SET) is NOT_SET  # no such host
     assert RA.registered({"n0": {"probe": None}}, "n0", "probe", default=NOT_SET) is None  # stored null: itself
