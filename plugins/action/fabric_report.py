@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side action: judge every node's fabric job result against its spec once, write the fabric section.
 
-Documentation lives in plugins/modules/fabric_report.py; the logic in plugins/plugin_utils/fabric/report.py.
+Documentation lives in plugins/modules/fabric_report.py; the logic in plugins/plugin_utils/fabric/report.py and the
+run shared with preflight_report in plugins/plugin_utils/actions/report.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,23 +14,21 @@ __metaclass__ = type
 import json
 import os
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import report as report_action
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import report as R
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 PREFLIGHT_FILES = ("preflight-report.json", "preflight-report.md")
+_NOT_SET = object()
 
 
 def _outcome_of(hostvars, host, var):
     """(result dict or None, failure message or None, skip reason or None) of one host's fabric job."""
-    try:
-        raw = hostvars.raw_get(host)[var] if hasattr(hostvars, "raw_get") else hostvars[host][var]
-    except Exception:  # pylint: disable=broad-except  # not set on this host (the job never ran there)
+    raw = report_action.registered(hostvars, host, var, default=_NOT_SET)
+    if raw is _NOT_SET:
         return None, "the fabric job did not run on this host", None
-    raw = to_plain(raw) or {}
+    raw = raw or {}
     return raw.get("result"), raw.get("failure"), raw.get("skipped")
 
 
@@ -50,13 +49,10 @@ def _files(dest, report):
     return files
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(report_action.ReportAction):
+    SPEC = action_specs.FABRIC_REPORT
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        task_vars = task_vars or {}
-        _valid, args = self.validate_argument_spec(action_specs.FABRIC_REPORT)
+    def judge(self, args, task_vars):
         specs = to_plain(args["specs"])
         hosts = [str(h) for h in (args["hosts"] or sorted(specs))]
         results, failures, skipped = {}, {}, {}
@@ -67,13 +63,7 @@ class ActionModule(ActionBase):
             if skip:
                 skipped[host] = skip
         report = R.build_report(dict((h, specs[h]) for h in hosts if h in specs), results, failures, skipped)
-        result.update(ok=report["summary"]["ok"], report=report, failure_message=R.failure_message(report),
-                      hosts=dict((h, R.host_facts(report, h)) for h in hosts), host_failures=R.host_failures(report),
-                      markdown=R.render_markdown(report),
-                      msg="fabric %s" % ("passed" if report["summary"]["ok"] else "failed on " +
-                                         ", ".join(report["summary"]["failed_hosts"])))
-        if args["dest"]:
-            # A fresh observation of the fabric, written in check mode too; never "changed".
-            result["written"] = plan_files.write_files(args["dest"], _files(args["dest"], report))
-        result["changed"] = False
-        return result
+        outputs = dict(ok=report["summary"]["ok"], report=report, failure_message=R.failure_message(report),
+                       hosts=dict((h, R.host_facts(report, h)) for h in hosts), host_failures=R.host_failures(report),
+                       markdown=R.render_markdown(report), msg=report_action.verdict("fabric", report["summary"]))
+        return outputs, (_files(args["dest"], report) if args["dest"] else {})

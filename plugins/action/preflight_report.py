@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side action: judge every node's probe against its plan once, write the report files.
 
-Documentation lives in plugins/modules/preflight_report.py. All logic is in module_utils (preflight_expect,
-preflight_checks, preflight_cluster, preflight_report).
+Documentation lives in plugins/modules/preflight_report.py; the logic in plugins/plugin_utils/preflight/ and the
+run shared with fabric_report in plugins/plugin_utils/actions/report.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -14,28 +14,21 @@ __metaclass__ = type
 import json
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import report as report_action
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import contract as plan_contract
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import expect as E
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import report as R
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 
 def _probe_of(hostvars, host, var):
     """(node_probe facts or None, failure message or None) from the host's registered probe result."""
-    try:
-        # raw_get: the registered result as stored - templating it again (hostvars[host][var]) walked every probe
-        # result once more per host, quadratic in nodes; a registered result holds no template.
-        res = hostvars.raw_get(host)[var] if hasattr(hostvars, "raw_get") else hostvars[host][var]
-    except Exception:  # pylint: disable=broad-except  # not registered on this host (undefined), or no such host
-        res = None
+    res = report_action.registered(hostvars, host, var)
     if res is None:
         return None, "no probe result (the probe task did not run on this host)"
-    res = to_plain(res)
     facts = (res.get("ansible_facts") or {}).get("node_probe")
     if facts:
         return facts, None
@@ -53,35 +46,27 @@ def _expected(plan_result, hosts, recipe):
     return expected
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(report_action.ReportAction):
+    SPEC = action_specs.PREFLIGHT_REPORT
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        task_vars = task_vars or {}
-        _valid, args = self.validate_argument_spec(action_specs.PREFLIGHT_REPORT)
-        args = action_specs.null_is_default(args, action_specs.PREFLIGHT_REPORT)
+    def judge(self, args, task_vars):
+        args = action_specs.null_is_default(args, self.SPEC)
         hosts = [str(h) for h in (args["hosts"] or task_vars.get("ansible_play_hosts_all") or [])]
         plan_result = to_plain(task_vars.get("plan_result") or {})
         expected = _expected(plan_result, hosts, recipe_data.load_recipe(args["recipe"]))
         probes, failures = {}, {}
-        probe_var = args["probe_var"]
         for host in hosts:
-            probes[host], failure = _probe_of(task_vars["hostvars"], host, probe_var)
+            probes[host], failure = _probe_of(task_vars["hostvars"], host, args["probe_var"])
             if failure:
                 failures[host] = failure
         report = R.build_report(hosts, probes, expected, to_plain(args["thresholds"]), failures)
-        result.update(self._outputs(report, args["show_pass"]))
+        outputs = self._outputs(report, args["show_pass"])
+        files = {"preflight-report.json": (outputs["json"], 0o644), "preflight-report.md": (outputs["markdown"], 0o644)}
         if args["dest"]:
-            # Controller-side output, written in check mode too; a fresh observation, never "changed".
-            result["written"] = plan_files.write_files(args["dest"], {
-                "preflight-report.json": (result["json"], 0o644),
-                "preflight-report.md": (result["markdown"], 0o644)})
             # The files hold them: not also carried in the registered result (440 KB at 32 nodes, walked by every
             # later task's variables).
-            del result["json"], result["markdown"]
-        result["changed"] = False
-        return result
+            del outputs["json"], outputs["markdown"]
+        return outputs, files
 
     @staticmethod
     def _outputs(report, show_pass):
@@ -94,6 +79,5 @@ class ActionModule(ActionBase):
             "markdown": R.render_markdown(report),
             "json": json.dumps(report, indent=2, sort_keys=True) + "\n",
             "failure_message": R.failure_message(report),
-            "msg": "preflight %s" % ("passed" if report["summary"]["ok"] else "failed on " +
-                                     ", ".join(report["summary"]["failed_hosts"])),
+            "msg": report_action.verdict("preflight", report["summary"]),
         }

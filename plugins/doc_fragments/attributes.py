@@ -19,17 +19,25 @@ class ModuleDocFragment(object):
         attributes:
           check_mode:
             details: What the module does in check mode.
+
+    Where several modules do the same in check mode, one variant says it for all of them: ``.read_only`` instead of
+    the base fragment, ``.report`` instead of ``.action``.
     """
 
-    # Every module: full check mode (each says in details what it does there), no diff, POSIX nodes.
+    # Every module: full check mode (each says in details what it does there), no diff, POSIX nodes. check_mode
+    # stands last so that READ_ONLY can add its details.
     DOCUMENTATION = r"""
 attributes:
-  check_mode:
-    support: full
   diff_mode:
     support: none
   platform:
     platforms: posix
+  check_mode:
+    support: full
+"""
+
+    # Modules that only read (a container's state or log), instead of the fragment above.
+    READ_ONLY = DOCUMENTATION + r"""    details: Read-only; runs unchanged in check mode.
 """
 
     # Modules with an action plugin of the same name, listed after the fragment above (attributes of fragments
@@ -46,4 +54,10 @@ attributes:
   bypass_host_loop:
     description: Runs once for all hosts instead of per host, bypassing the host loop.
     support: none
+"""
+
+    # The report actions (preflight_report, fabric_report), instead of ACTION: their files describe the nodes and
+    # change nothing, so check mode writes them too.
+    REPORT = ACTION + r"""  check_mode:
+    details: Judges and writes the report files in check mode as well; never reports a change.
 """

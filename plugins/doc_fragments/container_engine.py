@@ -4,31 +4,8 @@
 from __future__ import annotations
 
 
-class ModuleDocFragment(object):
-    """The container and engine options of the modules that ask a node's Docker engine about the vLLM container
-    (vllm_node_status, vllm_wait). The roles pass the plan's C(container.name) and C(docker_host)."""
-
-    DOCUMENTATION = r"""
-options:
-  container:
-    description: Name of the vLLM container on the node (the plan's C(container.name); its default,
-      C(kimi_k3_container_name), lives in the recipe data).
-    type: str
-    required: true
-  docker_host:
-    description:
-      - Engine URL on the node (the plan's C(docker_host)), C(unix:///path), C(tcp://host:port) (TLS with
-        O(docker_client.tls) or O(docker_client.validate_certs)) or C(ssh://user@host[:port]) without a path.
-      - Asked through community.docker's client (its vendored Docker SDK), so every URL its modules accept works;
-        the node needs the Python library C(requests), and C(paramiko) for C(ssh://) unless
-        O(docker_client.use_ssh_client).
-    type: str
-    default: unix:///var/run/docker.sock
-"""
-
-    # The engine client's TLS and ssh options (every module that asks a node's engine).
-    CLIENT = r"""
-options:
+# The engine client's TLS and ssh options (every module that asks a node's engine), below an ``options:`` key.
+_CLIENT_OPTIONS = r"""
   docker_client:
     description:
       - TLS and ssh options of the engine client, with the names and meaning of community.docker's module options
@@ -61,3 +38,29 @@ options:
         type: bool
         default: false
 """
+
+
+class ModuleDocFragment(object):
+    """The container and engine options of the modules that ask a node's Docker engine about the vLLM container
+    (vllm_node_status, vllm_container_log, vllm_wait), the engine client's options included; CLIENT holds the client
+    options alone (node_probe). The roles pass the plan's C(container.name), C(docker_host) and C(docker_client)."""
+
+    DOCUMENTATION = r"""
+options:
+  container:
+    description: Name of the vLLM container on the node (the plan's C(container.name); its default,
+      C(kimi_k3_container_name), lives in the recipe data).
+    type: str
+    required: true
+  docker_host:
+    description:
+      - Engine URL on the node (the plan's C(docker_host)), C(unix:///path), C(tcp://host:port) (TLS with
+        O(docker_client.tls) or O(docker_client.validate_certs)) or C(ssh://user@host[:port]) without a path.
+      - Asked through community.docker's client (its vendored Docker SDK), so every URL its modules accept works;
+        the node needs the Python library C(requests), and C(paramiko) for C(ssh://) unless
+        O(docker_client.use_ssh_client).
+    type: str
+    default: unix:///var/run/docker.sock
+""" + _CLIENT_OPTIONS
+
+    CLIENT = "\noptions:" + _CLIENT_OPTIONS

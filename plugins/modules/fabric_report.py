@@ -23,7 +23,7 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes
-  - gpufleet.kimi_k3.attributes.action
+  - gpufleet.kimi_k3.attributes.report
 options:
   specs:
     description: The job spec of every host, keyed by host.
@@ -44,9 +44,6 @@ options:
     type: path
 author:
   - gpufleet maintainers (@gpufleet)
-attributes:
-  check_mode:
-    details: Judges and writes the report files in check mode as well; never reports a change.
 """
 
 EXAMPLES = r"""
@@ -61,7 +58,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ok:
-  description: No check failed.
+  description: No host failed a fabric check; checks that were not run (skipped) do not count.
   returned: always
   type: bool
 report:

@@ -23,7 +23,7 @@ description:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes
-  - gpufleet.kimi_k3.attributes.action
+  - gpufleet.kimi_k3.attributes.report
   - gpufleet.kimi_k3.recipe
 options:
   hosts:
@@ -49,9 +49,6 @@ options:
     default: preflight_probe_result
 author:
   - gpufleet maintainers (@gpufleet)
-attributes:
-  check_mode:
-    details: Judges and writes the report files in check mode as well; never reports a change.
 """
 
 EXAMPLES = r"""
@@ -72,7 +69,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ok:
-  description: No check failed.
+  description: No host failed a preflight check; warnings do not count.
   returned: always
   type: bool
 report:

@@ -74,6 +74,9 @@ options:
     default: false
 author:
   - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    details: The sweep's requests change nothing, so check mode runs the whole sweep; never reports a change.
 """
 
 EXAMPLES = r"""

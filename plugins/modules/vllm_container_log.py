@@ -21,9 +21,8 @@ description:
     C(failed_when=false) and report such a log as not read, never as a clean one.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - gpufleet.kimi_k3.attributes
+  - gpufleet.kimi_k3.attributes.read_only
   - gpufleet.kimi_k3.container_engine
-  - gpufleet.kimi_k3.container_engine.client
 options:
   since:
     description: Only lines logged at or after this time (seconds since the epoch); C(0) from the start.
@@ -35,9 +34,6 @@ options:
     default: all
 author:
   - gpufleet maintainers (@gpufleet)
-attributes:
-  check_mode:
-    details: Read-only; runs unchanged in check mode.
 """
 
 EXAMPLES = r"""
@@ -77,9 +73,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import lau
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            container=dict(type="str", required=True),
-            docker_host=dict(type="str", default=engine_api.DEFAULT_DOCKER_HOST),
-            docker_client=engine_api.docker_client_spec(),
+            engine_api.container_spec(),
             since=dict(type="int", default=0),
             tail=dict(type="str", default="all"),
         ),

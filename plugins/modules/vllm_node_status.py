@@ -21,9 +21,8 @@ description:
     stopped. Changes nothing.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - gpufleet.kimi_k3.attributes
+  - gpufleet.kimi_k3.attributes.read_only
   - gpufleet.kimi_k3.container_engine
-  - gpufleet.kimi_k3.container_engine.client
 options:
   health_urls:
     description: URLs that must answer HTTP 200 for the node to count as healthy (its own C(/health), or the
@@ -52,9 +51,6 @@ options:
     default: false
 author:
   - gpufleet maintainers (@gpufleet)
-attributes:
-  check_mode:
-    details: Read-only; runs unchanged in check mode.
 """
 
 EXAMPLES = r"""
@@ -134,9 +130,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import lau
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            container=dict(type="str", required=True),
-            docker_host=dict(type="str", default=engine_api.DEFAULT_DOCKER_HOST),
-            docker_client=engine_api.docker_client_spec(),
+            engine_api.container_spec(),
             health_urls=dict(type="list", elements="str", default=[]),
             tail=dict(type="int", default=200),
             wait_s=dict(type="float", default=0),

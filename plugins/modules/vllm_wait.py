@@ -33,7 +33,6 @@ extends_documentation_fragment:
   - gpufleet.kimi_k3.attributes
   - gpufleet.kimi_k3.attributes.action
   - gpufleet.kimi_k3.container_engine
-  - gpufleet.kimi_k3.container_engine.client
 options:
   health_urls:
     description: URLs that must answer 200 (checked from the node).

@@ -67,6 +67,14 @@ def docker_client_spec():
         if name != "docker_host"))
 
 
+def container_spec():
+    """The argument_spec entries of the modules that ask a node's engine about the vLLM container (``container``,
+    ``docker_host``, ``docker_client``; documented by the ``gpufleet.kimi_k3.container_engine`` fragment)."""
+    return dict(container=dict(type="str", required=True),
+                docker_host=dict(type="str", default=DEFAULT_DOCKER_HOST),
+                docker_client=docker_client_spec())
+
+
 def client_options(params):
     """The client options out of a mapping (a module's ``params``, the plan's ``docker_client``, or both merged),
     missing or null ones at their defaults."""

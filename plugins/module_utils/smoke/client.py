@@ -230,6 +230,17 @@ async def warm_up(client, connections=1):
     await asyncio.gather(*(one_get() for _conn in range(n)))
 
 
+async def gather_limited(factories, concurrency):
+    """Await every factory's coroutine with at most ``concurrency`` running at once, results in order."""
+    sem = asyncio.Semaphore(max(1, int(concurrency)))
+
+    async def one(factory):
+        async with sem:
+            return await factory()
+
+    return await asyncio.gather(*(one(f) for f in factories))
+
+
 def describe_error(exc):
     """Short, secret-free text for an SDK/transport exception."""
     if HAS_OPENAI and isinstance(exc, openai.APIStatusError):

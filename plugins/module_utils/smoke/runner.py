@@ -117,16 +117,6 @@ def _empty_content_error(results):
     return None
 
 
-async def _gather_limited(factories, concurrency):
-    sem = asyncio.Semaphore(max(1, int(concurrency)))
-
-    async def run(factory):
-        async with sem:
-            return await factory()
-
-    return await asyncio.gather(*(run(f) for f in factories))
-
-
 async def group_text(ctx):
     msgs = [{"role": "user", "content": TEXT_PROMPT}]
     n = max(1, ctx["concurrency"])
@@ -221,7 +211,7 @@ async def group_tool_calling(ctx):
                 if ("stream" if stream else "non_stream") in ctx["tool_call_modes"]:
                     factories.append(make_case(prompt, expected, stream))
     t0 = time.perf_counter()
-    cases = await _gather_limited(factories, ctx["concurrency"])
+    cases = await sc.gather_limited(factories, ctx["concurrency"])
     wall = time.perf_counter() - t0
     summary = tv.summarise_cases(cases)
     summary["by_mode"] = {m: tv.summarise_cases([c for c in cases if c["mode"] == m])

@@ -15,6 +15,7 @@ longest shard's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -39,14 +40,9 @@ def plan_shards(n_requests, concurrency, per_shard=SHARD_STREAMS):
 
 async def run_local(client, model, body, messages_list, concurrency):
     """The requests in this process, at most ``concurrency`` at a time -> (results, wall_s)."""
-    sem = asyncio.Semaphore(max(1, int(concurrency)))
-
-    async def one(msgs):
-        async with sem:
-            return await sc.stream_chat(client, model, msgs, **body)
-
+    factories = [functools.partial(sc.stream_chat, client, model, msgs, **body) for msgs in messages_list]
     t0 = time.perf_counter()
-    results = await asyncio.gather(*(one(m) for m in messages_list))
+    results = await sc.gather_limited(factories, concurrency)
     return list(results), time.perf_counter() - t0
 
 

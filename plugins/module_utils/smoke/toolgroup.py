@@ -10,7 +10,6 @@ one (it retries transport errors only).
 """
 from __future__ import annotations
 
-import asyncio
 import time
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as sc
@@ -20,17 +19,6 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import tool
 
 BAD_ID, WRONG_TOOL, UNEXPECTED = "bad_id", "wrong_tool", "unexpected_call"
 CLASSES = tv.FAILURE_CLASSES + (BAD_ID, WRONG_TOOL, UNEXPECTED, "error")
-
-
-async def gather_limited(factories, concurrency):
-    """Await every factory's coroutine with at most ``concurrency`` running at once, results in order."""
-    sem = asyncio.Semaphore(max(1, int(concurrency)))
-
-    async def one(factory):
-        async with sem:
-            return await factory()
-
-    return await asyncio.gather(*(one(f) for f in factories))
 
 
 def judge_attempt(case, res, mode):
@@ -98,7 +86,7 @@ def figures(cases):
 async def run(ctx):
     factories = [_factory(ctx, case, mode) for case in cases_mod.build_cases() for mode in ("stream", "non_stream")]
     t0 = time.perf_counter()
-    cases = await gather_limited(factories, ctx["tool_verifier_concurrency"])
+    cases = await sc.gather_limited(factories, ctx["tool_verifier_concurrency"])
     wall = round(time.perf_counter() - t0, 3)
     out = figures(cases)
     out["by_mode"] = {m: {k: v for k, v in figures([c for c in cases if c["mode"] == m]).items()

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.api import DEFAULT_DOCKER_HOST, \
-    docker_client_spec
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.api import container_spec
 
 CLUSTER_PLAN = dict(
     group=dict(type="str", default="vllm_cluster"),
@@ -43,9 +42,7 @@ FABRIC_REPORT = dict(
 )
 
 VLLM_WAIT = dict(
-    container=dict(type="str", required=True),
-    docker_host=dict(type="str", default=DEFAULT_DOCKER_HOST),
-    docker_client=docker_client_spec(),
+    container_spec(),
     health_urls=dict(type="list", elements="str", default=[]),
     timeout=dict(type="float", default=3600),
     interval=dict(type="float", default=5),

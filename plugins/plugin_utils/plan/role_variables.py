@@ -93,7 +93,10 @@ def _spec_for_given(spec):
 
 
 def _type_problem(host, name, value, role, spec):
-    messages = ArgumentSpecValidator({name: _spec_for_given(spec)}).validate({name: value}).error_messages
+    try:
+        messages = ArgumentSpecValidator({name: _spec_for_given(spec)}).validate({name: value}).error_messages
+    except (OverflowError, ValueError) as exc:  # ansible-core's int check reads "INF" as a float and raises
+        messages = ["%s cannot be converted to %s: %s" % (name, spec.get("type", "str"), exc)]
     if not messages:
         return None
     message = ("is not what role %s takes (%s)" % (role, spec.get("type", "str")) if _hides_value(name, spec)

@@ -691,39 +691,45 @@ def check_probe_errors(n):
     return [n.f("probe_errors", "warn", "; ".join(n.facts["errors"]), "no probe errors", FIX["probe_errors"])]
 
 
+def _check(name, needs, applies=_always):
+    """A row of HOST_CHECKS: the function ``check_<name>`` of this module, run when ``applies(node)`` holds and
+    none of ``needs`` failed or was skipped."""
+    return Check(name, needs, applies, globals()["check_" + name])
+
+
 # Order = report order; ``needs`` = checks that must not have failed (or been skipped) for this one to mean anything.
 HOST_CHECKS = (
-    Check("probe", (), _always, check_probe),
-    Check("vendor", ("probe",), _always, check_vendor),
-    Check("gpu_tools", ("vendor",), _always, check_gpu_tools),
-    Check("gpu_driver", ("gpu_tools",), _nvidia, check_gpu_driver),
-    Check("cuda_version", ("gpu_driver",), _nvidia, check_cuda_version),
-    Check("rocm_version", ("gpu_tools",), _amd, check_rocm_version),
-    Check("gpu_model", ("gpu_tools",), _always, check_gpu_model),
-    Check("gpu_count", ("gpu_tools",), _always, check_gpu_count),
-    Check("gpu_memory", ("gpu_model",), _gpu_floor_known, check_gpu_memory),
-    Check("gpu_busy", ("gpu_tools",), _always, check_gpu_busy),
-    Check("fabric", ("gpu_tools",), _nvlink_multi, check_fabric),
-    Check("imex", ("gpu_tools",), _nvlink_multi, check_imex),
-    Check("imex_channel", ("gpu_tools",), _imex_channel_needed, check_imex_channel),
-    Check("rdma", ("probe",), _rdma_multi, check_rdma),
-    Check("rdma_devices", ("probe",), _rdma_devices_needed, check_rdma_devices),
-    Check("gpudirect", ("rdma", "gpu_tools"), _rdma_nvidia, check_gpudirect),
-    Check("ibgda_driver", ("gpu_tools",), _ibgda_needed, check_ibgda_driver),
-    Check("mori_rdma", ("rdma", "gpu_tools"), _mori_needed, check_mori_rdma),
-    Check("engine", ("probe",), _always, check_engine),
-    Check("engine_gpu", ("engine", "gpu_tools"), _always, check_engine_gpu),
-    Check("shm", ("probe",), _always, check_shm),
-    Check("memlock", ("probe",), _always, check_memlock),
-    Check("disk", ("probe",), _always, check_disk),
-    Check("weight_read", ("disk",), _read_against_plan, check_weight_read),
-    Check("ports", ("probe",), _always, check_ports),
-    Check("time_sync", ("probe",), _always, check_time_sync),
-    Check("python_requests", ("probe",), _python_reported, check_python_requests),
-    Check("access", ("probe",), _access_reported, check_access),
-    Check("socket_ifname", ("probe",), _socket_ifnames_planned, check_socket_ifname),
-    Check("port_exposure", ("probe", "socket_ifname"), _listeners_exposed, check_port_exposure),
-    Check("probe_errors", ("probe",), _always, check_probe_errors),
+    _check("probe", ()),
+    _check("vendor", ("probe",)),
+    _check("gpu_tools", ("vendor",)),
+    _check("gpu_driver", ("gpu_tools",), _nvidia),
+    _check("cuda_version", ("gpu_driver",), _nvidia),
+    _check("rocm_version", ("gpu_tools",), _amd),
+    _check("gpu_model", ("gpu_tools",)),
+    _check("gpu_count", ("gpu_tools",)),
+    _check("gpu_memory", ("gpu_model",), _gpu_floor_known),
+    _check("gpu_busy", ("gpu_tools",)),
+    _check("fabric", ("gpu_tools",), _nvlink_multi),
+    _check("imex", ("gpu_tools",), _nvlink_multi),
+    _check("imex_channel", ("gpu_tools",), _imex_channel_needed),
+    _check("rdma", ("probe",), _rdma_multi),
+    _check("rdma_devices", ("probe",), _rdma_devices_needed),
+    _check("gpudirect", ("rdma", "gpu_tools"), _rdma_nvidia),
+    _check("ibgda_driver", ("gpu_tools",), _ibgda_needed),
+    _check("mori_rdma", ("rdma", "gpu_tools"), _mori_needed),
+    _check("engine", ("probe",)),
+    _check("engine_gpu", ("engine", "gpu_tools")),
+    _check("shm", ("probe",)),
+    _check("memlock", ("probe",)),
+    _check("disk", ("probe",)),
+    _check("weight_read", ("disk",), _read_against_plan),
+    _check("ports", ("probe",)),
+    _check("time_sync", ("probe",)),
+    _check("python_requests", ("probe",), _python_reported),
+    _check("access", ("probe",), _access_reported),
+    _check("socket_ifname", ("probe",), _socket_ifnames_planned),
+    _check("port_exposure", ("probe", "socket_ifname"), _listeners_exposed),
+    _check("probe_errors", ("probe",)),
 )
 
 

@@ -112,11 +112,11 @@ def _fabric_expectations(plan, cluster, recipe):
             "gpudirect_peer_only": peer_memory_only(prereq, plan.get("env"))}
 
 
-def weight_read_basis(plan, cluster, recipe):
-    """The read rate this node's deployment's launch timeouts were derived from (its slowest node as declared in
-    kimi_k3_weight_read_mib_s) with the recipe's load factor; None when the timeouts are their ceilings."""
-    mine = [d for d in cluster.get("deployments") or [] if d.get("name") == plan.get("deployment")]
-    timeouts = (mine[0] if mine else cluster).get("timeouts") or {}
+def weight_read_basis(plan, recipe):
+    """The read rate this node's launch timeouts were derived from (the plan's ``timeouts``: its deployment's, set
+    by the slowest node as declared in kimi_k3_weight_read_mib_s) with the recipe's load factor; None when the
+    timeouts are their ceilings."""
+    timeouts = plan.get("timeouts") or {}
     if not timeouts.get("weight_read_mib_s"):
         return None
     return {"mib_s": timeouts["weight_read_mib_s"], "engine_ready_timeout_s": timeouts.get("engine_ready_timeout_s"),
@@ -144,7 +144,7 @@ def expected_from_plan(plan, cluster, recipe):
         "rdma_devices": _needs_device(container, RDMA_DEVICES),
         "socket_ifnames": socket_ifnames(plan),
         "exposed_listeners": exposed_listeners(plan),
-        "weight_read": weight_read_basis(plan, cluster, recipe),
+        "weight_read": weight_read_basis(plan, recipe),
     }
     exp.update(requirements(recipe, plan["vendor"], plan["accelerator"]))
     exp.update(_fabric_expectations(plan, cluster, recipe))

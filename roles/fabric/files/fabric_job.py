@@ -585,24 +585,17 @@ def _ping_pong(torch, dist, spec, a, b, leader, device):
     small = torch.zeros(1, device=device)
     big = torch.zeros(max(1, spec["sizes"]["pair"] // 4), device=device)
 
-    def rtt():
+    def exchange(outbound, reply):
+        """One round: the leader sends ``outbound`` and waits for ``reply``; its peer mirrors it."""
         if leader:
-            dist.send(small, peer)
-            dist.recv(small, peer)
+            dist.send(outbound, peer)
+            dist.recv(reply, peer)
         else:
-            dist.recv(small, peer)
-            dist.send(small, peer)
+            dist.recv(outbound, peer)
+            dist.send(reply, peer)
 
-    def bulk():
-        if leader:
-            dist.send(big, peer)
-            dist.recv(small, peer)
-        else:
-            dist.recv(big, peer)
-            dist.send(small, peer)
-
-    t_rtt = _timed(torch, device, rtt, iters)
-    t_bulk = _timed(torch, device, bulk, iters)
+    t_rtt = _timed(torch, device, lambda: exchange(small, small), iters)
+    t_bulk = _timed(torch, device, lambda: exchange(big, small), iters)
     if not leader:
         return None
     # Bytes over the whole bulk round (its one small acknowledgement included): a lower bound that noise in the

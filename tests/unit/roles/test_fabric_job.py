@@ -225,6 +225,62 @@ def test_a_failed_interface_check_vetoes_the_collective_and_a_passing_one_does_n
         "reason": "GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME failed its interface check"}
 
 
+class _Tensor(object):
+    def __init__(self, n):
+        self.n = n
+
+    def numel(self):
+        return self.n
+
+
+class _FakeTorch(object):
+    @staticmethod
+    def zeros(n, device=None):
+        return _Tensor(n)
+
+
+class _FakeDist(object):
+    """Records every send/recv as (op, elements, peer)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def send(self, tensor, peer):
+        self.calls.append(("send", tensor.numel(), peer))
+
+    def recv(self, tensor, peer):
+        self.calls.append(("recv", tensor.numel(), peer))
+
+
+class _Clock(object):
+    """time.time() advancing 1 ms per reading: every timed round lasts exactly 1 ms."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def time(self):
+        self.now += 0.001
+        return self.now
+
+
+@pytest.mark.parametrize("leader,first,second", [(True, "send", "recv"), (False, "recv", "send")])
+def test_ping_pong_rounds_mirror_each_other(monkeypatch, leader, first, second):
+    """Latency rounds carry one element each way, bulk rounds the pair size (64 bytes: 16 float32) out and one
+    element back; the leader sends first and its peer mirrors it; a warm-up round, then ``iterations`` timed ones."""
+    job, dist = job_module(), _FakeDist()
+    monkeypatch.setattr(job, "time", _Clock())
+    spec = {"sizes": {"iterations": 2, "pair": 64}}
+    out = job._ping_pong(_FakeTorch(), dist, spec, 0, 4, leader, type("Device", (), {"type": "cpu"})())
+    peer = 4 if leader else 0
+    rtt = [(first, 1, peer), (second, 1, peer)]
+    bulk = [(first, 16, peer), (second, 1, peer)]
+    assert dist.calls == rtt * 3 + bulk * 3
+    if leader:  # 1 ms round trip: 500 us one way; 64 bytes per 1 ms
+        assert out == {"latency_us": 500.0, "bytes": 64, "bandwidth_gbps": 0.0001}
+    else:
+        assert out is None
+
+
 def test_interface_checks_on_scripted_addresses():
     job = job_module()
     addresses = {"lo": ["127.0.0.1", "::1"], "eth0": ["10.0.0.5"], "ib0": ["192.168.7.5"]}

@@ -684,15 +684,33 @@ def test_weight_read_status_follows_the_ratio(measured, assumed):
     assert f["status"] == want and (f["fix"] == "") == (want == "pass")
 
 
-def test_weight_read_basis_is_the_deployments_timeouts():
-    cluster = {"timeouts": {"weight_read_mib_s": 900, "engine_ready_timeout_s": 3600},
-               "deployments": [{"name": "replica-1", "timeouts": {"weight_read_mib_s": 16,
-                                                                  "engine_ready_timeout_s": 3600}},
-                               {"name": "replica-2", "timeouts": {"weight_read_mib_s": None}}]}
+def test_weight_read_basis_is_the_host_plans_timeouts():
     recipe = {"timeouts": {"load_factor": 1.5}}
-    assert E.weight_read_basis({"deployment": "replica-1"}, cluster, recipe) == {
-        "mib_s": 16, "engine_ready_timeout_s": 3600, "load_factor": 1.5}
-    assert E.weight_read_basis({"deployment": "replica-2"}, cluster, recipe) is None
-    assert E.weight_read_basis({"deployment": "main"}, {"timeouts": {"weight_read_mib_s": 900,
-                                                                     "engine_ready_timeout_s": 1100}}, {}) == {
+    plan = {"deployment": "replica-1", "timeouts": {"weight_read_mib_s": 16, "engine_ready_timeout_s": 3600}}
+    assert E.weight_read_basis(plan, recipe) == {"mib_s": 16, "engine_ready_timeout_s": 3600, "load_factor": 1.5}
+    unmeasured = {"timeouts": {"weight_read_mib_s": None, "engine_ready_timeout_s": 3600}}
+    assert E.weight_read_basis(unmeasured, recipe) is None
+    assert E.weight_read_basis({"timeouts": {}}, recipe) is None
+    assert E.weight_read_basis({"timeouts": {"weight_read_mib_s": 900, "engine_ready_timeout_s": 1100}}, {}) == {
         "mib_s": 900, "engine_ready_timeout_s": 1100, "load_factor": 1.0}
+
+
+def test_each_deployments_nodes_are_held_to_their_own_deployments_timeouts():
+    """Prefill read at 2 GiB/s, decode at 10 GiB/s: every node's basis is its own deployment's timeouts, the
+    record the plan also keeps in cluster.deployments."""
+    from tests.unit.plugins.plugin_utils.test_topology_fleet import pd_cluster
+    r = pd_cluster(prefill={"kimi_k3_weight_read_mib_s": 2048}, decode={"kimi_k3_weight_read_mib_s": 10240})
+    assert r["ok"], r["errors"]
+    recorded = dict((d["name"], d["timeouts"]) for d in r["cluster"]["deployments"])
+    factor = RECIPE["timeouts"]["load_factor"]
+    seen = {}
+    for host, plan in sorted(r["plans"].items()):
+        if plan["role"] not in ("head", "worker"):
+            continue
+        basis = E.expected_from_plan(plan, r["cluster"], RECIPE)["weight_read"]
+        want = recorded[plan["deployment"]]
+        assert basis == {"mib_s": want["weight_read_mib_s"], "engine_ready_timeout_s": want["engine_ready_timeout_s"],
+                         "load_factor": factor}, host
+        seen[host] = basis["mib_s"]
+    assert seen == {"prefill-1-0": 2048, "prefill-1-1": 2048, "decode-1-0": 10240, "decode-1-1": 10240,
+                    "decode-1-2": 10240, "decode-1-3": 10240}

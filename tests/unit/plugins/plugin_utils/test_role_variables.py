@@ -1,5 +1,6 @@
 """Role variables set in the inventory are checked by the plan from the roles' argument specs (their one
 declaration) and the roles' own value checks, before any host is contacted; each refusal names host, variable, fix."""
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -98,6 +99,16 @@ def test_one_mistake_shared_by_every_host_is_reported_once():
 def test_any_value_of_any_role_variable_is_judged_without_raising(name, value):
     for p in problems(**{name: value}):
         assert p["variable"] == name and p["host"] == "tray01" and p["fix"]
+
+
+@pytest.mark.parametrize("value", ["INF", "-inf", "Infinity"])
+def test_an_infinite_int_is_refused_not_raised(value):
+    """ansible-core's int check reads these as a float and raises OverflowError instead of reporting them."""
+    assert problems(capacity_max_concurrency=value) == [{
+        "host": "tray01", "variable": "capacity_max_concurrency",
+        "message": "capacity_max_concurrency cannot be converted to int: cannot convert Infinity to integer.",
+        "fix": "set capacity_max_concurrency as roles/capacity/meta/argument_specs.yml declares it (docs: "
+               "ansible-doc -t role gpufleet.kimi_k3.capacity)."}]
 
 
 def test_the_action_refuses_the_plan_before_writing_anything():
