@@ -24,7 +24,7 @@ def running_max_model_len(status, body):
         return None
     try:
         return int(data[0]["max_model_len"])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

@@ -73,7 +73,7 @@ def parse_tree(entries):
             raise StageError("the file list names an unsafe path %r" % path)
         try:
             size = int((lfs or {}).get("size", e.get("size")) or 0)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise StageError("the file list gives %s no integer size" % path)
         if size < 0:
             raise StageError("the file list gives %s a negative size" % path)

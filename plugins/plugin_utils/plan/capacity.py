@@ -34,7 +34,7 @@ GB = 1000 ** 3
 def _int(value, default=0):
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default
 
 

@@ -7,7 +7,7 @@ import os
 import sys
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import capacity as pc
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
@@ -323,6 +323,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.sampled_from(["kv_lora_rank", "num_hidden_layers", "qk_rope_head_dim", "text_config",
                                         "linear_attn_config", "torch_dtype", "max_position_embeddings"]), JSON))
+@example({"kv_lora_rank": float("inf")})
 def test_any_config_gives_figures_or_none(config):
     arch = pc.architecture_from_config(config)
     assert arch is None or arch["mla_layers"] + arch["kda_layers"] >= 0

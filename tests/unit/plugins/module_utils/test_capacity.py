@@ -140,3 +140,9 @@ def test_sweep_takes_kv_from_log_when_metrics_lack_labels():
 def test_sweep_against_dead_server_reports_errors():
     out = cr.run_sweep(sweep_params("http://127.0.0.1:9/v1", timeout=2))
     assert out["steps"] == [] and out["errors"]
+
+
+@pytest.mark.parametrize("value,expected", [(8192, 8192), ("8192", 8192), (float("inf"), None), ("lots", None),
+                                            (None, None)])
+def test_running_max_model_len_reads_an_integer_or_nothing(value, expected):
+    assert cap.running_max_model_len(200, {"data": [{"id": "m", "max_model_len": value}]}) == expected

@@ -105,6 +105,8 @@ def test_parse_tree_uses_the_lfs_sha256_as_blob_name_and_drops_directories():
     ([{"type": "file", "path": "../etc/passwd", "size": 1, "oid": "a" * 40}], "unsafe path"),
     ([{"type": "file", "path": "/abs", "size": 1, "oid": "a" * 40}], "unsafe path"),
     ([{"type": "file", "path": "x", "size": 1, "oid": "zz"}], "no usable blob id"),
+    ([{"type": "file", "path": "x", "size": float("inf"), "oid": "a" * 40}], "no integer size"),
+    ([{"type": "file", "path": "x", "size": "12 GB", "oid": "a" * 40}], "no integer size"),
 ])
 def test_parse_tree_refuses_unusable_lists(entries, words):
     with pytest.raises(hs.StageError, match=words):
