@@ -24,6 +24,10 @@ tokens against the 22 the server counts for the module's request) and its TTFT r
 | ITL (mean of per-chunk gaps) | `mean_itl_ms` | gap between token-carrying chunks |
 | TPOT ((e2e - ttft) / (tokens - 1)) | `mean_tpot_ms` | per-request time per output token |
 
+Client CPU per request (printed, not judged): the module's process time over its timed run; vllm bench's main
+process (read from /proc on the host) from its "Starting main benchmark run" line to its result table. Client and
+engine share this machine's cores, so a heavier client leaves the engine less.
+
 A benchmark: it prints numbers and asserts nothing.
 
 usage: .venv/bin/python benchmarks/smoke_vs_vllm_bench.py [--base http://127.0.0.61:8000/v1]
@@ -55,7 +59,8 @@ PROMPT = "Say something."
 PAIRS = [("output tok/s", "tok_s", "tok_s", True), ("TTFT mean ms", "ttft_call_mean_ms", "ttft_mean_ms", True),
          ("TTFT median ms", "ttft_call_p50_ms", "ttft_p50_ms", True),
          ("ITL mean ms", "itl_mean_ms", "itl_mean_ms", True), ("TPOT mean ms", "tpot_mean_ms", "tpot_mean_ms", True),
-         ("(module TTFT mean ms)", "ttft_mean_ms", None, False), ("(module gate wait ms)", "queue_mean_ms", None, False)]
+         ("(module TTFT mean ms)", "ttft_mean_ms", None, False), ("(module gate wait ms)", "queue_mean_ms", None, False),
+         ("(client CPU ms/request)", "client_cpu_ms_per_req", "client_cpu_ms_per_req", False)]
 
 
 def engine_image():
@@ -80,17 +85,19 @@ def module_run(base, c, n, tokens):
         try:
             await sco.sc.warm_up(client, c)
             await sco.ss.run_streams(client, spec, [[{"role": "user", "content": PROMPT}]], 1)
-            return await sco.ss.run_streams(client, spec, [[{"role": "user", "content": PROMPT}]] * n, c)
+            cpu0 = time.process_time()
+            out = await sco.ss.run_streams(client, spec, [[{"role": "user", "content": PROMPT}]] * n, c)
+            return out, time.process_time() - cpu0
         finally:
             await client.close()
 
-    results, wall = asyncio.run(go())
+    (results, wall), cpu_s = asyncio.run(go())
     agg = sco.sm.aggregate(results, wall_s=wall)
     from_call = [(r["ttft_s"] + (r.get("client_queue_s") or 0.0)) * 1000 for r in results
                  if r["ok"] and r.get("ttft_s") is not None]
     return {"tok_s": agg["tokens_per_s"], "ttft_mean_ms": agg["ttft_s"]["mean"] * 1000,
             "ttft_call_mean_ms": statistics.mean(from_call), "ttft_call_p50_ms": statistics.median(from_call),
-            "queue_mean_ms": agg["client_queue_s"]["mean"] * 1000,
+            "queue_mean_ms": agg["client_queue_s"]["mean"] * 1000, "client_cpu_ms_per_req": cpu_s * 1000 / n,
             "ttft_p50_ms": agg["ttft_s"]["p50"] * 1000, "itl_mean_ms": agg["itl_s"]["mean"] * 1000,
             "tpot_mean_ms": agg["tpot_s"]["mean"] * 1000, "failed": agg["failed_requests"],
             "load": round(os.getloadavg()[0], 2)}
@@ -124,16 +131,40 @@ def bench_run(base, c, n, tokens, tag):
            "--num-prompts", str(n), "--max-concurrency", str(c), "--ignore-eos", "--save-result",
            "--result-dir", "/bench", "--result-filename", name]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False,
-                       env=dict(os.environ, DOCKER_HOST=CONTROL_SOCK))
+    rc, log, cpu_s = run_timed_container(cmd, "kimi-vllm-bench-%s-c%d" % (tag, c))
     out = os.path.join(OUT, name)
-    if p.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError("vllm bench serve rc=%s: %s" % (p.returncode, (p.stdout + p.stderr)[-2000:]))
+    if rc != 0 or not os.path.exists(out):
+        raise RuntimeError("vllm bench serve rc=%s: %s" % (rc, log[-2000:]))
     with open(out) as fh:
         m = json.load(fh)
     return {"tok_s": m["output_throughput"], "ttft_mean_ms": m["mean_ttft_ms"], "ttft_p50_ms": m["median_ttft_ms"],
             "itl_mean_ms": m["mean_itl_ms"], "tpot_mean_ms": m["mean_tpot_ms"], "failed": n - m["completed"],
-            "wall_s": round(time.time() - t0, 1), "load": round(os.getloadavg()[0], 2)}
+            "wall_s": round(time.time() - t0, 1), "load": round(os.getloadavg()[0], 2),
+            "client_cpu_ms_per_req": cpu_s * 1000 / n if cpu_s is not None else None}
+
+
+def _process_cpu_s(container):
+    """CPU seconds (user + system, every thread) of the container's main process, read on the host."""
+    p = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", container], capture_output=True, text=True,
+                       check=False, env=dict(os.environ, DOCKER_HOST=CONTROL_SOCK))
+    with open("/proc/%s/stat" % p.stdout.strip()) as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_timed_container(cmd, container):
+    """Run the bench container (named ``container``), its output streamed; -> (rc, output, CPU seconds the client
+    spent from "Starting main benchmark run" to its result table, or None when either line is missing)."""
+    cmd = cmd[:3] + ["--name", container, "-e", "PYTHONUNBUFFERED=1"] + cmd[3:]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, DOCKER_HOST=CONTROL_SOCK))
+    lines, marks = [], []
+    for line in proc.stdout:
+        lines.append(line)
+        if "Starting main benchmark run" in line or "Serving Benchmark Result" in line:
+            marks.append(_process_cpu_s(container))
+    rc = proc.wait(timeout=1800)
+    return rc, "".join(lines), (marks[1] - marks[0]) if len(marks) == 2 else None
 
 
 def agrees(v):
