@@ -121,7 +121,9 @@ def bench_run(base, c, n, tokens, tag):
         for _row in range(max(n, 16)):
             fh.write(json.dumps({"prompt": PROMPT}) + "\n")
     name = "c%d-%s.json" % (c, tag)
-    cmd = ["docker", "run", "--rm", "--network", "host", "-v", "%s:%s:ro" % (MODEL_DIR, MODEL_DIR),
+    container = "kimi-vllm-bench-%s-c%d" % (tag, c)
+    cmd = ["docker", "run", "--rm", "--name", container, "-e", "PYTHONUNBUFFERED=1", "--network", "host",
+           "-v", "%s:%s:ro" % (MODEL_DIR, MODEL_DIR),
            "-v", "%s:/bench" % OUT, "-v", "%s:/benchlib:ro" % bench_pylib(), "-e", "PYTHONPATH=/opt/vllm/site:/benchlib",
            "-e", "HF_HUB_OFFLINE=1", "--entrypoint", "vllm", engine_image(),
            "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
@@ -131,7 +133,7 @@ def bench_run(base, c, n, tokens, tag):
            "--num-prompts", str(n), "--max-concurrency", str(c), "--ignore-eos", "--save-result",
            "--result-dir", "/bench", "--result-filename", name]
     t0 = time.time()
-    rc, log, cpu_s = run_timed_container(cmd, "kimi-vllm-bench-%s-c%d" % (tag, c))
+    rc, log, cpu_s = run_timed_container(cmd, container)
     out = os.path.join(OUT, name)
     if rc != 0 or not os.path.exists(out):
         raise RuntimeError("vllm bench serve rc=%s: %s" % (rc, log[-2000:]))
@@ -153,9 +155,9 @@ def _process_cpu_s(container):
 
 
 def run_timed_container(cmd, container):
-    """Run the bench container (named ``container``), its output streamed; -> (rc, output, CPU seconds the client
-    spent from "Starting main benchmark run" to its result table, or None when either line is missing)."""
-    cmd = cmd[:3] + ["--name", container, "-e", "PYTHONUNBUFFERED=1"] + cmd[3:]
+    """Run the bench container (``cmd`` names it ``container``, unbuffered), its output streamed; -> (rc, output,
+    CPU seconds the client spent from "Starting main benchmark run" to its result table, or None when either line
+    is missing)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, DOCKER_HOST=CONTROL_SOCK))
     lines, marks = [], []
