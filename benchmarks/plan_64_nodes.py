@@ -66,12 +66,13 @@ def main():
         proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
                                os.path.join(REPO, "playbooks", "plan.yml"), "-i", inv,
                                "-e", "plan_dir=%s" % os.path.join(tmp, "plan")],
-                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
         wall = time.perf_counter() - t0
         files = len(os.listdir(os.path.join(tmp, "plan"))) if proc.returncode == 0 else 0
         print("plan.yml: %d nodes, %.2f s wall, rc=%d, %d files written" % (args.nodes, wall, proc.returncode, files))
         if proc.returncode:
             print(proc.stdout[-3000:])
+            print(proc.stderr[-3000:])
             return 1
     print("target: < 5 s for 64 nodes -> %s" % ("met" if wall < 5 else "NOT met"))
     return 0

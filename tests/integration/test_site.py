@@ -19,6 +19,7 @@ import sys
 
 import pytest
 
+from tests.helpers import cli
 pytestmark = pytest.mark.sim
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,9 +35,8 @@ def _env(coll, **more):
 
 
 def _run(cmd, cwd, env, timeout=300):
-    p = subprocess.run(cmd, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=timeout, check=False)
-    return p.returncode, p.stdout
+    p = cli.run(cmd, cwd=cwd, env=env, timeout=timeout, check=False)
+    return p.returncode, p.stdout if p.returncode == 0 else cli.failure(p)
 
 
 def _ok(cmd, cwd, env, timeout=300):

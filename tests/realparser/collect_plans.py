@@ -148,7 +148,7 @@ def _render_into(inventory, plan_dir, repo, version):
         cmd += ["-e", "kimi_k3_image=%s" % image, "-e", "kimi_k3_router_image=%s" % STAND_IN_ROUTER_IMAGE]
         source += " (stand-in kimi_k3_image)"
     proc = subprocess.run(cmd, cwd=repo, env=_ansible_env(repo, inventory), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+                          stderr=subprocess.PIPE, universal_newlines=True, check=False)
     records = []
     for path in sorted(glob.glob(os.path.join(plan_dir, "*.json"))):
         with open(path) as handle:
@@ -158,7 +158,8 @@ def _render_into(inventory, plan_dir, repo, version):
         records.append({"source": source, "host": plan["host"], "vllm_version": plan["vllm_version"],
                         "vllm_args": plan["vllm_args"], "env": plan.get("env") or {}, "renders": 1})
     if proc.returncode != 0 or not records:
-        return records, "ansible-playbook plan.yml rc %d: %s" % (proc.returncode, refusal_text(proc.stdout))
+        return records, "ansible-playbook plan.yml rc %d: %s" % (proc.returncode, refusal_text(
+            proc.stdout if "Plan refused" in proc.stdout else proc.stdout + "\n" + proc.stderr))
     if STAND_IN_SECRET in json.dumps(records):
         return records, "the stand-in value of %s reached a plan file (secrets belong in secret_env)" % (
             ", ".join(env_lookups(inventory, repo)))
@@ -189,7 +190,8 @@ def record_test_plans(paths, repo=REPO):
     env = dict(os.environ, KIMI_K3_RECORD_PLANS=out)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.realparser.record_plans",
            "-m", "not sim and not vllm"] + [os.path.relpath(p, repo) for p in existing]
-    proc = subprocess.run(cmd, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # pytest's summary is the last line of its stdout; a warning on stderr must not take its place
+    proc = subprocess.run(cmd, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, check=False)
     with open(out) as handle:
         data = json.load(handle)

@@ -8,11 +8,12 @@ Two checks:
 """
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 
 import pytest
+
+from tests.helpers import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,14 +45,10 @@ def _galaxy():
 def _build(src, out_dir):
     env = dict(os.environ)
     env.pop("ANSIBLE_CONFIG", None)
-    proc = subprocess.run(
-        [_galaxy(), "collection", "build", "--force", "--output-path", str(out_dir), str(src)],
-        cwd=str(out_dir), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout
+    proc = cli.run([_galaxy(), "collection", "build", "--force", "--output-path", out_dir, src], cwd=out_dir,
+                   env=env)
     tarballs = [f for f in os.listdir(str(out_dir)) if f.endswith(".tar.gz")]
-    assert len(tarballs) == 1, (tarballs, proc.stdout)
+    assert len(tarballs) == 1, (tarballs, cli.failure(proc))
     path = os.path.join(str(out_dir), tarballs[0])
     with tarfile.open(path) as tar:
         return tarballs[0], tar.getnames(), path

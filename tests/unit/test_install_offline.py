@@ -5,11 +5,11 @@ collections path, and the installed copy resolves by FQCN from there."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 
+from tests.helpers import cli
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 
@@ -33,10 +33,7 @@ def _installed(ns, name):
 
 
 def _run(cmd, cwd, env):
-    p = subprocess.run(cmd, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=300, check=False)
-    assert p.returncode == 0, "%s\n%s" % (" ".join(cmd), p.stdout)
-    return p.stdout
+    return cli.run(cmd, cwd=cwd, env=env).stdout
 
 
 def test_offline_install_from_tarball_directory(tmp_path):

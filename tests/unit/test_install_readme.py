@@ -25,6 +25,7 @@ import sys
 
 import pytest
 
+from tests.helpers import cli
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 API_KEY = "sk-test-0123456789"
@@ -48,10 +49,7 @@ def _env(home):
 
 
 def _bash(script, cwd, env, timeout=300):
-    p = subprocess.run(["bash", "-e", "-c", script], cwd=str(cwd), env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
-    assert p.returncode == 0, "%s\n(rc %s)\n%s" % (script, p.returncode, p.stdout[-6000:])
-    return p.stdout
+    return cli.run(["bash", "-e", "-c", script], cwd=cwd, env=env, timeout=timeout).stdout
 
 
 def _clone(dest):

@@ -2,12 +2,12 @@
 input gets a refusal naming the variable (docs/install.md "Create a site")."""
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 import yaml
 
+from tests.helpers import cli
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # every playbook of the collection except the one that creates the site
 OPERATOR_PLAYBOOKS = ("capacity", "deploy", "fabric", "image", "launch", "monitoring", "plan", "preflight", "recover",
@@ -18,11 +18,10 @@ EXAMPLES = ["gb300-cluster", "gb300-dep16", "gb300-fleet", "gb300-pd", "mi355x-c
 def _site_init(tmp_path, *extra):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"))
-    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-                        os.path.join(REPO, "playbooks", "site_init.yml")] + list(extra),
-                       cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=180, check=False)
-    return p.returncode, p.stdout
+    p = cli.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+                 os.path.join(REPO, "playbooks", "site_init.yml")] + list(extra), cwd=tmp_path, env=env, timeout=180,
+                check=False)
+    return p.returncode, p.stdout if p.returncode == 0 else cli.failure(p)
 
 
 def _recap_changed(out):
@@ -117,10 +116,8 @@ def test_ansible_cfg_is_read_by_ansible_with_the_fleet_settings(site, tmp_path):
     assert "KexAlgorithms=curve25519-sha256,sntrup761x25519-sha512@openssh.com" in fast.get(
         "ssh_connection", "ssh_args").split()
     env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "s" / "ansible.cfg"))
-    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-config"), "dump", "--only-changed",
-                        "-t", "all"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=120, check=False)
-    assert p.returncode == 0, p.stdout
+    p = cli.run([os.path.join(os.path.dirname(sys.executable), "ansible-config"), "dump", "--only-changed",
+                 "-t", "all"], env=env, timeout=120)
     assert re.search(r"DEFAULT_FORKS.*= 300", p.stdout) and re.search(r"DEFAULT_GATHERING.*= explicit", p.stdout)
     # the key is one ansible-core reads (from ansible.cfg only; ANSIBLE_INTERNAL_POLL_INTERVAL does nothing)
     assert re.search(r"DEFAULT_INTERNAL_POLL_INTERVAL.*= 0\.05", p.stdout), p.stdout
@@ -161,10 +158,10 @@ def test_rehearsal_inventories_refused_where_none_ship(tmp_path):
     os.symlink(os.path.join(REPO, "inventories", "gb300-cluster"), str(coll / "inventories" / "gb300-cluster"))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "coll"))
-    p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "gpufleet.kimi_k3.site_init",
-                        "-e", "site_dir=%s" % (tmp_path / "s"), "-e", "site_rehearsal_inventories=true"],
-                       cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=180, check=False)
-    assert p.returncode != 0, p.stdout
-    assert "has no inventories/sim-*" in " ".join(p.stdout.split()), p.stdout
+    p = cli.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "gpufleet.kimi_k3.site_init",
+                 "-e", "site_dir=%s" % (tmp_path / "s"), "-e", "site_rehearsal_inventories=true"],
+                cwd=tmp_path, env=env, timeout=180, check=False)
+    assert p.returncode != 0, cli.failure(p)
+    # the refusal is the play's failed task: ansible-playbook prints it on stdout
+    assert "has no inventories/sim-*" in " ".join(p.stdout.split()), cli.failure(p)
     assert not (tmp_path / "s" / "inventories").exists()

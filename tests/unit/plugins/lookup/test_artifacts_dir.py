@@ -1,10 +1,10 @@
 """gpufleet.kimi_k3.artifacts_dir: where plans and reports go (docs/install.md "Where the artifacts go")."""
 import os
-import subprocess
 
 import pytest
 from ansible.errors import AnsibleLookupError
 
+from tests.helpers import cli
 from tests.helpers.cli import tool
 from ansible_collections.gpufleet.kimi_k3.plugins.lookup.artifacts_dir import artifacts_dir
 
@@ -48,10 +48,7 @@ def _playbook(tmp_path, extra):
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"), PWD="/stale")
     run = tmp_path / "run"
     run.mkdir()
-    p = subprocess.run([tool("ansible-playbook"), str(pb)] + extra,
-                       cwd=str(run), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=120, check=False)
-    assert p.returncode == 0, p.stdout
+    p = cli.run([tool("ansible-playbook"), str(pb)] + extra, cwd=run, env=env, timeout=120)
     return [ln.split("ART=", 1)[1].strip().strip('"') for ln in p.stdout.splitlines() if "ART=" in ln][0], run
 
 
