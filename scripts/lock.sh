@@ -35,7 +35,7 @@ uv="$uv_venv/bin/uv"
 with_includes() {
   local inc
   echo "$1"
-  for inc in $(sed -n 's/^-r[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$1"); do with_includes "$inc"; done
+  sed -n 's/^-r[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$1" | while read -r inc; do with_includes "$inc"; done
 }
 
 # compile OUT PYTHON INPUTS...: an input is a requirements file or a literal requirement (name==version), which
