@@ -52,10 +52,10 @@ compile() {
   local cmd=(uv pip compile --universal --python-version "$pyver" --no-header "${files[@]}")
   [ -z "$literals" ] || cmd+=(-)
   tmp="$(mktemp)"
-  printf '%s' "$literals" | "$uv" "${cmd[@]:1}" --quiet --index-url https://pypi.org/simple -o "$tmp"
+  printf '%s' "$literals" | "$uv" "${cmd[@]:1}" --quiet -o "$tmp"
   {
     printf '# %s: constraints (pip install -c) for scripts/setup.sh; every transitive release pinned.\n' "$out"
-    printf '# Made by scripts/lock.sh with uv %s: %s --index-url https://pypi.org/simple%s\n' \
+    printf '# Made by scripts/lock.sh with uv %s: %s%s\n' \
       "$uv_version" "${cmd[*]}" "${literals:+ (stdin: $(printf '%s' "$literals" | tr '\n' ' ' | sed 's/ $//'))}"
     printf '# Refresh: scripts/lock.sh after changing an input; never edit by hand (docs/dev/testing.md "The lock").\n'
     printf '# input-sha256: %s (%s)\n' "$sha" "${hashed[*]}"
