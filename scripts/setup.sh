@@ -6,26 +6,37 @@
 #   scripts/setup.sh            the dev venv .venv (newest ansible-core, the `ansible` package's collections)
 #   scripts/setup.sh --oldest   build/venv-<oldest>: the oldest ansible-core meta/runtime.yml declares, for the
 #                               version matrix (scripts/test.sh --stage matrix; docs/dev/testing.md)
+# Both venvs install with a lock as pip constraints (-c): requirements-lock.txt for .venv,
+# requirements-lock-oldest.txt for build/venv-<oldest>, every transitive release pinned, so that a new release of
+# a dependency's dependency cannot change CI under us. Refresh them with `scripts/lock.sh` (uv pip compile; see
+# docs/dev/testing.md "The lock") after changing a requirements*.txt or OLDEST_CORE. A lock change rebuilds the venv.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 log() { printf '[setup] %s\n' "$*"; }
 
+# lock_note LOCK: which lock, and which version of it, the install uses (CI's log shows it)
+lock_note() {
+  [ -f "$1" ] || { log "$1 missing: run scripts/lock.sh"; exit 1; }
+  printf 'constraints %s (sha256 %s)' "$1" "$(sha256sum "$1" | cut -c1-16)"
+}
+
 # ---- the oldest leg of the version matrix ----------------------------------------------------------------------
 # ansible-core 2.17 (meta/runtime.yml requires_ansible >=2.17.0; its last patch release), controller Python
-# 3.10-3.12. community.docker: the lowest major of galaxy.yml's range (4.x), taken from the `ansible` 11 wheel
+# 3.11-3.12 (2.17 runs on 3.10 too, but requirements-test.txt's hypothesis needs 3.11). community.docker: the lowest major of galaxy.yml's range (4.x), taken from the `ansible` 11 wheel
 # (no Galaxy access; pip download of the wheel, only its two collections are unpacked into the venv's
 # site-packages, where the `ansible` package would put them).
 OLDEST_CORE=2.17.14
 OLDEST_DOCKER_FROM=ansible==11.13.0   # ships community.docker 4.8.5 + community.library_inventory_filtering_v1
 OLDEST_VENV="build/venv-2.17"
+OLDEST_LOCK="requirements-lock-oldest.txt"
 
 pick_oldest_python() {
   local c
-  for c in "${PYTHON_OLDEST:-}" python3.12 /root/.pyenv/versions/3.12*/bin/python3 python3.11 python3.10 python3; do
+  for c in "${PYTHON_OLDEST:-}" python3.12 /root/.pyenv/versions/3.12*/bin/python3 python3.11 python3; do
     [ -n "$c" ] || continue
-    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys, venv, ensurepip; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)' 2>/dev/null; then
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys, venv, ensurepip; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 12) else 1)' 2>/dev/null; then
       command -v "$c"; return 0
     fi
   done
@@ -35,18 +46,21 @@ pick_oldest_python() {
 core_version() { "$OLDEST_VENV/bin/python" -c 'import ansible.release; print(ansible.release.__version__)'; }
 
 setup_oldest() {
-  local py stamp want sp
-  py="$(pick_oldest_python)" || { log "no Python 3.10-3.12 with venv/ensurepip for ansible-core $OLDEST_CORE (install python3.12-venv, or pyenv 3.12; PYTHON_OLDEST=...)"; exit 1; }
+  local py stamp want sp note
+  py="$(pick_oldest_python)" || { log "no Python 3.11-3.12 with venv/ensurepip for ansible-core $OLDEST_CORE (install python3.12-venv, or pyenv 3.12; PYTHON_OLDEST=...)"; exit 1; }
   stamp="$OLDEST_VENV/.kimi-k3.sha256"
-  want="$(cat requirements.txt requirements-test.txt "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)"
+  note="$(lock_note "$OLDEST_LOCK")"
+  want="$(cat requirements.txt requirements-test.txt "$OLDEST_LOCK" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)"
   if [ -x "$OLDEST_VENV/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-    log "$OLDEST_VENV up to date (ansible-core $(core_version))"; return 0
+    log "$OLDEST_VENV up to date (ansible-core $(core_version), installed with $note)"; return 0
   fi
   log "creating $OLDEST_VENV with $py ($("$py" --version 2>&1)), ansible-core $OLDEST_CORE"
   rm -rf "$OLDEST_VENV"
   "$py" -m venv "$OLDEST_VENV"
   "$OLDEST_VENV/bin/python" -m pip install -q --upgrade pip
-  "$OLDEST_VENV/bin/python" -m pip install -q -r requirements.txt -r requirements-test.txt "ansible-core==$OLDEST_CORE"
+  log "installing requirements.txt + requirements-test.txt + ansible-core==$OLDEST_CORE with $note"
+  "$OLDEST_VENV/bin/python" -m pip install -q -c "$OLDEST_LOCK" -r requirements.txt -r requirements-test.txt \
+    "ansible-core==$OLDEST_CORE"
   mkdir -p build/cache
   "$OLDEST_VENV/bin/python" -m pip download -q --no-deps -d build/cache "$OLDEST_DOCKER_FROM"
   sp="$("$OLDEST_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -90,16 +104,19 @@ if ! "$py" -c 'import ensurepip' 2>/dev/null; then
 fi
 log "using $py ($("$py" --version 2>&1))"
 
+lock="requirements-lock.txt"
+note="$(lock_note "$lock")"
 stamp=".venv/.requirements.sha256"
-want="$(cat requirements.txt requirements-test.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt requirements-test.txt requirements-dev.txt "$lock" | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements-dev.txt
+  log "installing requirements-dev.txt with $note"
+  .venv/bin/python -m pip install -q -c "$lock" -r requirements-dev.txt
   echo "$want" > "$stamp"
   log "venv ready"
 else
-  log "venv up to date"
+  log "venv up to date (installed with $note)"
 fi
 
 link="build/collections/ansible_collections/gpufleet/kimi_k3"
