@@ -447,14 +447,21 @@ prefetch_start() {
   rm -f "$logdir/prefetch-engine.rc"
   local low=(nice -n 19)
   command -v ionice >/dev/null && low+=(ionice -c 2 -n 7)
-  # own process group (setsid), so that prefetch_stop ends it with everything it started (no `timeout` here: it
-  # would move the build into a group of its own; the build's downloads and installs have their own time limits)
+  # Its own process group (setsid), so that it can be ended with everything it started; it watches this script
+  # and ends itself when the run ends without waiting for it (killed, or a TERM while a stage runs). No `timeout`
+  # here: it would move the build into a group of its own; the build's steps have their own time limits.
   setsid bash -c '
+    logdir=$1 run=$2; shift 2
     t0=$(date +%s.%N)
-    "${@:2}" sim/simctl prefetch-engine > "$1/prefetch-engine.log" 2>&1
-    rc=$?
-    echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{printf \"%.1f\", b-a}")" > "$1/prefetch-engine.rc"
-  ' prefetch "$logdir" "${low[@]}" < /dev/null &
+    "$@" sim/simctl prefetch-engine > "$logdir/prefetch-engine.log" 2>&1 &
+    build=$!
+    while kill -0 "$build" 2>/dev/null; do
+      kill -0 "$run" 2>/dev/null || kill -TERM -- "-$$"
+      sleep 1
+    done
+    wait "$build"; rc=$?
+    echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{printf \"%.1f\", b-a}")" > "$logdir/prefetch-engine.rc"
+  ' prefetch "$logdir" "$$" "${low[@]}" < /dev/null &
   PREFETCH_PID=$!
 }
 # Wait for the prefetch and add its row to the summary (result PASS or WARN: it never fails the run).
@@ -485,7 +492,6 @@ t_all=$(date +%s.%N)
 want_prefetch=0
 case " ${stages[*]} " in *" realengine "*) want_prefetch=1 ;; esac
 trap prefetch_stop EXIT
-trap 'exit 143' TERM INT
 for s in "${stages[@]}"; do
   rm -f "$logdir/$s.note"
   # from the first stage after setup (the venv with uv exists then), unless realengine comes next anyway
