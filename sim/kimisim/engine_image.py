@@ -21,8 +21,8 @@ ENGINE_REPO = REGISTRY + "/vllm/vllm-openai-cpu"
 # torchvision/torchaudio/torchcodec are built against the CUDA torch (torchcodec's OSError at import kills
 # `vllm serve`), and triton is CUDA's (vLLM's CPU platform says "triton-cpu is expected"; 1 GB unused).
 ENGINE_DROP = ("torchvision", "torchaudio", "torchcodec", "triton")
-# Top-level entries of a --target tree that are no package (see _engine_trim).
-TARGET_EXTRAS = ("bin", "include", "lib", "share", ".lock")
+# What uv --target leaves beside the packages and pip --target does not (see _engine_trim).
+TARGET_EXTRAS = ("lib", ".lock")
 # Image variants: (version label, Dockerfile lines). The broken one really fails at start: its engine cannot
 # import the model class of the rehearsal model (DeepseekV3ForCausalLM lives in deepseek_v2.py).
 ENGINE_VARIANTS = {
@@ -52,8 +52,9 @@ def _engine_trim(site):
     for entry in os.listdir(site):
         if entry.split("-")[0].split(".")[0] in ENGINE_DROP or entry.split("-")[0] in ("torchvision.libs",):
             shutil.rmtree(os.path.join(site, entry), ignore_errors=True)
-    # What uv --target installs beside the packages and pip --target does not: the wheels' data files (intel-openmp's
-    # lib/, 112 MB that nothing on PYTHONPATH loads) and uv's lock of the directory.
+    # What uv --target leaves and pip --target does not: the wheels' data files under lib/ (intel-openmp's
+    # libraries, 112 MB that nothing on PYTHONPATH loads; pip loses them under its own lib/ while installing) and
+    # uv's lock of the directory. bin/ and share/ stay, as pip leaves them.
     for entry in TARGET_EXTRAS:
         path = os.path.join(site, entry)
         if os.path.isdir(path) and not os.path.exists(os.path.join(path, "__init__.py")):

@@ -167,7 +167,8 @@ def test_the_trim_drops_what_pip_target_would_not_install_and_names_the_distribu
     (tmp_path / "lib" / "libiomp5.so").write_text("")
     (tmp_path / ".lock").write_text("")
     ei._engine_trim(str(tmp_path))
-    assert sorted(os.listdir(str(tmp_path))) == ["mylib", "vllm", "vllm-%s+cpu.dist-info" % ei.engine_version()]
+    assert sorted(os.listdir(str(tmp_path))) == ["bin", "mylib", "share", "vllm",
+                                                 "vllm-%s+cpu.dist-info" % ei.engine_version()]
     assert "Name: vllm\n" in (tmp_path / ("vllm-%s+cpu.dist-info" % ei.engine_version()) / "METADATA").read_text()
 
 
