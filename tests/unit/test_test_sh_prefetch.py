@@ -48,7 +48,7 @@ def _run(repo, tmp_path, stages, **env):
     p = subprocess.run(["bash", str(repo / "scripts" / "test.sh"), "--stage", stages], cwd=str(repo), env=e,
                        capture_output=True, text=True, timeout=120)
     lines = calls.read_text().splitlines() if calls.exists() else []
-    return p, [line.split()[1:] for line in lines], lines
+    return p, [line.split()[1:] for line in lines]
 
 
 def _alive(pid_file):
@@ -61,7 +61,7 @@ def _alive(pid_file):
 
 def test_the_site_is_built_in_the_background_and_waited_for_before_realengine(tmp_path):
     repo = _repo(tmp_path)
-    p, calls, lines = _run(repo, tmp_path, "unit,realengine", PREFETCH_SLEEP="3")
+    p, calls = _run(repo, tmp_path, "unit,realengine", PREFETCH_SLEEP="3")
     assert p.returncode == 0, p.stdout + p.stderr
     order = [c[:2] for c in calls]
     # started before the unit stage ended (the unit stage is one pytest stand-in: well under 3 s), ended before up
@@ -78,7 +78,7 @@ def test_the_site_is_built_in_the_background_and_waited_for_before_realengine(tm
 
 def test_a_failed_prefetch_fails_no_stage(tmp_path):
     repo = _repo(tmp_path)
-    p, calls, _ = _run(repo, tmp_path, "unit,realengine", PREFETCH_RC="3")
+    p, _ = _run(repo, tmp_path, "unit,realengine", PREFETCH_RC="3")
     assert p.returncode == 0, p.stdout + p.stderr
     summary = (repo / "build" / "test-logs" / "summary.txt").read_text()
     row = [line for line in summary.splitlines() if line.startswith("prefetch ")][0]
@@ -88,9 +88,9 @@ def test_a_failed_prefetch_fails_no_stage(tmp_path):
 
 def test_no_prefetch_without_realengine_or_when_realengine_comes_first(tmp_path):
     repo = _repo(tmp_path)
-    p, calls, _ = _run(repo, tmp_path, "unit")
+    p, calls = _run(repo, tmp_path, "unit")
     assert p.returncode == 0 and calls == []
-    p, calls, _ = _run(repo, tmp_path, "realengine")
+    p, calls = _run(repo, tmp_path, "realengine")
     assert p.returncode == 0
     assert [c[1] for c in calls if c[0] == "start"] == ["up", "down"]
     assert "prefetch " not in (repo / "build" / "test-logs" / "summary.txt").read_text()
