@@ -90,7 +90,7 @@ def pip_settings(listing, command="install"):
             continue
         if key not in found or rank[section] >= found[key][0]:
             found[key] = (rank[section], str(value))
-    return {k: v for k, (_, v) in found.items()}
+    return {k: ranked[1] for k, ranked in found.items()}
 
 
 def uv_source_args(settings):
