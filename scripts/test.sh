@@ -19,6 +19,8 @@
 #             playbooks on every example inventory on both (the full rehearsal suite runs on the newest only, sim)
 #   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
 #   realengine  the real engine: sim/simctl up --cluster cpu (vLLM's CPU build), pytest --sim-group cpu, simctl down
+#             (its engine site is built in the background from the first stage after setup on: sim/simctl
+#             prefetch-engine at low priority, log build/test-logs/prefetch-engine.log, row `prefetch` of the summary)
 # Optional stages (only with --stage NAME, never in the default run):
 #   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
 #             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|validators|all (default all)
@@ -434,13 +436,67 @@ for s in "${stages[@]}"; do
   case " ${ALL_STAGES[*]} ${OPTIONAL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]}; optional: ${OPTIONAL_STAGES[*]})" >&2; exit 2;; esac
 done
 
+# ------------------------------------------------------------------------------- engine site in the background
+# The realengine stage's engine image needs a 2.4 GB site of PyPI wheels (network and disk, no Docker): built
+# while the other stages run, at low priority so that they keep the CPU, and waited for before realengine. A
+# failure fails no stage: `simctl up --cluster cpu` then builds the site itself.
+PREFETCH_PID=""
+prefetch_start() {
+  [ -x sim/simctl ] && [ -f sim/clusters/cpu.yml ] || return 0
+  say "sim/simctl prefetch-engine in the background (log build/test-logs/prefetch-engine.log)"
+  rm -f "$logdir/prefetch-engine.rc"
+  local low=(nice -n 19)
+  command -v ionice >/dev/null && low+=(ionice -c 2 -n 7)
+  # Its own process group (setsid), so that it can be ended with everything it started; it watches this script
+  # and ends itself when the run ends without waiting for it (killed, or a TERM while a stage runs). No `timeout`
+  # here: it would move the build into a group of its own; the build's steps have their own time limits.
+  setsid bash -c '
+    logdir=$1 run=$2; shift 2
+    t0=$(date +%s.%N)
+    "$@" sim/simctl prefetch-engine > "$logdir/prefetch-engine.log" 2>&1 &
+    build=$!
+    while kill -0 "$build" 2>/dev/null; do
+      kill -0 "$run" 2>/dev/null || kill -TERM -- "-$$"
+      sleep 1
+    done
+    wait "$build"; rc=$?
+    echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{printf \"%.1f\", b-a}")" > "$logdir/prefetch-engine.rc"
+  ' prefetch "$logdir" "$$" "${low[@]}" < /dev/null &
+  PREFETCH_PID=$!
+}
+# Wait for the prefetch and add its row to the summary (result PASS or WARN: it never fails the run).
+prefetch_wait() {
+  [ -n "$PREFETCH_PID" ] || return 0
+  say "waiting for the background engine site build (sim/simctl prefetch-engine)"
+  wait "$PREFETCH_PID"
+  PREFETCH_PID=""
+  local rc dt res n
+  rc=1; dt=?
+  [ -f "$logdir/prefetch-engine.rc" ] && read -r rc dt < "$logdir/prefetch-engine.rc"
+  if [ "$rc" = 0 ]; then res=PASS; n="background: $(tail -1 "$logdir/prefetch-engine.log")"
+  else res=WARN; n="background build failed (rc $rc, log build/test-logs/prefetch-engine.log): realengine builds the site itself"; fi
+  say "prefetch-engine: $res in ${dt}s"
+  names+=(prefetch); results+=("$res"); secs+=("$dt"); notes+=("$n")
+}
+prefetch_stop() {
+  [ -n "$PREFETCH_PID" ] || return 0
+  kill -TERM -- "-$PREFETCH_PID" 2>/dev/null
+  wait "$PREFETCH_PID" 2>/dev/null
+}
+
 # ------------------------------------------------------------------------------------------------------ run
 mkdir -p "$logdir"
 timeout_s="${KIMI_K3_STAGE_TIMEOUT:-1200}"
 names=(); results=(); secs=(); notes=()
 t_all=$(date +%s.%N)
+want_prefetch=0
+case " ${stages[*]} " in *" realengine "*) want_prefetch=1 ;; esac
+trap prefetch_stop EXIT
 for s in "${stages[@]}"; do
   rm -f "$logdir/$s.note"
+  # from the first stage after setup (the venv with uv exists then), unless realengine comes next anyway
+  if [ "$want_prefetch" = 1 ] && [ "$s" != setup ] && [ "$s" != realengine ]; then want_prefetch=0; prefetch_start; fi
+  [ "$s" = realengine ] && prefetch_wait
   say "===== stage $s ====="
   t0=$(date +%s.%N)
   stage_timeout="$timeout_s"
@@ -463,6 +519,7 @@ for s in "${stages[@]}"; do
   names+=("$s"); results+=("$res"); secs+=("$dt"); notes+=("$n")
   if [ "$s" = setup ] && [ "$res" = FAIL ]; then say "setup failed: not running further stages"; break; fi
 done
+prefetch_wait
 total=$(awk -v a="$t_all" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 
 failed=0

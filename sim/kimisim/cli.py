@@ -7,6 +7,7 @@
     simctl fault NODE FAULT... | simctl fault NODE --clear      rewrite the node profile in place
     simctl check [--cluster ...]                                GPU/ROCm container self-check on node engines
     simctl env NODE                                             print DOCKER_HOST=... for the node's engine
+    simctl prefetch-engine                                      only the cpu cluster's engine site (no Docker)
 
 Everything real except GPUs and the model: one dockerd per node (own data-root/exec-root/socket), a control
 dockerd running the node containers (sshd on the node's loopback IP), Debian's docker-registry on
@@ -16,6 +17,7 @@ import argparse
 
 from kimisim.check import cmd_check
 from kimisim.down import cmd_down
+from kimisim.engine_image import cmd_prefetch_engine
 from kimisim.faults import cmd_fault, find_node
 from kimisim.status import cmd_status
 from kimisim.up import cmd_up
@@ -48,10 +50,11 @@ def main(argv=None):
     p.add_argument("--cluster", default="all")
     p = sp.add_parser("env")
     p.add_argument("node")
+    sp.add_parser("prefetch-engine")
     a = ap.parse_args(argv)
     try:
         rc = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "fault": cmd_fault, "check": cmd_check,
-              "env": cmd_env}[a.cmd](a)
+              "env": cmd_env, "prefetch-engine": cmd_prefetch_engine}[a.cmd](a)
     except RuntimeError as e:
         die(str(e))
     return rc or 0

