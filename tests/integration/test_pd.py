@@ -5,6 +5,9 @@ deploy.yml end to end on inventories/sim-gb300-pd: the TEP8 prefill instance (2 
 key as OPENAI_API_KEY from a secret file); smoke through the router passes with every request's KV blocks issued
 by the prefill stand-in and read by a decode stand-in from the prefill's NIXL side channel; transfer parameters no
 prefill issued are refused; a second deploy changes nothing; docker inspect of the router holds no key.
+Then, on the same deployment, the full smoke profile (tests/helpers/smoke_gates.py): healthy, every transfer passes
+the pd gate; a decode instance that recomputes the prefill fails the pd gate alone; a decode instance with wrong
+answers fails correctness alone, while the prefill instance asked directly answers right.
 
 Needs `sim/simctl up --cluster gb300pd` (or KIMI_SIM_AUTO_UP=1).
 """
@@ -16,6 +19,7 @@ import urllib.request
 import pytest
 
 from tests.helpers import routed
+from tests.helpers import smoke_gates as sg
 
 pytestmark = [pytest.mark.sim, pytest.mark.sim_group(routed.ROUTER_GROUP)]
 
@@ -85,3 +89,24 @@ def test_second_deploy_changes_nothing(sim, art, deployed):
     r = routed.must(routed.run(sim, art, "deploy.yml", skip_tags="preflight"))
     TIMINGS["deploy_converged_s"] = round(r.elapsed_s, 1)
     assert routed.changed_hosts(r) == {}
+
+
+# The full smoke's gates on the deployment above; after test_second_deploy_changes_nothing (a relaunched decode
+# instance would be a change). Each fault test relaunches the decode hosts with exactly its own fault.
+def test_pd_healthy_transfers_pass(sim, art, deployed):
+    sg.smoke(sim, art)
+    facts = sg.facts(art, "kimi-router35")
+    assert facts["pd"]["errors"] == [] and facts["policy"]["violations"] == [], facts["policy"]
+    assert all(v["recompute_fraction"] <= 0.05 for v in facts["pd"]["instances"].values()), facts["pd"]
+
+
+@pytest.mark.parametrize("env, gate", [({"VLLM_STANDIN_DECODE_RECOMPUTE": "1"}, "pd"),
+                                       ({"VLLM_STANDIN_WRONG_ANSWERS_ABOVE": sg.WRONG_ABOVE}, "correctness")])
+def test_decode_side_faults(sim, art, deployed, env, gate):
+    sg.launch(sim, art, "gb300-tray33,gb300-tray34", env)
+    sg.smoke(sim, art)
+    facts = sg.facts(art, "kimi-router35")
+    assert sg.gates(facts) == [gate], facts["policy"]
+    if gate == "correctness":  # the prefill instance answers right when asked directly
+        assert facts["groups"]["correctness"]["correctness"]["targets"]["http://127.0.0.31:8001"][
+            "accuracy"]["rate"] == 1.0

@@ -1,43 +1,22 @@
-"""The rehearsal cluster itself: per-node engines, pulls by digest, stand-in multi-node start, failures.
+"""The rehearsal cluster itself: per-node engines, pulls by digest, the faked GPU devices, faults in place.
+
+The stand-in's own start-up behaviour is tested where it runs as processes and against the real engine:
+multi-node start and a dead rank in tests/unit/sim/test_standin_cluster.py (and the real engine's in
+tests/integration/test_conformance.py and test_real_engine.py), argument errors in tests/unit/sim/test_standin_args.py,
+and the broken image through the collection in tests/integration/test_launch_state.py (a) and test_router_fleet.py.
 
 Needs `sim/simctl up --cluster gb300` (or KIMI_SIM_AUTO_UP=1). Uses the docker CLI with DOCKER_HOST per node.
 """
 import json
 import os
-import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 pytestmark = pytest.mark.sim
 
 HEAD, FOLLOWER = 0, 1
-MODEL = "moonshotai/Kimi-K3"
-API_PORT = 8000
-MASTER_PORT = 29501
 SIMCTL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "sim", "simctl")
-
-
-def _port_free(host, port):
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def _health(url):
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError):
-        return None
 
 
 def _repo_digests(sim, node, ref):
@@ -53,14 +32,6 @@ def _containers_using(sim, node, ref):
 @pytest.fixture
 def gb300(sim_cluster):
     return sim_cluster("gb300")
-
-
-@pytest.fixture
-def cleanup(gb300):
-    names = []
-    yield names
-    for node, name in names:
-        gb300.docker(node, "rm", "-f", name, check=False)
 
 
 def test_each_node_reaches_its_own_engine_over_ssh(gb300):
@@ -97,81 +68,7 @@ def test_pull_by_digest_is_per_node(gb300):
     assert ref in (_repo_digests(gb300, n2, ref) or [])
 
 
-def _run_standin(sim, node, name, args, env=None, extra=()):
-    cmd = ["run", "-d", "--name", name, "--network", "host", "--ipc", "host", "--gpus", "all",
-           "--ulimit", "memlock=8388608:8388608"]
-    for k, v in (env or {}).items():
-        cmd += ["-e", "%s=%s" % (k, v)]
-    cmd += list(extra) + [sim.images["standin-a"]] + list(args)
-    sim.docker(node, "pull", "-q", sim.images["standin-a"], timeout=300)
-    sim.docker(node, "rm", "-f", name, check=False)
-    return sim.docker(node, *cmd)
-
-
-def _state(sim, node, name):
-    p = sim.docker(node, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name, check=False)
-    status, code = (p.stdout.split() + ["missing", "0"])[:2]
-    return status, int(code)
-
-
-def test_head_becomes_healthy_only_after_follower_joins(gb300, cleanup):
-    head, fol = gb300.nodes[HEAD], gb300.nodes[FOLLOWER]
-    for host, port in ((head["address"], API_PORT), (head["address"], MASTER_PORT)):
-        if not _port_free(host, port):
-            pytest.skip("%s:%d is busy (a deployment is running on the sim)" % (host, port))
-    common = [MODEL, "--tensor-parallel-size", "8", "--nnodes", "2", "--master-addr", head["address"],
-              "--master-port", str(MASTER_PORT), "--port", str(API_PORT)]
-    env = {"VLLM_STANDIN_LOAD_S": "1"}
-    cleanup.extend([(head["name"], "kimi-sim-test-head"), (fol["name"], "kimi-sim-test-follower")])
-    _run_standin(gb300, head["name"], "kimi-sim-test-head",
-                 common + ["--node-rank", "0", "--host", head["address"]], env)
-    url = "http://%s:%d/health" % (head["address"], API_PORT)
-    # Alone, the head loads and waits for rank 1: never healthy.
-    end = time.time() + 8
-    while time.time() < end:
-        assert _health(url) != 200, "head reported healthy before the follower joined"
-        status, code = _state(gb300, head["name"], "kimi-sim-test-head")
-        assert status == "running", "head exited (%s): %s" % (
-            code, gb300.docker(head["name"], "logs", "kimi-sim-test-head", check=False).stderr[-2000:])
-        time.sleep(0.5)
-    _run_standin(gb300, fol["name"], "kimi-sim-test-follower",
-                 common + ["--node-rank", "1", "--headless", "--host", fol["address"]], env)
-    end = time.time() + 90
-    code = None
-    while time.time() < end:
-        code = _health(url)
-        if code == 200:
-            break
-        time.sleep(0.5)
-    logs = gb300.docker(head["name"], "logs", "kimi-sim-test-head", check=False)
-    assert code == 200, "head not healthy after follower started (last %s):\n%s" % (code, logs.stderr[-3000:])
-    assert _state(gb300, fol["name"], "kimi-sim-test-follower")[0] == "running"
-
-
-def test_unknown_flag_exits_non_zero_with_message(gb300, cleanup):
-    node = gb300.nodes[HEAD]
-    flag = "--definitely-not-a-vllm-flag"
-    cleanup.append((node["name"], "kimi-sim-test-badflag"))
-    _run_standin(gb300, node["name"], "kimi-sim-test-badflag",
-                 [MODEL, "--port", "18999", "--host", node["address"], flag])
-    code = int(gb300.docker(node["name"], "wait", "kimi-sim-test-badflag", timeout=120).stdout.strip())
-    logs = gb300.docker(node["name"], "logs", "kimi-sim-test-badflag")
-    assert code != 0
-    assert flag in logs.stdout + logs.stderr
-
-
-def test_broken_image_crashes_at_start(gb300, cleanup):
-    node = gb300.nodes[HEAD]
-    ref = gb300.images["standin-broken"]
-    cleanup.append((node["name"], "kimi-sim-test-broken"))
-    gb300.docker(node["name"], "pull", "-q", ref, timeout=300)
-    gb300.docker(node["name"], "run", "-d", "--name", "kimi-sim-test-broken", "--network", "host", ref,
-                 MODEL, "--port", "18998", "--host", node["address"])
-    code = int(gb300.docker(node["name"], "wait", "kimi-sim-test-broken", timeout=120).stdout.strip())
-    assert code != 0
-
-
-def test_gpu_device_request_and_sim_devices_start(gb300, cleanup):
+def test_gpu_device_request_and_sim_devices_start(gb300):
     """--gpus all goes through the engine's (no-op) NVIDIA hook; the IMEX channel and uverbs nodes exist."""
     node = gb300.nodes[FOLLOWER]
     ref = gb300.images["standin-a"]

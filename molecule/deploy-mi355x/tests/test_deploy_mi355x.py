@@ -1,6 +1,9 @@
 """Verify of molecule/deploy-mi355x: the MI355X pair (DEP, hybrid load balancing, RDMA) runs what
 playbooks/plan.yml plans (shared checks) plus the ROCm specifics: /dev/kfd, /dev/dri, /dev/infiniband, group video,
-seccomp=unconfined, no device request, and every node serves HTTP."""
+seccomp=unconfined, no device request, every node serves HTTP, and the smoke report of the idempotence run (a
+converged re-deploy) carries the used and total GPU memory of every node."""
+import glob
+import json
 import os
 import sys
 
@@ -36,3 +39,18 @@ def test_every_node_serves(plans):
         assert p["serves_http"], h
         assert _http_status(p["api_url"] + "/health") == 200, h
         assert _http_status(p["api_url"] + "/v1/models") == 200, h
+
+
+def test_converged_redeploy_smoke_report_has_used_and_total_gpu_memory(plans):
+    """The smoke report reads the preflight probe. The idempotence step re-ran deploy.yml over the running
+    deployment (same extra vars, same artifacts directory), so the last report was written while the stand-in held
+    its --gpu-memory-utilization share of every faked MI355X: the report shows it, not None."""
+    art = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"), "artifacts")
+    reports = glob.glob(os.path.join(art, "smoke", "smoke-*.json"))
+    assert reports, "no smoke report under %s" % art
+    with open(reports[0]) as handle:
+        memory = json.load(handle)["gpu_memory"]
+    assert sorted(memory) == sorted(plans)
+    for host, mem in memory.items():
+        assert mem["gpus"] == 8 and mem["total_mib"] == 8 * 294896, (host, mem)
+        assert mem["used_mib"] is not None and 0.5 < mem["used_frac"] <= 1.0, (host, mem)
