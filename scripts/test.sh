@@ -450,6 +450,7 @@ prefetch_start() {
   # Its own process group (setsid), so that it can be ended with everything it started; it watches this script
   # and ends itself when the run ends without waiting for it (killed, or a TERM while a stage runs). No `timeout`
   # here: it would move the build into a group of its own; the build's steps have their own time limits.
+  # shellcheck disable=SC2016  # the script expands its own arguments
   setsid bash -c '
     logdir=$1 run=$2; shift 2
     t0=$(date +%s.%N)
@@ -471,7 +472,7 @@ prefetch_wait() {
   wait "$PREFETCH_PID"
   PREFETCH_PID=""
   local rc dt res n
-  rc=1; dt=?
+  rc=1; dt="?"
   [ -f "$logdir/prefetch-engine.rc" ] && read -r rc dt < "$logdir/prefetch-engine.rc"
   if [ "$rc" = 0 ]; then res=PASS; n="background: $(tail -1 "$logdir/prefetch-engine.log")"
   else res=WARN; n="background build failed (rc $rc, log build/test-logs/prefetch-engine.log): realengine builds the site itself"; fi

@@ -70,7 +70,7 @@ def test_each_fault_fails_its_gate_and_no_other(gb300, art, env, gate, text):
 
 def test_tool_parser_failure_rate_is_measured_within_its_interval(gb300, art):
     sg.launch(gb300, art, "all", {"VLLM_STANDIN_TOOL_FAULT": "schema_violation",
-                                "VLLM_STANDIN_TOOL_FAULT_RATE": "0.08", "VLLM_STANDIN_SEED": "29"})
+                                  "VLLM_STANDIN_TOOL_FAULT_RATE": "0.08", "VLLM_STANDIN_SEED": "29"})
     sg.smoke(gb300, art, {"smoke_tool_call_retries": 0})
     t = sg.facts(art, "gb300-tray01")["groups"]["tool_verifier"]["tool_verifier"]
     r = t["failure_rates"]["schema_violation"]

@@ -88,13 +88,13 @@ def test_lock_pins_every_requirement(lock):
         name = canonicalize_name(req.name)
         assert name in pins, "%s (%s) is not pinned in %s: run scripts/lock.sh" % (req.name, src, lock)
         # a requirement with a marker (ansible-core on Python < 3.12) is met by one of the lock's pins
-        assert any(req.specifier.contains(Version(v), prereleases=True) for v, _ in pins[name]), \
+        assert any(req.specifier.contains(Version(v), prereleases=True) for v, _marker in pins[name]), \
             "%s: %s allows none of %s's pins %s" % (src, req, lock, pins[name])
 
 
 @pytest.mark.parametrize("lock", sorted(LOCKS))
 def test_lock_made_by_the_pinned_uv(lock):
-    uv = [str(r.specifier) for _, r in _requirements(["requirements-dev.txt"]) if r.name == "uv"]
+    uv = [str(r.specifier) for _src, r in _requirements(["requirements-dev.txt"]) if r.name == "uv"]
     assert uv and uv[0].startswith("=="), "requirements-dev.txt must pin uv==<version> (scripts/lock.sh uses it)"
     assert "# Made by scripts/lock.sh with uv %s: uv pip compile " % uv[0][2:] in _read(lock).decode()
 
