@@ -55,17 +55,22 @@ def _timeouts(ctx, recipe, sizing, facts):
     return out, short
 
 
-def _operator_value(ctx, key):
-    """The value the operator already set for a timeout (None: not set or not a number)."""
-    if key == "engine_ready_timeout_s":
-        value = ctx.get("extra_env", {}).get(ENGINE_READY_ENV)
-    else:
-        values = [n.get("vars", {}).get(RAISE_WITH[key][0]) for n in ctx["nodes"]]
-        value = min([v for v in values if v not in (None, "", 0, "0")] or [None])
+def _seconds(value):
     try:
-        return int(value) if value is not None else None
+        return int(value) if value not in (None, "") and int(value) > 0 else None
     except (TypeError, ValueError):
         return None
+
+
+def _operator_value(ctx, key):
+    """The value the operator already set for a timeout, the lowest over the nodes (None: not set, 0 = the plan's,
+    or not a number: the role's own argument check names that)."""
+    if key == "engine_ready_timeout_s":
+        values = [ctx.get("extra_env", {}).get(ENGINE_READY_ENV)]
+    else:
+        values = [n.get("vars", {}).get(RAISE_WITH[key][0]) for n in ctx["nodes"]]
+    found = [v for v in (_seconds(v) for v in values) if v is not None]
+    return min(found) if found else None
 
 
 def short_timeout_problems(ctx, timeouts, short):
@@ -77,8 +82,8 @@ def short_timeout_problems(ctx, timeouts, short):
         if operator is not None and operator >= item["derived_s"]:
             continue
         out.append({"host": ctx["where"], "variable": variable, "message": (
-            "deployment %s: %s is derived as %d s (%s) but its ceiling is %d s%s; the plan renders %d s, and a "
-            "load that takes as long as derived is stopped before the engine is ready." % (
+            "deployment %s: %s is derived as %d s (%s) but its ceiling is %d s%s; the limit in force is %d s, so "
+            "a load that takes as long as derived is cut off before the engine is ready." % (
                 ctx.get("deployment", "main"), what, item["derived_s"], timeouts["basis"], item["ceiling_s"],
                 "" if operator is None else " and %s is %d s" % (variable, operator),
                 operator or timeouts[item["timeout"]])),

@@ -120,8 +120,8 @@ def test_plan_warns_with_both_numbers_and_the_variable_to_set():
                                                            ("node0", "launch_ready_timeout_s")]
     assert short[0]["message"] == (
         "deployment main: the engine's start-up limit (VLLM_ENGINE_READY_TIMEOUT_S) is derived as 11758 s "
-        "(200 MiB/s weight read, 1560 GB weights) but its ceiling is 3600 s; the plan renders 3600 s, and a load "
-        "that takes as long as derived is stopped before the engine is ready.")
+        "(200 MiB/s weight read, 1560 GB weights) but its ceiling is 3600 s; the limit in force is 3600 s, so a "
+        "load that takes as long as derived is cut off before the engine is ready.")
     assert short[0]["fix"].startswith('set kimi_k3_extra_env: {VLLM_ENGINE_READY_TIMEOUT_S: "11758"}')
     assert "12058 s" in short[1]["message"] and "3900 s" in short[1]["message"]
     assert short[1]["fix"].startswith("set launch_ready_timeout_s: 12058")
@@ -133,7 +133,17 @@ def test_raising_the_timeouts_far_enough_silences_the_warning():
     short = [w for w in r["warnings"] if "ceiling" in w["message"]]
     # the engine's limit is raised enough; the launch wait (12000 s < 12,058 s) is not
     assert [w["variable"] for w in short] == ["launch_ready_timeout_s"]
-    assert "and launch_ready_timeout_s is 12000 s; the plan renders 12000 s" in short[0]["message"]
+    assert r["ok"], r["errors"]
+    assert "and launch_ready_timeout_s is 12000 s; the limit in force is 12000 s" in short[0]["message"]
+
+
+def test_the_lowest_wait_over_the_nodes_counts_and_words_are_ignored():
+    r = plan(gb300(host_vars={0: {"kimi_k3_weight_read_mib_s": 200, "launch_ready_timeout_s": "13000"},
+                              1: {"launch_ready_timeout_s": 12500}}))
+    assert [w["variable"] for w in r["warnings"] if "ceiling" in w["message"]] == ["kimi_k3_extra_env"]
+    r = plan(gb300(host_vars={0: {"kimi_k3_weight_read_mib_s": 200, "launch_ready_timeout_s": "13000"},
+                              1: {"launch_ready_timeout_s": 6000}}))
+    assert "and launch_ready_timeout_s is 6000 s" in r["warnings"][-1]["message"]
 
 
 def test_strict_refuses_a_timeout_cut_short():
