@@ -107,7 +107,8 @@ def test_collective_library_reads_nccl_and_rccl(job):
 
 
 def test_a_rank_report_is_its_last_result_line(job):
-    out = b"NCCL INFO x\nFABRIC_RESULT {\"status\": \"failed\"}\nFABRIC_RESULT {\"local_rank\": 1, \"status\": \"ok\"}\n"
+    out = (b'NCCL INFO x\nFABRIC_RESULT {"status": "failed"}\n'
+           b'FABRIC_RESULT {"local_rank": 1, "status": "ok"}\n')
     assert job.parse_worker_output(out, b"", 0, 1) == {"local_rank": 1, "status": "ok"}
 
 
