@@ -36,13 +36,22 @@ done
 
 declare -a step_names=() step_secs=()
 t_all=$(date +%s)
-step() {  # step NAME command...
+step() {  # step NAME command... -> the command's exit status (a failed step is marked in the timing table)
   local name="$1"; shift
-  local t0; t0=$(date +%s)
+  local t0 status=0; t0=$(date +%s)
   printf '\n==> %s\n' "$name"
-  "$@"
+  "$@" || status=$?
+  [ "$status" = 0 ] || name="$name (FAILED, exit $status)"
   step_names+=("$name"); step_secs+=($(( $(date +%s) - t0 )))
+  return "$status"
 }
+timing() {
+  printf '\n==> timing\n'
+  for i in "${!step_names[@]}"; do printf '  %-40s %5ss\n' "${step_names[$i]}" "${step_secs[$i]}"; done
+  printf '  %-40s %5ss\n' "total" "$(( $(date +%s) - t_all ))"
+}
+# The table is printed however the script ends: after the last step, or when set -e stops it at a failed setup step.
+trap timing EXIT
 
 if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null || ! command -v docker-registry >/dev/null \
    || ! command -v make >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null; then
@@ -62,16 +71,17 @@ for c in "${clusters[@]}"; do
   art="$here/artifacts/demo-$c"
   step "deploy.yml on $inv" .venv/bin/ansible-playbook playbooks/deploy.yml -i "$inv" \
       -e kimi_k3_artifacts_dir="$art" -e launch_poll_interval_s=2 -e launch_progress_every_s=10 || rc=$?
-  head="$(.venv/bin/ansible-inventory -i "$inv" --graph vllm_head 2>/dev/null | sed -n 's/^ *|--//p' | head -1)"
+  # An inventory that does not parse (the deploy failed on it) leaves no report to show, not an exit under set -e.
+  head="$(.venv/bin/ansible-inventory -i "$inv" --graph vllm_head 2>/dev/null | sed -n 's/^ *|--//p' | head -1)" \
+    || head=""
   if [ -f "$art/smoke/smoke-$head.md" ]; then
     printf '\n==> smoke report (%s)\n' "$art/smoke/smoke-$head.md"
     cat "$art/smoke/smoke-$head.md"
   fi
   printf '\nartifacts: %s (plan/, preflight-report.md, smoke/)\n' "$art"
 done
-[ "$down" = 1 ] && step "rehearsal cluster down" sim/simctl down
-
-printf '\n==> timing\n'
-for i in "${!step_names[@]}"; do printf '  %-40s %5ss\n' "${step_names[$i]}" "${step_secs[$i]}"; done
-printf '  %-40s %5ss\n' "total" "$(( $(date +%s) - t_all ))"
+if [ "$down" = 1 ]; then
+  step "rehearsal cluster down" sim/simctl down || { s=$?; [ "$rc" != 0 ] || rc=$s; }
+fi
+[ "$rc" = 0 ] || printf '\ndemo: a step failed (exit %s): see its output above and the artifacts\n' "$rc" >&2
 exit "$rc"

@@ -17,6 +17,7 @@ import os
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import report as report_action
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
 PREFLIGHT_FILES = ("preflight-report.json", "preflight-report.md")
@@ -62,7 +63,8 @@ class ActionModule(report_action.ReportAction):
                 failures[host] = failure
             if skip:
                 skipped[host] = skip
-        report = R.build_report(dict((h, specs[h]) for h in hosts if h in specs), results, failures, skipped)
+        rows = ((recipe_data.load_recipe() or {}).get("fabric") or {}).get("known_bad")
+        report = R.build_report(dict((h, specs[h]) for h in hosts if h in specs), results, failures, skipped, rows)
         outputs = dict(ok=report["summary"]["ok"], report=report, failure_message=R.failure_message(report),
                        hosts=dict((h, R.host_facts(report, h)) for h in hosts), host_failures=R.host_failures(report),
                        markdown=R.render_markdown(report), msg=report_action.verdict("fabric", report["summary"]))

@@ -110,6 +110,8 @@ notes:
   - 'C(kimi_k3_weight_read_mib_s) (int, host scope, default unset (timeouts at their ceilings)): Measured read
     throughput of the node''s weights (MiB/s, preflight''s weight-read sample); the slowest node of a deployment
     sets its launch timeouts. Allowed: >= 1.'
+  - 'C(kimi_k3_strict) (bool, cluster scope, default false): Refuse the plan instead of warning when a launch
+    timeout derived from the measured weight-read throughput exceeds the recipe''s ceiling. Allowed: true/false.'
   - 'C(kimi_k3_docker_host) (str, host, router host too scope, default unix:///var/run/docker.sock): Container
     engine URL on the node. Allowed: an engine URL: unix:///path, tcp://host:port or ssh://user@host[:port] (no
     path).'

@@ -9,6 +9,8 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import known_bad
+
 SCHEMA = 1
 TORCH_BUILDS = {"cuda": "a CUDA build", "hip": "a ROCm (HIP) build", "cpu": "a CPU-only build"}
 VENDOR_IMAGES = {"nvidia": "the CUDA image (vllm/vllm-openai)", "amd": "the ROCm image (vllm/vllm-openai-rocm)",
@@ -170,6 +172,34 @@ def check_collective(host, spec, result, results):
                     pair=[host, spec["master_host"], spec["master_port"]])]
 
 
+def _collective_output(col):
+    """The collective's failure texts (reason, every rank's error and output tail), for rows keyed on a symptom."""
+    texts = [col.get("reason") or ""]
+    for rank in col.get("ranks") or []:
+        texts += [rank.get("error") or "", rank.get("stderr") or ""]
+    return "\n".join(t for t in texts if t)
+
+
+def check_library(host, spec, result, rows):
+    """The NCCL / RCCL version the ranks read in the image against the known-bad table and the plan's env."""
+    col = (result or {}).get("collective") or {}
+    if spec["backend"] != "nccl" or col.get("status") in (None, "not_run"):
+        return []
+    lib = col.get("library") or {}
+    if not lib.get("version"):
+        return [finding(host, "nccl_version", "skip", "not read in the image: %s" % (
+            lib.get("error") or "no rank reported it"), "the NCCL / RCCL version",
+            "the known-bad versions table (fabric.known_bad) was not checked for %s" % spec["expect"]["image"])]
+    found = known_bad.findings(lib.get("library"), lib["version"], spec.get("collective_env") or {}, rows,
+                               _collective_output(col))
+    if not found:
+        return [finding(host, "nccl_version", "pass", "%s %s" % (str(lib.get("library")).upper(), lib["version"]),
+                        "no known-bad version or setting (fabric.known_bad)")]
+    return [finding(host, "nccl_version", "fail" if f["severity"] == "refuse" else "warn", f["message"],
+                    "no known-bad version or setting (fabric.known_bad: %s)" % f["name"],
+                    "%s (source: %s)" % (f["fix"], f["source"])) for f in found]
+
+
 def check_ep_kernel(host, result):
     ep = result.get("ep_kernel")
     if not ep:
@@ -214,7 +244,7 @@ def check_names(specs, results):
     return out
 
 
-def judge_host(host, spec, result, results, failure=None, skipped=None):
+def judge_host(host, spec, result, results, failure=None, skipped=None, known_bad_rows=None):
     """Every finding of one node (its job failing to produce a result is one failing finding)."""
     if skipped:
         return [finding(host, "job", "skip", "not run: %s" % skipped, "", "tear the deployment down (playbooks/"
@@ -229,7 +259,7 @@ def judge_host(host, spec, result, results, failure=None, skipped=None):
     out = [finding(host, "job", "pass", "ran in %.1fs" % (result.get("duration_s") or 0), "")]
     out += check_interfaces(host, result) + check_listen(host, result) + check_pairs(host, result)
     out += check_provenance(host, spec, result) + check_collective(host, spec, result, results)
-    return out + check_ep_kernel(host, result)
+    return out + check_library(host, spec, result, known_bad_rows) + check_ep_kernel(host, result)
 
 
 def _node_row(spec, res):
@@ -242,16 +272,19 @@ def _node_row(spec, res):
             "all_reduce_bytes": spec["sizes"]["all_reduce"], "all_to_all_bytes": spec["sizes"]["all_to_all"],
             "vllm": prov.get("vllm"), "torch": prov.get("torch"), "torch_cuda": prov.get("torch_cuda"),
             "torch_hip": prov.get("torch_hip"), "duration_s": res.get("duration_s"),
+            "collective_library": col.get("library"),
             "provenance_s": (res.get("phases_s") or {}).get("provenance")}
 
 
-def build_report(specs, results, failures=None, skipped=None):
+def build_report(specs, results, failures=None, skipped=None, known_bad_rows=None):
     """-> {schema, summary, findings, pairs, bandwidth, nodes, provenance}: the fabric section. ``failures``:
-    {host: why its job gave no result}; ``skipped``: {host: why its deployment was not tested}."""
+    {host: why its job gave no result}; ``skipped``: {host: why its deployment was not tested};
+    ``known_bad_rows``: the recipe's fabric.known_bad table."""
     failures, skipped = failures or {}, skipped or {}
     findings = []
     for host in sorted(specs, key=lambda h: (specs[h]["deployment"], specs[h]["node_rank"])):
-        findings += judge_host(host, specs[host], results.get(host), results, failures.get(host), skipped.get(host))
+        findings += judge_host(host, specs[host], results.get(host), results, failures.get(host), skipped.get(host),
+                               known_bad_rows)
     findings += check_names(specs, dict((h, r) for h, r in results.items() if r))
     pairs, bandwidth = [], []
     for host in sorted(results):

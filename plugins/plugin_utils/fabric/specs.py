@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.contract imp
 
 PROTOCOL = "kimi-k3-fabric/1"
 IFNAME_SUFFIXES = ("_SOCKET_IFNAME", "_SOCK_IFNAME")
+COLLECTIVE_ENV_PREFIXES = ("NCCL_", "RCCL_")
 NAME_ENV = ("VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_HOST_IP")
 NAME_FLAGS = ("--master-addr", "--data-parallel-address")
 DEFAULT_OPTIONS = {"timeout_s": 60, "port_share": 0.5, "collect_env": False, "ep_timeout_s": 300}
@@ -69,6 +70,11 @@ def socket_ifnames(env):
             if names:
                 out[name] = names
     return out
+
+
+def collective_env(env):
+    """The plan's NCCL_* / RCCL_* settings: what the known-bad table (fabric.known_bad) is judged against."""
+    return dict((k, str(v)) for k, v in sorted((env or {}).items()) if k.startswith(COLLECTIVE_ENV_PREFIXES))
 
 
 def is_address(value):
@@ -173,6 +179,7 @@ def _node_spec(plan, head, nodes, names, plan_result, fabric_data, opts, name):
         "sizes": message_sizes(plan, profile, fabric_data), "ep_kernel": ep_kernel(plan, len(nodes), fabric_data),
         "timeout_s": float(opts["timeout_s"]), "port_share": float(opts["port_share"]),
         "ep_timeout_s": float(opts["ep_timeout_s"]), "collect_env": bool(opts["collect_env"]),
+        "collective_env": collective_env(plan.get("env")),
         "expect": {"vllm_version": str(plan["vllm_version"]), "vendor": plan["vendor"],
                    "torch_build": profile["torch_build"], "image": plan["image"]},
     }

@@ -19,6 +19,16 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import timeo
 
 ENGINE_READY_ENV = "VLLM_ENGINE_READY_TIMEOUT_S"
 
+# Where an operator raises each timeout past the recipe's ceiling: the container environment for the engine's own
+# limit, the launch role's variables for its readiness wait and its stall window.
+RAISE_WITH = {
+    "engine_ready_timeout_s": ("kimi_k3_extra_env", "the engine's start-up limit (%s)" % ENGINE_READY_ENV,
+                               "kimi_k3_extra_env: {%s: \"%%d\"}" % ENGINE_READY_ENV),
+    "launch_ready_timeout_s": ("launch_ready_timeout_s", "the launch role's readiness wait",
+                               "launch_ready_timeout_s: %d"),
+    "stall_timeout_s": ("launch_stall_timeout_s", "the launch role's stall window", "launch_stall_timeout_s: %d"),
+}
+
 
 def _facts(ctx, recipe, model_facts):
     if not callable(model_facts):
@@ -41,6 +51,44 @@ def _timeouts(ctx, recipe, sizing, facts):
         shard = weights / float(sizing["shards"])
     out = plan_timeouts.derive(weights, shard, rate * plan_timeouts.MIB if rate else None, policy)
     out["weight_read_mib_s"] = rate
+    short = plan_timeouts.over_ceiling(weights, shard, rate * plan_timeouts.MIB if rate else None, policy)
+    return out, short
+
+
+def _seconds(value):
+    try:
+        return int(value) if value not in (None, "") and int(value) > 0 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _operator_value(ctx, key):
+    """The value the operator already set for a timeout, the lowest over the nodes (None: not set, 0 = the plan's,
+    or not a number: the role's own argument check names that)."""
+    if key == "engine_ready_timeout_s":
+        values = [ctx.get("extra_env", {}).get(ENGINE_READY_ENV)]
+    else:
+        values = [n.get("vars", {}).get(RAISE_WITH[key][0]) for n in ctx["nodes"]]
+    found = [v for v in (_seconds(v) for v in values) if v is not None]
+    return min(found) if found else None
+
+
+def short_timeout_problems(ctx, timeouts, short):
+    """A warning per timeout the recipe's ceiling cut short and the operator did not raise far enough."""
+    out = []
+    for item in short:
+        variable, what, setting = RAISE_WITH[item["timeout"]]
+        operator = _operator_value(ctx, item["timeout"])
+        if operator is not None and operator >= item["derived_s"]:
+            continue
+        out.append({"host": ctx["where"], "variable": variable, "message": (
+            "deployment %s: %s is derived as %d s (%s) but its ceiling is %d s%s; the limit in force is %d s, so "
+            "a load that takes as long as derived is cut off before the engine is ready." % (
+                ctx.get("deployment", "main"), what, item["derived_s"], timeouts["basis"], item["ceiling_s"],
+                "" if operator is None else " and %s is %d s" % (variable, operator),
+                operator or timeouts[item["timeout"]])),
+            "fix": "set %s (or put the model cache on faster storage and measure again)." % (
+                setting % item["derived_s"])})
     return out
 
 
@@ -55,7 +103,9 @@ def apply(ctx, recipe, rendered, model_facts, errors, warnings):
         rendered = [(node, plan_sizing.with_length(args, length, ctx["snapshot"]), sources)
                     for node, args, sources in rendered]
     ctx["capacity"] = sizing.get("capacity")
-    ctx["timeouts"] = _timeouts(ctx, recipe, sizing, facts)
+    ctx["timeouts"], short = _timeouts(ctx, recipe, sizing, facts) or (None, [])
+    problems = short_timeout_problems(ctx, ctx["timeouts"], short)
+    (errors if ctx["settings"].get("strict") else warnings).extend(problems)
     if ctx["timeouts"] and ENGINE_READY_ENV not in ctx.get("extra_env", {}):
         ctx["env"][ENGINE_READY_ENV] = str(ctx["timeouts"]["engine_ready_timeout_s"])
     return rendered

@@ -12,7 +12,8 @@
 * stall window  = clamp(shard / throughput x load_factor + silent_s, stall floor, ceiling)
 
 Without a measurement every value is its ceiling (the recipe's 3600 s for the engine). The policy is the
-recipe's ``timeouts`` section.
+recipe's ``timeouts`` section. ``over_ceiling`` names each value the clamp cut short, with the unclamped figure,
+so that the plan can say a timeout is too short instead of rendering the ceiling silently.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -43,6 +44,25 @@ def derive(weights_bytes, shard_bytes, read_bytes_per_s, policy):
                                   stall["floor_s"], stall["ceiling_s"])))
     return {"engine_ready_timeout_s": engine_s, "launch_ready_timeout_s": launch_s, "stall_timeout_s": stall_s,
             "basis": "%.0f MiB/s weight read, %.0f GB weights" % (read_bytes_per_s / float(MIB), weights_bytes / 1e9)}
+
+
+def over_ceiling(weights_bytes, shard_bytes, read_bytes_per_s, policy):
+    """``[{"timeout", "derived_s", "ceiling_s"}]``: each timeout whose unclamped value exceeds its ceiling.
+
+    Unmeasured (no rate or no weights): nothing, since the ceilings are then the only figures there are."""
+    if not read_bytes_per_s or read_bytes_per_s <= 0 or not weights_bytes:
+        return []
+    factor = policy.get("load_factor", 1.0)
+    engine_s = int(math.ceil(max(weights_bytes / float(read_bytes_per_s) * factor + policy.get("fixed_s", 0),
+                                 policy["engine_ready"]["floor_s"])))
+    shard = shard_bytes or weights_bytes
+    unclamped = (
+        ("engine_ready_timeout_s", "engine_ready", engine_s),
+        ("launch_ready_timeout_s", "launch_ready", engine_s + policy["launch_ready"].get("margin_s", 0)),
+        ("stall_timeout_s", "stall", int(math.ceil(shard / float(read_bytes_per_s) * factor
+                                                   + policy["stall"].get("silent_s", 0)))))
+    return [{"timeout": key, "derived_s": value, "ceiling_s": policy[section]["ceiling_s"]}
+            for key, section, value in unclamped if value > policy[section]["ceiling_s"]]
 
 
 def slowest(rates):

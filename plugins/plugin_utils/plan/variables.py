@@ -166,6 +166,8 @@ VARIABLES = (
     _v("weight_read_mib_s", "int", HOST, "Measured read throughput of the node's weights (MiB/s, preflight's "
        "weight-read sample); the slowest node of a deployment sets its launch timeouts.", minimum=1,
        default_doc="unset (timeouts at their ceilings)"),
+    _v("strict", "bool", CLUSTER, "Refuse the plan instead of warning when a launch timeout derived from the "
+       "measured weight-read throughput exceeds the recipe's ceiling.", default=False),
     _v("docker_host", "str", HOST, "Container engine URL on the node.", fmt="docker_host",
        default=DEFAULT_DOCKER_HOST, on_router=True),
     # The engine client's TLS and ssh options: community.docker's option of the same name without the prefix.

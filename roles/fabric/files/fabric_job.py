@@ -416,10 +416,21 @@ def collective_phase(spec, deadline, torch_present=None):
     return _merge_workers(spec, reports)
 
 
+def worker_command(spec, local_rank, budget, base_env, executable=None):
+    """(argv, env) of one rank process. The env is the container's (the plan's NCCL_* / RCCL_* / GLOO_* settings
+    reach the library unchanged) plus the spec, so the rank reads nothing else."""
+    env = dict(base_env)
+    env["KIMI_FABRIC_SPEC"] = json.dumps(spec, sort_keys=True)
+    if spec["backend"] == "nccl":
+        # Without it NCCL says only "unhandled system error"; its WARN lines name the cause (errno 524 and the like).
+        env.setdefault("NCCL_DEBUG", "WARN")
+    argv = [executable or sys.executable, os.path.abspath(__file__), "--worker", str(local_rank),
+            "--budget", "%.3f" % budget]
+    return argv, env
+
+
 def _spawn_worker(spec, local_rank, budget):
-    env = dict(os.environ)
-    env["KIMI_FABRIC_SPEC"] = json.dumps(spec)
-    argv = [sys.executable, os.path.abspath(__file__), "--worker", str(local_rank), "--budget", "%.3f" % budget]
+    argv, env = worker_command(spec, local_rank, budget, os.environ)
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
 
@@ -430,12 +441,34 @@ def _collect_worker(proc, local_rank, deadline):
         proc.kill()
         out, err = proc.communicate()
         return {"local_rank": local_rank, "status": "timeout", "stage": "killed at the deadline",
-                "stderr": _tail(err)}
-    for row in reversed(out.decode("utf-8", "replace").splitlines()):
+                "stderr": output_tail(out, err)}
+    return parse_worker_output(out, err, proc.returncode, local_rank)
+
+
+def output_tail(out, err):
+    """The last lines a rank printed besides its report: NCCL writes its WARN lines to stdout, Python to stderr."""
+    rows = [r for r in _tail(out, 1000).splitlines() if not r.startswith(RESULT_PREFIX)]
+    return _tail("\n".join(rows + _tail(err).splitlines()))
+
+
+def parse_worker_output(out, err, returncode, local_rank):
+    """A rank's report: its last ``FABRIC_RESULT {...}`` line, else a failure with the exit status and stderr's tail
+    (a rank killed by NCCL's abort or a segfault prints no report; a garbled line is a failure, not a crash)."""
+    rows = (out.decode("utf-8", "replace") if isinstance(out, bytes) else (out or "")).splitlines()
+    output = output_tail(out, err)
+    for row in reversed(rows):
         if row.startswith(RESULT_PREFIX):
-            return json.loads(row[len(RESULT_PREFIX):])
-    return {"local_rank": local_rank, "status": "failed", "stage": "exited %s without a report" % proc.returncode,
-            "stderr": _tail(err)}
+            try:
+                report = json.loads(row[len(RESULT_PREFIX):])
+            except ValueError as exc:
+                return {"local_rank": local_rank, "status": "failed", "stage": "unreadable report (%s)" % exc,
+                        "stderr": output}
+            if isinstance(report, dict):
+                if report.get("status") != "ok" and output:
+                    report.setdefault("stderr", output)
+                return report
+    return {"local_rank": local_rank, "status": "failed", "stage": "exited %s without a report" % returncode,
+            "stderr": output}
 
 
 def _tail(data, lines=12):
@@ -450,6 +483,10 @@ def _merge_workers(spec, reports):
               "ranks": [dict((k, r.get(k)) for k in RANK_KEYS if k in r) for r in reports]}
     if bad:
         merged["reason"] = "local rank %s: %s" % (bad[0].get("local_rank"), bad[0].get("stage") or bad[0].get("error"))
+    # Every rank reads the library's version before it joins, so a group that hangs still reports it.
+    library = [r["library"] for r in reports if isinstance(r.get("library"), dict)]
+    if library:
+        merged["library"] = library[0]
     lead = [r for r in reports if r.get("local_rank") == 0 and r.get("status") == "ok"]
     if lead:
         for key in ("join_s", "latency_us", "all_reduce", "all_to_all", "pairs"):
@@ -465,6 +502,8 @@ def worker_main(local_rank, budget):
     try:
         import torch  # pylint: disable=import-error
         import torch.distributed as dist  # pylint: disable=import-error
+        if spec["backend"] == "nccl":
+            report["library"] = collective_library(torch)
         device = _device(torch, spec, local_rank)
         report["stage"] = "join"
         report["join_s"] = _join(torch, dist, spec, rank, budget, device)
@@ -482,20 +521,57 @@ def worker_main(local_rank, budget):
     return 0
 
 
+def nccl_version_text(value):
+    """torch.cuda.nccl.version() as 'MAJOR.MINOR.PATCH': a tuple on current torch; an int on older torch
+    (NCCL_VERSION_CODE: major x 10000 + minor x 100 + patch from NCCL 2.9 on, major x 1000 + ... before);
+    None when it is neither."""
+    if isinstance(value, (tuple, list)) and len(value) >= 3 and all(isinstance(p, int) for p in value[:3]):
+        return "%d.%d.%d" % tuple(value[:3])
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if value >= 20900:
+            return "%d.%d.%d" % (value // 10000, value // 100 % 100, value % 100)
+        return "%d.%d.%d" % (value // 1000, value // 100 % 10, value % 100)
+    return None
+
+
+def collective_library(torch):
+    """{"library": nccl | rccl, "version", "error"} of the library torch's "nccl" backend runs (RCCL on ROCm)."""
+    library = "rccl" if getattr(getattr(torch, "version", None), "hip", None) else "nccl"
+    try:
+        raw = torch.cuda.nccl.version()
+    except Exception as exc:  # pylint: disable=broad-except  # a build without NCCL: the version is unknown
+        return {"library": library, "version": None, "error": ("%s: %s" % (type(exc).__name__, exc))[:200]}
+    text = nccl_version_text(raw)
+    return {"library": library, "version": text, "error": None if text else "unreadable version %r" % (raw,)}
+
+
+def device_choice(spec, local_rank):
+    """("cuda", local_rank): one GPU per rank for NCCL / RCCL; ("cpu", None) for gloo."""
+    return ("cuda", local_rank) if spec["backend"] == "nccl" else ("cpu", None)
+
+
 def _device(torch, spec, local_rank):
-    if spec["backend"] == "nccl":
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
+    kind, index = device_choice(spec, local_rank)
+    if kind == "cuda":
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
     return torch.device("cpu")
+
+
+def init_arguments(spec, rank, budget):
+    """torch.distributed.init_process_group's arguments (``timeout_s`` becomes its timedelta; NCCL also gets
+    ``device_id``, which binds the communicator to the rank's GPU at once instead of at the first collective)."""
+    return {"backend": spec["backend"], "rank": rank, "world_size": spec["world_size"],
+            "init_method": "tcp://%s:%d" % (_url_host(spec["master_addr"]), spec["master_port"]),
+            "timeout_s": max(1.0, budget), "device_id": spec["backend"] == "nccl"}
 
 
 def _join(torch, dist, spec, rank, budget, device):
     import datetime
     started = time.time()
-    kwargs = {"backend": spec["backend"], "rank": rank, "world_size": spec["world_size"],
-              "init_method": "tcp://%s:%d" % (_url_host(spec["master_addr"]), spec["master_port"]),
-              "timeout": datetime.timedelta(seconds=max(1.0, budget))}
-    if spec["backend"] == "nccl":
+    kwargs = init_arguments(spec, rank, budget)
+    kwargs["timeout"] = datetime.timedelta(seconds=kwargs.pop("timeout_s"))
+    if kwargs.pop("device_id"):
         kwargs["device_id"] = device
     dist.init_process_group(**kwargs)
     one = torch.ones(1, device=device)

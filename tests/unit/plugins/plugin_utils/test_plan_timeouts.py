@@ -86,3 +86,68 @@ def test_extra_env_keeps_the_operators_engine_timeout():
 def test_a_measurement_that_is_not_a_number_is_refused():
     r = plan(gb300(host_vars={1: {"kimi_k3_weight_read_mib_s": "fast"}}))
     assert [(e["host"], e["variable"]) for e in r["errors"]] == [("node1", "kimi_k3_weight_read_mib_s")]
+
+
+def test_a_slow_disk_names_each_timeout_the_ceiling_cut_short():
+    # 1560e9 B / (200 x 2**20 B/s) = 7,438.6 s x 1.5 + 600 s = 11,757.9 s -> 11,758 s; launch + 300 s margin
+    assert plan_timeouts.over_ceiling(WEIGHTS, SHARD, 200 * MIB, POLICY) == [
+        {"timeout": "engine_ready_timeout_s", "derived_s": 11758, "ceiling_s": 3600},
+        {"timeout": "launch_ready_timeout_s", "derived_s": 12058, "ceiling_s": 3900}]
+    # 30 MiB/s: the 16.25 GB shard alone takes 516.6 s x 1.5 + 300 s = 1,074.9 s -> past the 900 s stall ceiling
+    assert plan_timeouts.over_ceiling(WEIGHTS, SHARD, 30 * MIB, POLICY)[2] == {
+        "timeout": "stall_timeout_s", "derived_s": 1075, "ceiling_s": 900}
+
+
+@pytest.mark.parametrize("rate", [None, 0, -5, 2048 * MIB])
+def test_no_shortfall_when_unmeasured_or_within_the_ceilings(rate):
+    assert plan_timeouts.over_ceiling(WEIGHTS, SHARD, rate, POLICY) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(rate=st.floats(1.0, 1e11), weights=st.floats(1e6, 1e13))
+def test_a_shortfall_is_reported_exactly_when_the_ceiling_clamps(rate, weights):
+    derived = plan_timeouts.derive(weights, weights / 96, rate, POLICY)
+    for item in plan_timeouts.over_ceiling(weights, weights / 96, rate, POLICY):
+        assert item["derived_s"] > item["ceiling_s"] == derived[item["timeout"]]
+
+
+def test_plan_warns_with_both_numbers_and_the_variable_to_set():
+    r = plan(gb300(host_vars={0: {"kimi_k3_weight_read_mib_s": 200}}))
+    assert r["ok"], r["errors"]
+    assert r["plans"]["node0"]["env"]["VLLM_ENGINE_READY_TIMEOUT_S"] == "3600"
+    short = [w for w in r["warnings"] if "ceiling" in w["message"]]
+    assert [(w["host"], w["variable"]) for w in short] == [("node0", "kimi_k3_extra_env"),
+                                                           ("node0", "launch_ready_timeout_s")]
+    assert short[0]["message"] == (
+        "deployment main: the engine's start-up limit (VLLM_ENGINE_READY_TIMEOUT_S) is derived as 11758 s "
+        "(200 MiB/s weight read, 1560 GB weights) but its ceiling is 3600 s; the limit in force is 3600 s, so a "
+        "load that takes as long as derived is cut off before the engine is ready.")
+    assert short[0]["fix"].startswith('set kimi_k3_extra_env: {VLLM_ENGINE_READY_TIMEOUT_S: "11758"}')
+    assert "12058 s" in short[1]["message"] and "3900 s" in short[1]["message"]
+    assert short[1]["fix"].startswith("set launch_ready_timeout_s: 12058")
+
+
+def test_raising_the_timeouts_far_enough_silences_the_warning():
+    r = plan(gb300(kimi_k3_extra_env={"VLLM_ENGINE_READY_TIMEOUT_S": "12000"}, launch_ready_timeout_s=12000,
+                   host_vars={0: {"kimi_k3_weight_read_mib_s": 200}}))
+    short = [w for w in r["warnings"] if "ceiling" in w["message"]]
+    # the engine's limit is raised enough; the launch wait (12000 s < 12,058 s) is not
+    assert [w["variable"] for w in short] == ["launch_ready_timeout_s"]
+    assert r["ok"], r["errors"]
+    assert "and launch_ready_timeout_s is 12000 s; the limit in force is 12000 s" in short[0]["message"]
+
+
+def test_the_lowest_wait_over_the_nodes_counts_and_words_are_ignored():
+    r = plan(gb300(host_vars={0: {"kimi_k3_weight_read_mib_s": 200, "launch_ready_timeout_s": "13000"},
+                              1: {"launch_ready_timeout_s": 12500}}))
+    assert [w["variable"] for w in r["warnings"] if "ceiling" in w["message"]] == ["kimi_k3_extra_env"]
+    r = plan(gb300(host_vars={0: {"kimi_k3_weight_read_mib_s": 200, "launch_ready_timeout_s": "13000"},
+                              1: {"launch_ready_timeout_s": 6000}}))
+    assert "and launch_ready_timeout_s is 6000 s" in r["warnings"][-1]["message"]
+
+
+def test_strict_refuses_a_timeout_cut_short():
+    r = plan(gb300(kimi_k3_strict=True, host_vars={0: {"kimi_k3_weight_read_mib_s": 200}}))
+    assert not r["ok"]
+    assert [e["variable"] for e in r["errors"]] == ["kimi_k3_extra_env", "launch_ready_timeout_s"]
+    assert plan(gb300(kimi_k3_strict=True, host_vars={0: {"kimi_k3_weight_read_mib_s": 2048}}))["ok"]
