@@ -375,3 +375,70 @@ def choose_strategy(part, recipe, snapshots, model_facts=None):
               "target": table["target"], "candidates": [
                   {"strategy": r["layout"], "rank": r["rank"], "reason": r["reason"]} for r in table["layouts"]]}
     return best["layout"], choice, None
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def _cell(value):
+    return "-" if value is None else _num(value)
+
+
+def _sizes_text(row):
+    parts = []
+    for d in row["deployments"]:
+        s = d["sizes"]
+        text = "TP%d PP%d DP%d EP%d%s x%d nodes" % (s["tp"], s["pp"], s["dp"], s["ep"],
+                                                   " DCP%d" % s["dcp"] if s["dcp"] > 1 else "", s["nodes"])
+        parts.append(("%s: " % d["kind"] if d["kind"] not in ("single",) else "") + text)
+    return "; ".join(sorted(set(parts), key=parts.index))
+
+
+def row_cells(row):
+    """One row of the table as text cells (the columns of ``HEADER``)."""
+    if row["status"] != "ok":
+        return ["-", row["layout"], "refused", str(row["gpus"])] + ["-"] * 11 + [" | ".join(row["refusal"])]
+    d = row["deployments"][-1]  # the deployment that holds the sessions (decode of a PD split)
+    c = d["capacity"] or {}
+    cols = [_cell(row["columns"].get(n)) for n in COLUMNS]
+    short = "short by %s" % _num(row["short_by"]) if row.get("short_by") else "-"
+    return [str(row["rank"]), row["layout"], _sizes_text(row), str(row["gpus"]), _cell(c.get("weights_per_gpu_gib")),
+            _cell(c.get("kv_budget_gib")), _cell(c.get("kv_tokens_per_engine")),
+            "%s @ %s" % (_cell(row["admitted_at_target"]), _cell(row["max_model_len"]))] + cols + \
+        [d["all2all_backend"] or "-", d["moe_backend"], short, row["reason"]]
+
+
+HEADER = ("rank", "layout", "sizes", "GPUs", "weights/GPU GiB", "KV budget/GPU GiB", "KV tokens/engine",
+          "sessions @ target len", "32k", "128k", "256k", "1M", "all2all", "MoE backend", "target", "why")
+
+
+def markdown(report):
+    """The table as Markdown (layouts.md): hardware, target, every layout best first, then the refused ones."""
+    hw, goal = report["hardware"], report["target"]
+    lines = ["# Kimi-K3 layouts: %d x %s (%d GPUs per node, %s)" % (
+        hw["nodes"], hw["accelerator"], hw["gpus_per_node"], hw["interconnect"] or "no interconnect"), "",
+        "Target: max_model_len %s, concurrency %s, objective %s. Every row is the plan rendered with its layout "
+        "(refusals are the plan's own); sessions are what the deployment admits (KV capacity, capped by "
+        "--max-num-seqs)." % (_cell(goal["max_model_len"]) if goal["max_model_len"] else "the plan's",
+                              _cell(goal["concurrency"]), goal["objective"]), ""]
+    best = report.get("best")
+    lines += ["Best: **%s** - %s" % (best["layout"], best["reason"]) if best else "No layout renders.", ""]
+    lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for row in report["layouts"]:
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in row_cells(row)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plain(report):
+    """The report without the plan's problem records (layouts.json): JSON-ready."""
+    out = dict(report)
+    out["layouts"] = [dict((k, v) for k, v in r.items() if k != "problems") for r in report["layouts"]]
+    out["best"] = out["layouts"][0] if report.get("best") else None
+    for row in out["layouts"]:
+        for key in ("columns",):
+            if key in row:
+                row[key] = dict((str(n), v) for n, v in row[key].items())
+        for d in row.get("deployments", []):
+            if d.get("capacity"):
+                d["capacity"] = dict(d["capacity"], columns=dict((str(n), v) for n, v in d["capacity"]["columns"].items()))
+    return out

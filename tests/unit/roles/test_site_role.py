@@ -10,8 +10,8 @@ import yaml
 from tests.helpers import cli
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # every playbook of the collection except the one that creates the site
-OPERATOR_PLAYBOOKS = ("capacity", "deploy", "fabric", "image", "launch", "monitoring", "plan", "preflight", "recover",
-                      "smoke", "status", "teardown", "upgrade", "weights")
+OPERATOR_PLAYBOOKS = ("capacity", "deploy", "fabric", "image", "launch", "layouts", "monitoring", "plan", "preflight",
+                      "recover", "smoke", "status", "teardown", "upgrade", "weights")
 EXAMPLES = ["gb300-cluster", "gb300-dep16", "gb300-fleet", "gb300-pd", "mi355x-cluster", "mi355x-rdma-2node"]
 
 
