@@ -163,7 +163,7 @@ def _deployment_row(dep, head, snapshots, length):
             "weights_per_gpu_gib": cap["per_gpu"]["weights_gib"], "kv_budget_gib": cap["per_gpu"]["kv_budget_gib"],
             "kv_tokens_per_engine": cap["kv_tokens"], "engines": cap["engines"], "max_num_seqs": cap["max_num_seqs"],
             "max_model_len": length, "concurrency": held, "admitted": admitted,
-            "columns": dict((n, _held(cap, n)[0]) for n in COLUMNS)}
+            "columns": dict((n, _held(cap, n)[1]) for n in COLUMNS)}
     return row
 
 
@@ -177,7 +177,7 @@ def _ok_row(candidate, result, snapshots, length, target):
     parts = [_deployment_row(d, h, snapshots, length) for d, h in _serving(result)]
     caps = [p["capacity"] for p in parts if p["capacity"]]
     held = _sum(c["admitted"] for c in caps) if len(caps) == len(parts) else None
-    row = {"layout": candidate["name"], "kind": candidate["kind"], "status": "ok",
+    row = {"layout": candidate["name"], "kind": candidate["kind"], "status": "ok", "groups": candidate["groups"],
            "gpus": sum(d["nnodes"] for d in result["cluster"]["deployments"]) * gpn, "deployments": parts,
            "concurrency_at_target": _sum(c["concurrency"] for c in caps) if caps else None,
            "admitted_at_target": held, "max_model_len": caps[0]["max_model_len"] if caps else length,
@@ -198,7 +198,7 @@ def judge(candidate, base, routers, recipe, snapshots, target=None, model_facts=
                                          model_facts=model_facts)
     if result["ok"]:
         return _ok_row(candidate, result, snapshots, length, target)
-    return {"layout": candidate["name"], "kind": candidate["kind"], "status": "refused",
+    return {"layout": candidate["name"], "kind": candidate["kind"], "status": "refused", "groups": candidate["groups"],
             "refusal": [plan_render.format_problem(e) for e in result["errors"]], "problems": result["errors"],
             "gpus": sum(g[3] for g in candidate["groups"]) * _gpus_per_node(base, recipe)}
 
@@ -418,8 +418,8 @@ def markdown(report):
     lines = ["# Kimi-K3 layouts: %d x %s (%d GPUs per node, %s)" % (
         hw["nodes"], hw["accelerator"], hw["gpus_per_node"], hw["interconnect"] or "no interconnect"), "",
         "Target: max_model_len %s, concurrency %s, objective %s. Every row is the plan rendered with its layout "
-        "(refusals are the plan's own); sessions are what the deployment admits (KV capacity, capped by "
-        "--max-num-seqs)." % (_cell(goal["max_model_len"]) if goal["max_model_len"] else "the plan's",
+        "(refusals are the plan's own); sessions (at the target length and in the 32k .. 1M columns) are what the "
+        "serving deployments admit: the predicted KV capacity, capped by --max-num-seqs x engines." % (_cell(goal["max_model_len"]) if goal["max_model_len"] else "the plan's",
                               _cell(goal["concurrency"]), goal["objective"]), ""]
     best = report.get("best")
     lines += ["Best: **%s** - %s" % (best["layout"], best["reason"]) if best else "No layout renders.", ""]
