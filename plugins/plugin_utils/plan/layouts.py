@@ -415,12 +415,13 @@ HEADER = ("rank", "layout", "sizes", "GPUs", "weights/GPU GiB", "KV budget/GPU G
 def markdown(report):
     """The table as Markdown (layouts.md): hardware, target, every layout best first, then the refused ones."""
     hw, goal = report["hardware"], report["target"]
+    length = _cell(goal["max_model_len"]) if goal["max_model_len"] else "the plan's"
     lines = ["# Kimi-K3 layouts: %d x %s (%d GPUs per node, %s)" % (
         hw["nodes"], hw["accelerator"], hw["gpus_per_node"], hw["interconnect"] or "no interconnect"), "",
         "Target: max_model_len %s, concurrency %s, objective %s. Every row is the plan rendered with its layout "
         "(refusals are the plan's own); sessions (at the target length and in the 32k .. 1M columns) are what the "
-        "serving deployments admit: the predicted KV capacity, capped by --max-num-seqs x engines." % (_cell(goal["max_model_len"]) if goal["max_model_len"] else "the plan's",
-                              _cell(goal["concurrency"]), goal["objective"]), ""]
+        "serving deployments admit: the predicted KV capacity, capped by --max-num-seqs x engines."
+        % (length, _cell(goal["concurrency"]), goal["objective"]), ""]
     best = report.get("best")
     lines += ["Best: **%s** - %s" % (best["layout"], best["reason"]) if best else "No layout renders.", ""]
     lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
@@ -429,16 +430,19 @@ def markdown(report):
     return "\n".join(lines) + "\n"
 
 
+def _keyed(columns):
+    return dict((str(n), v) for n, v in columns.items())
+
+
 def plain(report):
     """The report without the plan's problem records (layouts.json): JSON-ready."""
     out = dict(report)
     out["layouts"] = [dict((k, v) for k, v in r.items() if k != "problems") for r in report["layouts"]]
     out["best"] = out["layouts"][0] if report.get("best") else None
+    # JSON keys are strings: the length columns are keyed by their token count as text
     for row in out["layouts"]:
-        for key in ("columns",):
-            if key in row:
-                row[key] = dict((str(n), v) for n, v in row[key].items())
-        for d in row.get("deployments", []):
-            if d.get("capacity"):
-                d["capacity"] = dict(d["capacity"], columns=dict((str(n), v) for n, v in d["capacity"]["columns"].items()))
+        if "columns" in row:
+            row["columns"] = _keyed(row["columns"])
+        row["deployments"] = [dict(d, capacity=dict(d["capacity"], columns=_keyed(d["capacity"]["columns"])))
+                              if d.get("capacity") else d for d in row.get("deployments", [])]
     return out

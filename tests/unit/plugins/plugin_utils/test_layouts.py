@@ -113,7 +113,10 @@ def h200(n):
         exp[name("single_node_tp")] = [ONE_NODE % ("single_node_tp", m)] if m > 1 else [NOT_FIT]
         for s, kw in (("multi_node_tp", dict(tp=8 * m)), ("multi_node_tep", dict(tp=8 * m, ep=True)),
                       ("multi_node_tp_pp", dict(tp=8, pp=m)), ("multi_node_tp_dp", None)):
-            exp[name(s)] = [MIN_NODES % s] if m == 1 else ([NOT_FIT] if kw is None else ok(replicas=k, **dict(hop, **kw)))
+            if m == 1:
+                exp[name(s)] = [MIN_NODES % s]
+            else:
+                exp[name(s)] = [NOT_FIT] if kw is None else ok(replicas=k, **dict(hop, **kw))
         if k == 1:
             exp["multi_node_dep"] = [UNSUPPORTED]
     for p in range(1, n):
