@@ -32,8 +32,8 @@ OBJECTIVES = ("latency", "throughput")
 _IMAGES = {"nvidia": "vllm/vllm-openai@sha256:" + "0" * 64, "amd": "vllm/vllm-openai-rocm@sha256:" + "0" * 64,
            "cpu": "registry.example/vllm-cpu@sha256:" + "0" * 64}
 _ROUTER = {"host": "layouts-router", "head": False,
-           "vars": {"ansible_host": "10.255.0.1", "kimi_k3_router_image": "registry.example/vllm-router@sha256:"
-                    + "0" * 64}}
+           "vars": {"ansible_host": "10.255.0.1", "kimi_k3_api_host": "127.0.0.1",
+                    "kimi_k3_router_image": "registry.example/vllm-router@sha256:" + "0" * 64}}
 
 
 def _problem(where, variable, message, fix):
@@ -193,14 +193,28 @@ def judge(candidate, base, routers, recipe, snapshots, target=None, model_facts=
     from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology  # it calls back for auto
     length = (target or {}).get("max_model_len")
     nodes = apply(base, candidate, length)
-    routers = routers or ([_ROUTER] if candidate["kind"] != "single" else [])
-    result = topology.build_cluster_plan(nodes, recipe, snapshots, routers if candidate["kind"] != "single" else [],
+    several = candidate["kind"] != "single"
+    # Without a router host in the inventory a fleet or split is judged with a placeholder one; the row says so.
+    result = topology.build_cluster_plan(nodes, recipe, snapshots, (routers or [_router(base)]) if several else [],
                                          model_facts=model_facts)
     if result["ok"]:
-        return _ok_row(candidate, result, snapshots, length, target)
+        row = _ok_row(candidate, result, snapshots, length, target)
+        if several and not routers:
+            row["needs"] = ("a vllm_router host (the inventory has none: judged with a placeholder bound to 127.0.0.1 "
+                            "behind a proxy, as in inventories/gb300-pd)")
+        return row
     return {"layout": candidate["name"], "kind": candidate["kind"], "status": "refused", "groups": candidate["groups"],
             "refusal": [plan_render.format_problem(e) for e in result["errors"]], "problems": result["errors"],
             "gpus": sum(g[3] for g in candidate["groups"]) * _gpus_per_node(base, recipe)}
+
+
+def _router(base):
+    """The placeholder router: the cluster-wide variables a router host shares with the nodes (API key, CA) as
+    the cluster's group_vars would give it; bound to loopback, because a PD router checks no client key."""
+    shared = [d["name"] for d in plan_variables.VARIABLES if d["on_router"] and d["scope"] == plan_variables.CLUSTER]
+    head = next((n for n in base if n.get("head")), base[0])
+    v = dict(_ROUTER["vars"], **dict((k, head["vars"][k]) for k in shared if k in head["vars"]))
+    return dict(_ROUTER, vars=v)
 
 
 def _gpus_per_node(base, recipe):
@@ -260,6 +274,8 @@ def _reason(row, recipe, accelerator, objective, target):
                                                           _preference(recipe, row) + 1)
     words.append("ranked by %s" % ("that order, then capacity: %s; %s" % (pref, held) if objective == "latency"
                                     else "capacity, then that order: %s; %s" % (held, pref)))
+    if row.get("needs"):
+        words.append("needs " + row["needs"])
     return "; ".join(words)
 
 
