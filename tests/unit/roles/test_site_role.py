@@ -39,8 +39,8 @@ def site(tmp_path_factory):
 def test_site_files(site):
     s, out = site[0], site[1]
     assert sorted(os.listdir(str(s))) == ["README.md", "ansible.cfg", "capacity.yml", "deploy.yml", "fabric.yml",
-                                          "image.yml",
-                                          "inventories", "launch.yml", "monitoring.yml", "plan.yml", "preflight.yml",
+                                          "image.yml", "inventories", "launch.yml", "layouts.yml", "monitoring.yml",
+                                          "plan.yml", "preflight.yml",
                                           "recover.yml", "requirements.yml", "smoke.yml", "status.yml",
                                           "teardown.yml", "upgrade.yml", "weights.yml"]
     assert os.listdir(str(s / "inventories")) == ["gb300-cluster"]
