@@ -437,7 +437,8 @@ def _auto_strategies(parts, recipe, snapshots, model_facts):
     from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import layouts  # it imports this module
     out, choices, errors = [], [], []
     for deployment, part in parts:
-        if not any(str(n["vars"].get(PREFIX + "strategy")).strip().lower() == layouts.AUTO for n in part):
+        # auto on some nodes only is left to the variable check (a deployment-scope value differing between nodes)
+        if not all(n["vars"].get(PREFIX + "strategy") == layouts.AUTO for n in part):
             out.append((deployment, part))
             continue
         strategy, choice, refusal = layouts.choose_strategy(part, recipe, snapshots, model_facts)

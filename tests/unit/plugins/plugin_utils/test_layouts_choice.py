@@ -189,3 +189,10 @@ def test_every_row_is_what_the_plan_renders_or_refuses(hardware, target):
             [dict(n, vars=dict(n["vars"], kimi_k3_strategy="auto", kimi_k3_target=target)) for n in base],
             RECIPE, SNAPSHOTS)
         assert auto["ok"] and auto["cluster"]["strategy"] == report["best"]["layout"]
+
+
+def test_auto_on_some_nodes_only_is_the_variable_checks_refusal():
+    nodes = _nodes("gb300", 2, kimi_k3_strategy="multi_node_tp")
+    nodes[1]["vars"]["kimi_k3_strategy"] = "auto"
+    r = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS)
+    assert not r["ok"] and [e["variable"] for e in r["errors"]] == ["kimi_k3_strategy"]
