@@ -270,10 +270,11 @@ def _reason(row, recipe, accelerator, objective, target):
         words.append("published %s %s %s (%s)" % (metric, fig["value"], fig.get("unit", ""), fig.get("source", "?")))
     else:
         words.append("no published %s figure for %s in the recipe data (layouts.figures)" % (metric, accelerator))
-    pref = "the recipe's strategy order puts %s at %d" % (row["deployments"][-1]["strategy"],
-                                                          _preference(recipe, row) + 1)
-    words.append("ranked by %s" % ("that order, then capacity: %s; %s" % (pref, held) if objective == "latency"
-                                    else "capacity, then that order: %s; %s" % (held, pref)))
+    pref = "%s is #%d in the recipe's strategy order" % (row["deployments"][-1]["strategy"],
+                                                        _preference(recipe, row) + 1)
+    words.append("ranked by %s" % ("the recipe's strategy order, then capacity: %s; %s" % (pref, held)
+                                    if objective == "latency" else
+                                    "capacity, then the recipe's strategy order: %s; %s" % (held, pref)))
     if row.get("needs"):
         words.append("needs " + row["needs"])
     return "; ".join(words)

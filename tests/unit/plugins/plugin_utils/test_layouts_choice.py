@@ -48,7 +48,8 @@ def test_latency_ranks_by_the_recipe_order_among_layouts_that_hold_the_target():
     ranked = [row["layout"] for row in r["layouts"] if row["status"] == "ok"]
     assert ranked[:4] == ["multi_node_tp", "2 x multi_node_tp", "multi_node_tep", "2 x multi_node_tep"]
     assert ranked[-1].startswith("PD ")  # short of the target: last whatever the order
-    assert "the recipe's strategy order puts multi_node_tp at 2" in r["best"]["reason"]
+    assert r["best"]["reason"].endswith("ranked by the recipe's strategy order, then capacity: multi_node_tp is #2 in "
+                                        "the recipe's strategy order; holds 96.21 sequences of 131,072 tokens")
 
 
 def test_a_published_figure_ranks_first_and_is_cited():
