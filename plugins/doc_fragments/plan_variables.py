@@ -18,8 +18,10 @@ notes:
     gb200, b300, b200, h200, mi355x, mi350x, cpu.'
   - 'C(kimi_k3_gpus_per_node) (int, cluster scope, default the accelerator''s): GPUs per node (a GB200/GB300 tray
     has 4). Allowed: >= 1.'
-  - 'C(kimi_k3_strategy) (str, deployment scope, default required): The recipe''s parallel strategy. Allowed:
-    single_node_tp, multi_node_tp, multi_node_tep, multi_node_tp_pp, multi_node_dep, multi_node_tp_dp.'
+  - 'C(kimi_k3_strategy) (str, deployment scope, default required): The recipe''s parallel strategy; auto: the
+    best-ranked layout of these nodes for kimi_k3_target (playbooks/layouts.yml lists them; the plan summary says
+    why). Allowed: single_node_tp, multi_node_tp, multi_node_tep, multi_node_tp_pp, multi_node_dep,
+    multi_node_tp_dp, auto.'
   - 'C(kimi_k3_tensor_parallel_size) (int, deployment scope, default strategy): Override the strategy''s tensor-
     parallel size (TP x PP x DP = nodes x GPUs per node). Allowed: >= 1.'
   - 'C(kimi_k3_pipeline_parallel_size) (int, deployment scope, default strategy): Override the strategy''s
@@ -69,6 +71,9 @@ notes:
   - 'C(kimi_k3_target_concurrency) (int, deployment scope, default unset (required with kimi_k3_max_model_len:
     auto)): Concurrent full-length sequences the deployment must hold: kimi_k3_max_model_len auto becomes the
     longest length whose predicted concurrency meets it. Allowed: >= 1.'
+  - 'C(kimi_k3_target) (dict, deployment scope, default unset (the plan''s length, objective throughput)): What
+    the layout is chosen for (playbooks/layouts.yml, kimi_k3_strategy: auto): {max_model_len: tokens per session,
+    concurrency: sessions held at once, objective: latency or throughput}; every key optional. Allowed: -.'
   - 'C(kimi_k3_max_model_len_fit) (str, deployment scope, default refuse): A --max-model-len predicted to hold not
     one sequence (from trusted figures): refuse the plan, or warn and launch anyway so that the engine''s own
     refusal is observed (the capacity curve''s refusal probe, capacity_probe_refusal). Allowed: refuse, warn.'

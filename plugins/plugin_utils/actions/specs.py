@@ -25,6 +25,15 @@ CLUSTER_PLAN = dict(
     return_plans=dict(type="bool", default=True),
 )
 
+CLUSTER_LAYOUTS = dict(
+    group=dict(type="str", default="vllm_cluster"),
+    head_group=dict(type="str", default="vllm_head"),
+    router_group=dict(type="str", default="vllm_router"),
+    target=dict(type="raw"),
+    recipe=dict(type="str", default="kimi_k3"),
+    dest=dict(type="path"),
+)
+
 PREFLIGHT_REPORT = dict(
     hosts=dict(type="list", elements="str"),
     thresholds=dict(type="dict", default={}),

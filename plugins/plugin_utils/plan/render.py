@@ -134,6 +134,9 @@ def summary_table(result):
                 (", LB %s" % c["dp_lb_mode"]) if c["dp_lb_mode"] else "", c["vllm_version"]),
              "image %s" % c["image"], "API access: %s" % API_ACCESS_TEXT.get(c.get("api_access"), "?")]
     lines += _deployment_lines(c)
+    for choice in c.get("strategy_choice") or []:
+        lines.append("strategy %s: auto chose %s for %s: %s" % (choice["deployment"], choice["strategy"],
+                                                                choice["objective"], choice["reason"]))
     header = ("host", "rank", "role", "address", "http", "args")
     rows = [header] + [_host_row(result["plans"][host]) for host in c["order"]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

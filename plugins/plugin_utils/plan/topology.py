@@ -431,6 +431,25 @@ def _once(problems):
     return out
 
 
+def _auto_strategies(parts, recipe, snapshots, model_facts):
+    """``(parts, choices, errors)``: every deployment whose kimi_k3_strategy is auto gets the strategy the layouts
+    rank best on its nodes (plugin_utils.plan.layouts renders each candidate through this module)."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import layouts  # it imports this module
+    out, choices, errors = [], [], []
+    for deployment, part in parts:
+        # auto on some nodes only is left to the variable check (a deployment-scope value differing between nodes)
+        if not all(n["vars"].get(PREFIX + "strategy") == layouts.AUTO for n in part):
+            out.append((deployment, part))
+            continue
+        strategy, choice, refusal = layouts.choose_strategy(part, recipe, snapshots, model_facts)
+        if refusal:
+            errors.append(refusal)
+            continue
+        choices.append(dict(choice, deployment=deployment["name"]))
+        out.append((deployment, [dict(n, vars=dict(n["vars"], **{PREFIX + "strategy": strategy})) for n in part]))
+    return out, choices, errors
+
+
 def _build_deployment(nodes, recipe, snapshots, deployment=None, model_facts=None):
     """Validate and render one deployment: ``(ctx, plans, errors, warnings)``.
 
@@ -477,6 +496,9 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None)
     errors = errors or plan_fleet.grouping_problems(nodes, recipe) or plan_fleet.scope_problems(nodes, routers)
     if errors:
         return _refused(errors, [])
+    parts, choices, errors = _auto_strategies(parts, recipe, snapshots, model_facts)
+    if errors:
+        return _refused(errors, [])
     built = [_build_deployment(part, recipe, snapshots, deployment, model_facts) for deployment, part in parts]
     errors = _once([e for b in built for e in b[2]])
     warnings = _once([w for b in built for w in b[3]] + plan_fleet.scope_warnings(nodes, routers))
@@ -493,6 +515,8 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None)
         entry.update(capacity=ctx.get("capacity"), timeouts=ctx.get("timeouts"))
     if len(built) > 1:
         cluster.update(capacity=None, timeouts=None)  # per deployment: cluster.deployments[].capacity
+    if choices:
+        cluster["strategy_choice"] = choices
     tls = plan_tls.cluster_fields(plans.values())
     if tls:
         cluster["tls"] = tls

@@ -36,12 +36,14 @@ PREFIX = "kimi_k3_"
 
 
 def _v(name, vtype, scope, meaning, default=None, default_doc=None, choices=None, fmt=None, minimum=None,
-       required=False, flag=None, plan=True, secret=False, on_router=None, env=None):
-    """``env``: the container environment variable a set value renders (per node for host-scope variables)."""
+       required=False, flag=None, plan=True, secret=False, on_router=None, env=None, also=None, fields=None):
+    """``env``: the container environment variable a set value renders (per node for host-scope variables);
+    ``also``: values allowed besides ``choices``; ``fields``: the keys of a mapping, {key: "int" or [values]}."""
     return {"name": PREFIX + name, "key": name, "type": vtype, "scope": scope, "meaning": meaning,
             "default": default, "default_doc": default_doc, "choices": choices, "format": fmt, "minimum": minimum,
             "required": required, "flag": flag, "plan": plan, "secret": secret,
-            "on_router": scope == "router" if on_router is None else on_router, "env": env}
+            "on_router": scope == "router" if on_router is None else on_router, "env": env, "also": also or [],
+            "fields": fields}
 
 
 # Named formats of free-text values: (regular expression, what an operator reads in the docs and the fix).
@@ -85,7 +87,9 @@ VARIABLES = (
     _v("accelerator", "str", CLUSTER, "GPU model of every node.", required=True, choices="recipe:hardware"),
     _v("gpus_per_node", "int", CLUSTER, "GPUs per node (a GB200/GB300 tray has 4).", minimum=1,
        default_doc="the accelerator's"),
-    _v("strategy", "str", DEPLOYMENT, "The recipe's parallel strategy.", required=True, choices="recipe:strategies"),
+    _v("strategy", "str", DEPLOYMENT, "The recipe's parallel strategy; auto: the best-ranked layout of these nodes "
+       "for kimi_k3_target (playbooks/layouts.yml lists them; the plan summary says why).", required=True,
+       choices="recipe:strategies", also=["auto"]),
     _v("tensor_parallel_size", "int", DEPLOYMENT, "Override the strategy's tensor-parallel size (TP x PP x DP = "
        "nodes x GPUs per node).", minimum=1, default_doc="strategy"),
     _v("pipeline_parallel_size", "int", DEPLOYMENT, "Override the strategy's pipeline-parallel size.", minimum=1,
@@ -128,6 +132,11 @@ VARIABLES = (
     _v("target_concurrency", "int", DEPLOYMENT, "Concurrent full-length sequences the deployment must hold: "
        "kimi_k3_max_model_len auto becomes the longest length whose predicted concurrency meets it.", minimum=1,
        default_doc="unset (required with kimi_k3_max_model_len: auto)"),
+    _v("target", "dict", DEPLOYMENT, "What the layout is chosen for (playbooks/layouts.yml, kimi_k3_strategy: auto): "
+       "{max_model_len: tokens per session, concurrency: sessions held at once, objective: latency or throughput}; "
+       "every key optional.", fields={"max_model_len": "int", "concurrency": "int",
+                                      "objective": ["latency", "throughput"]},
+       default_doc="unset (the plan's length, objective throughput)"),
     _v("max_model_len_fit", "str", DEPLOYMENT, "A --max-model-len predicted to hold not one sequence (from trusted "
        "figures): refuse the plan, or warn and launch anyway so that the engine's own refusal is observed (the "
        "capacity curve's refusal probe, capacity_probe_refusal).", default="refuse", choices=["refuse", "warn"]),
@@ -392,7 +401,23 @@ def allowed_values(decl, recipe, snapshots, version=None):
         section = recipe
         for part in choices.split(":", 1)[1].split("."):
             section = section.get(part, {}) if isinstance(section, dict) else {}
-        return list(section)
+        return list(section) + list(decl.get("also") or [])
+    return None
+
+
+def _fields_problem(decl, value):
+    """Why a mapping with declared ``fields`` is refused (an unknown key, a wrong value), or None."""
+    for key in sorted(value, key=str):
+        spec = decl["fields"].get(key)
+        item = value[key]
+        if spec is None:
+            return "has the key %s; its keys are %s." % (show(key), ", ".join(decl["fields"]))
+        if item is None:
+            continue
+        if spec == "int" and (isinstance(item, bool) or not isinstance(item, int) or item < 1):
+            return "%s is %s, not a positive integer." % (key, show(item))
+        if isinstance(spec, list) and item not in spec:
+            return "%s is %s, not one of %s." % (key, show(item), ", ".join(spec))
     return None
 
 
@@ -403,6 +428,8 @@ def _constraint(decl, value, recipe, snapshots):
         return "%d is below the minimum %d." % (value, decl["minimum"])
     if decl["type"] == "port" and not 0 < value < 65536:
         return "%d is not a TCP port (1-65535)." % value
+    if decl["type"] == "dict" and decl.get("fields"):
+        return _fields_problem(decl, value)
     # The release is judged by the version validator (its fix names the snapshot tool).
     allowed = allowed_values(decl, recipe, snapshots) if decl["type"] == "str" and decl["choices"] != "snapshots" \
         else None
@@ -440,6 +467,9 @@ def fix_for(decl, recipe, snapshots):
     allowed = allowed_values(decl, recipe, snapshots)
     if allowed is not None and decl["type"] == "str":
         return "set %s to one of %s." % (decl["name"], ", ".join(str(a) for a in allowed))
+    if decl.get("fields"):
+        return "set %s to a mapping of %s." % (decl["name"], ", ".join(
+            "%s: %s" % (k, "a positive integer" if v == "int" else " | ".join(v)) for k, v in decl["fields"].items()))
     if decl["format"]:
         return "set %s to %s." % (decl["name"], FORMATS[decl["format"]][1])
     spoken = {"bool": "true or false", "int": "an integer", "port": "a port number 1-65535",

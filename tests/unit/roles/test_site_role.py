@@ -10,8 +10,8 @@ import yaml
 from tests.helpers import cli
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # every playbook of the collection except the one that creates the site
-OPERATOR_PLAYBOOKS = ("capacity", "deploy", "fabric", "image", "launch", "monitoring", "plan", "preflight", "recover",
-                      "smoke", "status", "teardown", "upgrade", "weights")
+OPERATOR_PLAYBOOKS = ("capacity", "deploy", "fabric", "image", "launch", "layouts", "monitoring", "plan", "preflight",
+                      "recover", "smoke", "status", "teardown", "upgrade", "weights")
 EXAMPLES = ["gb300-cluster", "gb300-dep16", "gb300-fleet", "gb300-pd", "mi355x-cluster", "mi355x-rdma-2node"]
 
 
@@ -39,8 +39,8 @@ def site(tmp_path_factory):
 def test_site_files(site):
     s, out = site[0], site[1]
     assert sorted(os.listdir(str(s))) == ["README.md", "ansible.cfg", "capacity.yml", "deploy.yml", "fabric.yml",
-                                          "image.yml",
-                                          "inventories", "launch.yml", "monitoring.yml", "plan.yml", "preflight.yml",
+                                          "image.yml", "inventories", "launch.yml", "layouts.yml", "monitoring.yml",
+                                          "plan.yml", "preflight.yml",
                                           "recover.yml", "requirements.yml", "smoke.yml", "status.yml",
                                           "teardown.yml", "upgrade.yml", "weights.yml"]
     assert os.listdir(str(s / "inventories")) == ["gb300-cluster"]

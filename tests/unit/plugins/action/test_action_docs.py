@@ -11,7 +11,7 @@ import yaml
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
 from tests.helpers.module_docs import module_doc
 
-ACTIONS = {"cluster_plan": action_specs.CLUSTER_PLAN, "preflight_report": action_specs.PREFLIGHT_REPORT,
+ACTIONS = {"cluster_plan": action_specs.CLUSTER_PLAN, "cluster_layouts": action_specs.CLUSTER_LAYOUTS, "preflight_report": action_specs.PREFLIGHT_REPORT,
            "vllm_wait": action_specs.VLLM_WAIT, "deployment_state": action_specs.DEPLOYMENT_STATE,
            "monitoring_config": action_specs.MONITORING_CONFIG,
            "fabric_report": action_specs.FABRIC_REPORT}
