@@ -25,6 +25,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
 
 _COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES_DIR = os.path.join(_COLLECTION_ROOT, "roles")
@@ -82,6 +83,16 @@ def _hides_value(name, spec):
     """Whether the value may be a secret: the validator's message (which can quote the value) is not shown."""
     return bool(spec.get("no_log")) or any(w in name.lower() for w in SECRET_WORDS) or any(
         _hides_value(n, s) for n, s in (spec.get("options") or {}).items())
+
+
+def _spec_secrets(value, spec):
+    """The parts of ``value`` its spec declares no_log (the whole value, or suboptions at any depth)."""
+    if spec.get("no_log"):
+        return redaction.leaves(value)
+    suboptions = spec.get("options") or {}
+    items = value if isinstance(value, list) else [value]
+    return [s for item in items if isinstance(item, dict) for name, sub in suboptions.items() if name in item
+            for s in _spec_secrets(item[name], sub or {})]
 
 
 def _spec_for_given(spec):
@@ -188,7 +199,8 @@ def host_problems(host, node_vars, plan, options):
 
 def role_variable_problems(hosts, plans, roles_dir=ROLES_DIR):
     """Problems of every host's role variables; ``hosts``: [(host, {role variable: value})]. A value every host
-    shares (group_vars/all) is reported once."""
+    shares (group_vars/all) is reported once. The problems pass the plan's redaction: a variable whose spec hides
+    its value (no_log, a secret's name) is a secret as a whole."""
     options, seen, out = role_options(roles_dir), set(), []
     for host, node_vars in hosts:
         for issue in host_problems(host, node_vars, plans.get(host), options):
@@ -196,4 +208,7 @@ def role_variable_problems(hosts, plans, roles_dir=ROLES_DIR):
             if key not in seen:
                 seen.add(key)
                 out.append(issue)
-    return out
+    secrets = redaction.inventory_secrets(recipe_data.load_recipe(), [v for _h, v in hosts])
+    secrets.update(s for _h, v in hosts for name in v if name in options for s in _spec_secrets(v[name],
+                                                                                                   options[name][1]))
+    return redaction.redact_problems(out, secrets)
