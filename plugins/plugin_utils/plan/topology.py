@@ -465,8 +465,8 @@ def _refused(errors, warnings):
 
 def inventory_secrets(recipe, hosts):
     """The secret values of the inventory's kimi_k3_* variables (``hosts``: nodes and routers), for redaction."""
-    return redaction.inventory_secrets(recipe, [h["vars"] for h in hosts],
-                                       secret_names=[PREFIX + k for k in SECRET_VARS], arg_lists=[PREFIX + "extra_args"])
+    return redaction.inventory_secrets(recipe, [h["vars"] for h in hosts], secret_names=[PREFIX + k for k in SECRET_VARS],
+                                       arg_lists=[PREFIX + "extra_args"])
 
 
 def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None):
