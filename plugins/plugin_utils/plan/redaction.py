@@ -67,17 +67,11 @@ def _words(name):
     return [w for w in re.split(r"[_\-.\s]+", spaced.upper()) if w]
 
 
-def _without_phrases(words, phrases):
-    """``words`` with every occurrence of a not-secret phrase (one or more words) left out."""
-    out, index = [], 0
-    while index < len(words):
-        match = next((p for p in phrases if words[index:index + len(p)] == p), None)
-        if match:
-            index += len(match)
-        else:
-            out.append(words[index])
-            index += 1
-    return out
+def _secret_words(words, spec):
+    """``words`` without the not-secret words (TOKENS: a count), unless the word before names a credential
+    (API_TOKENS, ACCESS_TOKENS: recipe ``credential_qualifiers``)."""
+    not_secret, qualifiers = set(spec.get("not_secret_words", [])), set(spec.get("credential_qualifiers", []))
+    return [w for i, w in enumerate(words) if w not in not_secret or (i > 0 and words[i - 1] in qualifiers)]
 
 
 def is_secret_name(recipe, name):
@@ -86,10 +80,8 @@ def is_secret_name(recipe, name):
     spec = recipe.get("secret_env", {})
     if str(name).upper() in spec.get("not_secret_names", []):
         return False
-    phrases = sorted((p.split("_") for p in spec.get("not_secret_words", [])), key=len, reverse=True)
-    words = _without_phrases(_words(name), phrases)
-    joined = "_".join(words)
-    if any(fnmatch.fnmatchcase(joined, p.upper()) for p in spec.get("patterns", [])):
+    words = _secret_words(_words(name), spec)
+    if any(fnmatch.fnmatchcase("_".join(words), p.upper()) for p in spec.get("patterns", [])):
         return True
     credential = set(spec.get("words", []))
     return any(w in credential or (w.endswith("S") and w[:-1] in credential) for w in words)

@@ -20,7 +20,7 @@ CANARY = st.builds(lambda body: "zQ" + body, st.text(
 FORBIDDEN = st.sampled_from([u"\x85", u"\x9b", u"\x00", u"\n", u"\x7f", u"\u2028", u"\u2029", u"\u202e",
                              u"\u2066", u"\u200f", u"\u061c"])
 SECRET_ENV_NAMES = st.sampled_from(["HF_TOKEN", "VLLM_API_KEY", "MY_API_TOKENS", "MYSQL_PWD", "HF_AUTH", "BEARER",
-                                    "DB_PASS", "REGISTRY_PASSWORD", "AWS_SECRET_ACCESS_KEY", "oauthClientSecret",
+                                    "SVC_CREDS", "REGISTRY_PASSWORD", "AWS_SECRET_ACCESS_KEY", "oauthClientSecret",
                                     "GITHUB_TOKEN", "SERVICE_CREDENTIALS", "SESSION_COOKIE"])
 SECRET_KEYS = st.sampled_from(["aws_secret_access_key", "password", "apiKey", "token", "client_secret",
                                "Authorization", "credentials", "passphrase"])

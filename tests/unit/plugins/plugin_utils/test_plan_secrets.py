@@ -82,7 +82,7 @@ def test_credentials_inside_extra_args_values_are_refused(items):
     {"no_proxy_auth_url": "socks5://u:%s@proxy" % CANARY},
     {"VLLM_PLUGIN_CONFIG": '{"nested": {"api_key": "%s"}}' % CANARY},
     {"MY_API_TOKENS": CANARY}, {"MYSQL_PWD": CANARY}, {"HF_AUTH": CANARY}, {"BEARER": CANARY},
-    {"DB_PASS": CANARY}, {"SMTP_PASSPHRASE": CANARY}, {"oauthClientSecret": CANARY}, {"SESSION_COOKIE": CANARY},
+    {"SVC_CREDS": CANARY}, {"OAUTH_ACCESS_TOKENS": CANARY}, {"SMTP_PASSPHRASE": CANARY}, {"oauthClientSecret": CANARY}, {"SESSION_COOKIE": CANARY},
 ])
 def test_credentials_in_extra_env_are_refused_with_the_escape_hatch_named(env):
     (p,) = refused(kimi_k3_extra_env=env)
@@ -97,7 +97,8 @@ def test_the_escape_hatch_accepts_a_declared_value():
 
 
 @pytest.mark.parametrize("name", ["TOKENIZERS_PARALLELISM", "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE", "PWD", "OLDPWD",
-                                  "VLLM_KEEP_ALIVE", "NCCL_DEBUG", "PASSIVE_MODE", "AUTHOR", "NUM_TOKENS_X"])
+                                  "VLLM_KEEP_ALIVE", "NCCL_DEBUG", "PASSIVE_MODE", "AUTHOR", "NUM_TOKENS_X",
+                                  "num_speculative_tokens", "max_tokens", "pass_config", "inductor_passes"])
 def test_non_secret_names(name):
     assert redaction.is_secret_name(RECIPE, name) is False
 
