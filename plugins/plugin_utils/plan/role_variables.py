@@ -22,6 +22,7 @@ import os
 import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import UnsupportedError
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
@@ -103,15 +104,28 @@ def _spec_for_given(spec):
     return spec
 
 
-def _type_problem(host, name, value, role, spec):
+def _validation_errors(name, value, spec):
+    """ArgumentSpecValidator's errors of one value, as (message, names only: the message quotes no value)."""
     try:
-        messages = ArgumentSpecValidator({name: _spec_for_given(spec)}).validate({name: value}).error_messages
+        errors = ArgumentSpecValidator({name: _spec_for_given(spec)}).validate({name: value}).errors
     except (OverflowError, ValueError) as exc:  # ansible-core's int check reads "INF" as a float and raises
-        messages = ["%s cannot be converted to %s: %s" % (name, spec.get("type", "str"), exc)]
-    if not messages:
+        return [("%s cannot be converted to %s: %s" % (name, spec.get("type", "str"), exc), False)]
+    return [(str(e), isinstance(e, UnsupportedError)) for e in errors]
+
+
+def _type_problem(host, name, value, role, spec):
+    errors = _validation_errors(name, value, spec)
+    if not errors:
         return None
-    message = ("is not what role %s takes (%s)" % (role, spec.get("type", "str")) if _hides_value(name, spec)
-               else _plain_types(" ".join(str(messages[0]).split())))
+    # A key the spec does not take is named (a misspelt 'pasword'): the message holds key names, no value.
+    unsupported = next((m for m, names_only in errors if names_only), None)
+    if unsupported:
+        key, supported = (unsupported.split(". ", 1) + [""])[:2]
+        message = "%s is not a key role %s takes (%s)" % (key, role, supported.rstrip(".").lower())
+    elif _hides_value(name, spec):
+        message = "is not what role %s takes (%s)" % (role, spec.get("type", "str"))
+    else:
+        message = _plain_types(" ".join(errors[0][0].split()))
     return _problem(host, name, message.rstrip(".") + ".",
                     "set %s as roles/%s/meta/argument_specs.yml declares it (docs: ansible-doc -t role "
                     "gpufleet.kimi_k3.%s)." % (name, role, role))

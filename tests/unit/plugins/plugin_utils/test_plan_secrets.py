@@ -162,3 +162,13 @@ def test_role_variable_problems_pass_the_redaction():
     hosts = [(HEAD, {"image_registry_credentials": [{"registry": "docker.io", "password": CANARY}]})]
     problems = role_variables.role_variable_problems(hosts, {HEAD: {"image": "docker.io/vllm/x@sha256:" + "a" * 64}})
     assert problems and all(CANARY not in str(p) for p in problems)
+
+
+@pytest.mark.parametrize("entry, key", [({"registry": "docker.io", "username": "ops", "pasword": CANARY}, "pasword"),
+                                        ({"registry": "docker.io", "user": "ops", "password": CANARY}, "user")])
+def test_a_misspelt_key_of_a_secret_variable_is_named_without_the_value(entry, key):
+    hosts = [(HEAD, {"image_registry_credentials": [entry]})]
+    (p,) = role_variables.role_variable_problems(hosts, {HEAD: {"image": "docker.io/vllm/x@sha256:" + "a" * 64}})
+    assert (p["host"], p["variable"]) == (HEAD, "image_registry_credentials")
+    assert p["message"].startswith("image_registry_credentials.%s is not a key role image takes" % key)
+    assert "password, registry, username" in p["message"] and CANARY not in str(p)
