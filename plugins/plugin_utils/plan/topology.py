@@ -29,6 +29,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls a
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import transport as plan_transport
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as plan_validate
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
@@ -440,6 +441,7 @@ def _build_deployment(nodes, recipe, snapshots, deployment=None, model_facts=Non
     ctx = plan_validate.resolve(nodes, recipe, snapshots, errors, warnings, deployment)
     if not errors:
         errors.extend(plan_tls.deployment_problems(ctx, [n for n in ctx["nodes"] if serves_http(ctx, n)]))
+        warnings.extend(plan_transport.warnings(ctx))
     plans = {}
     if not errors:
         ctx["env"] = _node_env(ctx, recipe)

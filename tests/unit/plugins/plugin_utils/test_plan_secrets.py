@@ -172,3 +172,36 @@ def test_a_misspelt_key_of_a_secret_variable_is_named_without_the_value(entry, k
     assert (p["host"], p["variable"]) == (HEAD, "image_registry_credentials")
     assert p["message"].startswith("image_registry_credentials.%s is not a key role image takes" % key)
     assert "password, registry, username" in p["message"] and CANARY not in str(p)
+
+
+# ----------------------------------------------------------------------------- finding 3: insecure transports
+
+
+def _warned(variable, **hosts_vars):
+    mistake = {"hosts": dict((h, dict(v)) for h, v in hosts_vars.items())}
+    r = corpus.plan(*corpus.nodes_of(*corpus.apply(mistake, *corpus.base_inventory("gb300-cluster"))))
+    assert r["ok"], r["errors"]
+    return [w for w in r["warnings"] if w["variable"] == variable]
+
+
+def test_a_plain_tcp_engine_is_a_warning_naming_the_hosts():
+    (w,) = _warned("kimi_k3_docker_host", **{"gb300-tray02": {"kimi_k3_docker_host": "tcp://10.0.0.12:2375"}})
+    assert w["host"] == "gb300-tray02" and w["message"].startswith("gb300-tray02 reach their Docker engine over plain")
+    assert "kimi_k3_docker_validate_certs" in w["fix"] and "ssh://" in w["fix"]
+    assert _warned("kimi_k3_docker_host") == []
+    assert _warned("kimi_k3_docker_host", **{"gb300-tray02": {"kimi_k3_docker_host": "ssh://ops@10.0.0.12"}}) == []
+
+
+def test_tls_without_verification_is_a_warning():
+    (w,) = _warned("kimi_k3_docker_tls", **{h: {"kimi_k3_docker_host": "tcp://%s:2376" % h, "kimi_k3_docker_tls": True}
+                                            for h in ("gb300-tray01", "gb300-tray02")})
+    assert w["message"].startswith("gb300-tray01, gb300-tray02 talk TLS") and "validate_certs" in w["fix"]
+    verified = {"kimi_k3_docker_host": "tcp://10.0.0.12:2376", "kimi_k3_docker_validate_certs": True}
+    assert _warned("kimi_k3_docker_tls", **{"gb300-tray02": verified}) == []
+    assert _warned("kimi_k3_docker_host", **{"gb300-tray02": verified}) == []
+
+
+def test_an_api_key_over_plain_http_beyond_loopback_is_a_warning():
+    (w,) = _warned("kimi_k3_tls_certfile")
+    assert w["host"] == HEAD and "kimi_k3_api_key unencrypted" in w["message"] and "kimi_k3_tls_keyfile" in w["fix"]
+    assert _warned("kimi_k3_tls_certfile", **{HEAD: {"kimi_k3_api_host": "127.0.0.1"}}) == []
