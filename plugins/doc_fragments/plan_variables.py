@@ -180,11 +180,11 @@ notes:
     Allowed: a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+).'
   - 'C(kimi_k3_api_key) (str, cluster, router host too scope, default unset): API key (vault); reaches the
     container as a read-only file (mode 0400, in a 0700 directory on the node; docs/secrets.md). Allowed: one line
-    without control characters or a trailing newline (vault strings made with echo end in one: use printf
-    ''%s'').'
+    of at most 65536 bytes without control characters (C0, C1), U+2028/U+2029, bidirectional controls or a
+    trailing newline (vault strings made with echo end in one: use printf ''%s'').'
   - 'C(kimi_k3_hf_token) (str, cluster scope, default unset): Hugging Face token (vault), for gated or private
-    repositories. Allowed: one line without control characters or a trailing newline (vault strings made with echo
-    end in one: use printf ''%s'').'
+    repositories. Allowed: one line of at most 65536 bytes without control characters (C0, C1), U+2028/U+2029,
+    bidirectional controls or a trailing newline (vault strings made with echo end in one: use printf ''%s'').'
   - 'C(kimi_k3_allow_unauthenticated_api) (bool, cluster scope, default false): Accept serving the API on a non-
     loopback address without kimi_k3_api_key. Allowed: true/false.'
   - 'C(kimi_k3_artifacts_dir) (str, cluster scope, default artifacts/ in ansible-playbook''s working directory):

@@ -22,9 +22,11 @@ import os
 import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import UnsupportedError
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
 
 _COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES_DIR = os.path.join(_COLLECTION_ROOT, "roles")
@@ -84,6 +86,16 @@ def _hides_value(name, spec):
         _hides_value(n, s) for n, s in (spec.get("options") or {}).items())
 
 
+def _spec_secrets(value, spec):
+    """The parts of ``value`` its spec declares no_log (the whole value, or suboptions at any depth)."""
+    if spec.get("no_log"):
+        return redaction.leaves(value)
+    suboptions = spec.get("options") or {}
+    items = value if isinstance(value, list) else [value]
+    return [s for item in items if isinstance(item, dict) for name, sub in suboptions.items() if name in item
+            for s in _spec_secrets(item[name], sub or {})]
+
+
 def _spec_for_given(spec):
     """The option's spec for validating a value that is set: no top-level required/default."""
     spec = copy.deepcopy(spec)
@@ -92,15 +104,28 @@ def _spec_for_given(spec):
     return spec
 
 
-def _type_problem(host, name, value, role, spec):
+def _validation_errors(name, value, spec):
+    """ArgumentSpecValidator's errors of one value, as (message, names only: the message quotes no value)."""
     try:
-        messages = ArgumentSpecValidator({name: _spec_for_given(spec)}).validate({name: value}).error_messages
+        errors = ArgumentSpecValidator({name: _spec_for_given(spec)}).validate({name: value}).errors
     except (OverflowError, ValueError) as exc:  # ansible-core's int check reads "INF" as a float and raises
-        messages = ["%s cannot be converted to %s: %s" % (name, spec.get("type", "str"), exc)]
-    if not messages:
+        return [("%s cannot be converted to %s: %s" % (name, spec.get("type", "str"), exc), False)]
+    return [(str(e), isinstance(e, UnsupportedError)) for e in errors]
+
+
+def _type_problem(host, name, value, role, spec):
+    errors = _validation_errors(name, value, spec)
+    if not errors:
         return None
-    message = ("is not what role %s takes (%s)" % (role, spec.get("type", "str")) if _hides_value(name, spec)
-               else _plain_types(" ".join(str(messages[0]).split())))
+    # A key the spec does not take is named (a misspelt 'pasword'): the message holds key names, no value.
+    unsupported = next((m for m, names_only in errors if names_only), None)
+    if unsupported:
+        key, supported = (unsupported.split(". ", 1) + [""])[:2]
+        message = "%s is not a key role %s takes (%s)" % (key, role, supported.rstrip(".").lower())
+    elif _hides_value(name, spec):
+        message = "is not what role %s takes (%s)" % (role, spec.get("type", "str"))
+    else:
+        message = _plain_types(" ".join(errors[0][0].split()))
     return _problem(host, name, message.rstrip(".") + ".",
                     "set %s as roles/%s/meta/argument_specs.yml declares it (docs: ansible-doc -t role "
                     "gpufleet.kimi_k3.%s)." % (name, role, role))
@@ -188,7 +213,8 @@ def host_problems(host, node_vars, plan, options):
 
 def role_variable_problems(hosts, plans, roles_dir=ROLES_DIR):
     """Problems of every host's role variables; ``hosts``: [(host, {role variable: value})]. A value every host
-    shares (group_vars/all) is reported once."""
+    shares (group_vars/all) is reported once. The problems pass the plan's redaction: a variable whose spec hides
+    its value (no_log, a secret's name) is a secret as a whole."""
     options, seen, out = role_options(roles_dir), set(), []
     for host, node_vars in hosts:
         for issue in host_problems(host, node_vars, plans.get(host), options):
@@ -196,4 +222,7 @@ def role_variable_problems(hosts, plans, roles_dir=ROLES_DIR):
             if key not in seen:
                 seen.add(key)
                 out.append(issue)
-    return out
+    secrets = redaction.inventory_secrets(recipe_data.load_recipe(), [v for _h, v in hosts])
+    secrets.update(s for _h, v in hosts for name in v if name in options for s in _spec_secrets(v[name],
+                                                                                                   options[name][1]))
+    return redaction.redact_problems(out, secrets)

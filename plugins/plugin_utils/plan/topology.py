@@ -28,6 +28,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import fleet
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls as plan_tls
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import transport as plan_transport
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as plan_validate
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
@@ -196,7 +198,7 @@ def _node_args(ctx, node, recipe):
     for variable, tokens in _node_layers(ctx, node, recipe):
         args += tokens
         for option, _values in vllm_flags.split_units(tokens)[1]:
-            name = option.split("=", 1)[0]
+            name = vllm_flags.option_name(option)
             sources[vllm_flags.canonical_flag(name, ctx["snapshot"]) or name] = variable
     return args, sources
 
@@ -458,6 +460,7 @@ def _build_deployment(nodes, recipe, snapshots, deployment=None, model_facts=Non
     ctx = plan_validate.resolve(nodes, recipe, snapshots, errors, warnings, deployment)
     if not errors:
         errors.extend(plan_tls.deployment_problems(ctx, [n for n in ctx["nodes"] if serves_http(ctx, n)]))
+        warnings.extend(plan_transport.warnings(ctx))
     plans = {}
     if not errors:
         ctx["env"] = _node_env(ctx, recipe)
@@ -481,12 +484,25 @@ def _refused(errors, warnings):
     return {"ok": False, "errors": errors, "warnings": warnings, "plans": {}, "cluster": {}}
 
 
+def inventory_secrets(recipe, hosts):
+    """The secret values of the inventory's kimi_k3_* variables (``hosts``: nodes and routers), for redaction."""
+    return redaction.inventory_secrets(recipe, [h["vars"] for h in hosts], secret_names=[PREFIX + k for k in SECRET_VARS],
+                                       arg_lists=[PREFIX + "extra_args"])
+
+
 def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None):
     """Validate the inventory and render every node's plan (and the router's). See the module docstring.
 
     ``routers``: the hosts of group vllm_router, in the shape of ``nodes`` (plugin_utils.plan.fleet).
-    ``model_facts``: what the controller finds in the model cache (plugin_utils.plan.model_facts), or None."""
-    routers = routers or []
+    ``model_facts``: what the controller finds in the model cache (plugin_utils.plan.model_facts), or None.
+    Every problem and warning passes the redaction (plugin_utils.plan.redaction) before it is returned."""
+    plan = _cluster_plan(nodes, recipe, snapshots, routers or [], model_facts)
+    secrets = inventory_secrets(recipe, list(nodes) + list(routers or []))
+    return dict(plan, errors=redaction.redact_problems(plan["errors"], secrets),
+                warnings=redaction.redact_problems(plan["warnings"], secrets))
+
+
+def _cluster_plan(nodes, recipe, snapshots, routers, model_facts):
     if not nodes:
         what = " while vllm_router has %s: the router needs backends" % ", ".join(r["host"] for r in routers) \
             if routers else ""

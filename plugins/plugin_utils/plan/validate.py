@@ -12,9 +12,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import fnmatch
 import re
 
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import to_bool, version_key
@@ -573,17 +573,46 @@ def _extra_arg_problem(recipe, snap, option):
     return None
 
 
+# The fix of a credential found inside a value: the plan writes the value where anyone with the plan, the node or
+# docker inspect reads it.
+CREDENTIAL_FIX = ("remove the credential from the value: give it to the server outside the plan (docs/secrets.md, "
+                  "\"Credentials the plan refuses\"), from a vault")
+
+
+def _extra_item_problem(recipe, snap, index, token):
+    """``(message, fix)`` for one item of kimi_k3_extra_args as a string, else None. The item is named by its
+    position, never quoted: it may hold a secret."""
+    where = "item %d" % (index + 1)
+    if re.search(r"[\x00-\x1f\x7f]", token):
+        return "%s contains a control character." % where, "remove the newline/tab from the item."
+    name = token.split("=", 1)[0]
+    if vllm_flags.is_flag(token) and re.search(r"\s", name):
+        option = name.split()[0]
+        return _extra_arg_problem(recipe, snap, option) or (
+            "%s holds the option %s and its value in one string." % (where, option),
+            "write %s and its value as two items of kimi_k3_extra_args." % option)
+    if vllm_flags.is_flag(token) and any(redaction.is_secret_name(recipe, k) for k in name.split(".")[1:]):
+        return ("%s sets %s, a key that names a secret: it would be in the launch script, the plan file and the "
+                "container's argv." % (where, name), CREDENTIAL_FIX + ".")
+    value = token.split("=", 1)[1] if vllm_flags.is_flag(token) and "=" in token else token
+    why = redaction.value_secret_problem(recipe, value)
+    if why:
+        return ("%s %s: it would be in the launch script, the plan file and the container's argv." % (where, why),
+                CREDENTIAL_FIX + ".")
+    return None
+
+
 def validate_extra_args(ctx):
     """kimi_k3_extra_args passes no secret, no --config file and no flag the collection derives (the table checked
     it is a string list). Items are named by position: a refused item may hold a secret."""
-    errors = []
+    errors, recipe, snapshot = [], ctx["recipe"], ctx["snapshot"]
     extra_args = ctx["settings"]["extra_args"] or []
     for index, token in enumerate(extra_args):
-        if re.search(r"[\x00-\x1f\x7f]", token):
-            errors.append(problem(ctx["where"], PREFIX + "extra_args", "item %d contains a control character."
-                                  % (index + 1), "remove the newline/tab from the item."))
+        issue = _extra_item_problem(recipe, snapshot, index, token)
+        if issue:
+            errors.append(problem(ctx["where"], PREFIX + "extra_args", issue[0], issue[1]))
     for option, _values in vllm_flags.split_units(extra_args)[1]:
-        issue = _extra_arg_problem(ctx["recipe"], ctx["snapshot"], option)
+        issue = None if re.search(r"\s", option) else _extra_arg_problem(recipe, snapshot, option)
         if issue:
             errors.append(problem(ctx["where"], PREFIX + "extra_args", issue[0], issue[1]))
     ctx["extra_args"] = list(extra_args)
@@ -604,11 +633,8 @@ def _env_entry_problem(name, value):
 
 
 def is_secret_env(recipe, name):
-    """Whether an environment name looks like a secret's (recipe ``secret_env``: patterns minus non-secret words)."""
-    spec = recipe.get("secret_env", {})
-    allowed = set(spec.get("not_secret_words", []))
-    words = "_".join(w for w in str(name).upper().split("_") if w not in allowed)
-    return any(fnmatch.fnmatchcase(words, p.upper()) for p in spec.get("patterns", []))
+    """Whether an environment name looks like a secret's (recipe ``secret_env``; plugin_utils.plan.redaction)."""
+    return redaction.is_secret_name(recipe, name)
 
 
 def _env_name_problem(recipe, name, not_secret=()):
@@ -632,6 +658,16 @@ def _env_name_problem(recipe, name, not_secret=()):
     return None
 
 
+def _env_value_problem(recipe, name, value, not_secret=()):
+    """``(message, fix)`` for a value that carries a credential by its structure (URL userinfo, JSON key)."""
+    why = None if name in not_secret else redaction.value_secret_problem(recipe, value)
+    if why is None:
+        return None
+    return ("%s %s and would land in the plan file and the container's configuration." % (name, why),
+            "%s. If %s holds no secret, list it in kimi_k3_extra_env_not_secret (docs/secrets.md)." % (CREDENTIAL_FIX,
+                                                                                                       name))
+
+
 def validate_extra_env(ctx):
     """kimi_k3_extra_env: NAME: scalar entries, without derived, secret or removed variables."""
     recipe, where, errors = ctx["recipe"], ctx["where"], []
@@ -639,7 +675,8 @@ def validate_extra_env(ctx):
     not_secret = ctx["settings"]["extra_env_not_secret"] or []
     clean = {}
     for name, value in extra_env.items():
-        issue = _env_entry_problem(name, value) or _env_name_problem(recipe, name, not_secret)
+        issue = _env_entry_problem(name, value) or _env_name_problem(recipe, name, not_secret) or \
+            _env_value_problem(recipe, name, value, not_secret)
         if issue:
             errors.append(problem(where, PREFIX + "extra_env", issue[0], issue[1]))
             continue

@@ -31,6 +31,7 @@ except ImportError:  # pragma: no cover - Python 2 is not supported
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import FALSE_WORDS, TRUE_WORDS
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.api import DEFAULT_DOCKER_HOST
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
 
 PREFIX = "kimi_k3_"
 
@@ -72,9 +73,8 @@ FORMATS = {
     "cpu_list": (r"(?:auto|nobind|[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*)",
                  "auto, nobind, or a list of cores and core ranges, e.g. 0-3 or 0,2,4-7 "
                  "(vLLM's VLLM_CPU_OMP_THREADS_BIND)"),
-    # A secret travels in an env file and in an HTTP header: one line, no trailing newline.
-    "secret": (r"[^\x00-\x1f\x7f]*", "one line without control characters or a trailing newline (vault strings "
-               "made with echo end in one: use printf '%s')"),
+    # A secret travels in a file, an exec string and an HTTP header: plugin_utils.plan.redaction's one rule.
+    "secret": (redaction.SECRET_PATTERN, redaction.SECRET_RULE),
 }
 
 # cluster: identical on every node of the inventory; deployment: identical on every node of one deployment
@@ -387,7 +387,7 @@ _ENGINE_FIXES = {
 
 
 # Checks a pattern cannot say, by format: a function returning why the text is refused, or None.
-FORMAT_CHECKS = {"docker_host": engine_url_problem}
+FORMAT_CHECKS = {"docker_host": engine_url_problem, "secret": redaction.secret_text_problem}
 
 
 def allowed_values(decl, recipe, snapshots, version=None):
@@ -444,6 +444,8 @@ def _constraint(decl, value, recipe, snapshots):
                 shown = "the value" if decl["secret"] else show(text)
                 return "%s is not %s." % (shown, FORMATS[decl["format"]][1])
             semantic = FORMAT_CHECKS.get(decl["format"], lambda _text: None)(text)
+            if semantic and decl["secret"]:
+                return "the value %s." % semantic
             if semantic:
                 shown = show(text) if urlparse(text).password is None else "the URL (password hidden)"
                 return "%s: %s." % (shown, semantic)

@@ -107,48 +107,62 @@ def choice_ok(value, choices, flag=None):
     return normalised_choice(flag, value) in [str(c) for c in choices]
 
 
+def option_name(option):
+    """The option string of an argv item as it may be shown: without an inline value or a value written after a
+    space in the same item (either may be a secret)."""
+    return re.split(r"[=\s]", option, maxsplit=1)[0]
+
+
+def _value_problems(option, canonical, values, snapshot):
+    """Choice and registry problems of an option's values; values are never quoted (one may be a secret)."""
+    spec, version, problems = snapshot["flags"][canonical], snapshot.get("version", "?"), []
+    choices = spec.get("choices")
+    if choices and not _is_negation(option, canonical) and "." not in option_name(option):
+        if any(not choice_ok(value, choices, canonical) for value in values):
+            problems.append("%s got an invalid choice for vllm serve %s (choose from %s)"
+                            % (option, version, ", ".join(str(c) for c in choices)))
+    for flag, registry, what in (("--tool-call-parser", "tool_parsers", "tool parser"),
+                                 ("--reasoning-parser", "reasoning_parsers", "reasoning parser")):
+        if canonical == flag and snapshot.get(registry) and any(v not in snapshot[registry] for v in values):
+            problems.append("%s names a %s that is not registered in vllm %s" % (flag, what, version))
+    return problems
+
+
+def _arity_problem(option, canonical, values, snapshot):
+    low, high = _arity(snapshot["flags"][canonical], _is_negation(option, canonical))
+    if "." in option.split("=", 1)[0]:
+        low, high = 1, 1
+    if len(values) < low or (high is not None and len(values) > high):
+        want = "no value" if high == 0 else ("%d value(s)" % low if low == high else "at least %d value(s)" % low)
+        return "%s takes %s in vllm serve %s, got %d" % (option, want, snapshot.get("version", "?"), len(values))
+    return None
+
+
 def check_argv(argv, snapshot, model_positional=True):
     """Return a list of problems (strings) for ``argv``; empty when argparse would accept it.
 
-    ``argv`` is everything after ``vllm serve``; with ``model_positional`` the first token is the model.
+    ``argv`` is everything after ``vllm serve``; with ``model_positional`` the first token is the model. A problem
+    starts with the option it is about and quotes no value.
     """
     problems = []
     positional, units = split_units(argv)
-    if model_positional:
-        if len(positional) != 1:
-            problems.append("expected exactly one positional argument (the model), got %r" % (positional,))
-    elif positional:
-        problems.append("unexpected positional arguments %r" % (positional,))
+    if model_positional and len(positional) != 1:
+        problems.append("expected exactly one positional argument (the model), got %d" % len(positional))
+    elif not model_positional and positional:
+        problems.append("unexpected positional arguments (%d)" % len(positional))
     version = snapshot.get("version", "?")
     for option, values in units:
+        name = option_name(option)
+        if re.search(r"\s", option.split("=", 1)[0]):
+            problems.append("%s and its value are one item; vllm serve %s reads it as one unrecognized argument"
+                            % (name, version))
+            continue
         canonical = canonical_flag(option, snapshot)
         if canonical is None:
-            problems.append("%s is not accepted by vllm serve %s (unrecognized argument)" % (option, version))
+            problems.append("%s is not accepted by vllm serve %s (unrecognized argument)" % (name, version))
             continue
-        spec = snapshot["flags"][canonical]
-        negated = _is_negation(option, canonical)
-        low, high = _arity(spec, negated)
-        dotted = "." in option.split("=", 1)[0]
-        if dotted:
-            low, high = 1, 1
-        if len(values) < low or (high is not None and len(values) > high):
-            want = "no value" if high == 0 else ("%d value(s)" % low if low == high else "at least %d value(s)" % low)
-            problems.append("%s takes %s in vllm serve %s, got %r" % (option, want, version, values))
-            continue
-        choices = spec.get("choices")
-        if choices and not negated and not dotted:
-            for value in values:
-                if not choice_ok(value, choices, canonical):
-                    problems.append("%s %s: invalid choice for vllm serve %s (choose from %s)"
-                                    % (option, value, version, ", ".join(str(c) for c in choices)))
-        if canonical == "--tool-call-parser" and snapshot.get("tool_parsers"):
-            for value in values:
-                if value not in snapshot["tool_parsers"]:
-                    problems.append("--tool-call-parser %s is not registered in vllm %s" % (value, version))
-        if canonical == "--reasoning-parser" and snapshot.get("reasoning_parsers"):
-            for value in values:
-                if value not in snapshot["reasoning_parsers"]:
-                    problems.append("--reasoning-parser %s is not registered in vllm %s" % (value, version))
+        arity = _arity_problem(option, canonical, values, snapshot)
+        problems += [arity] if arity else _value_problems(option, canonical, values, snapshot)
     return problems
 
 

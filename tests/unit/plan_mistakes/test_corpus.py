@@ -9,7 +9,8 @@ what the refusal must name
 (``variable``, optionally ``host`` and a fragment of ``fix``). One mistake gives one problem. Bases with several
 deployments (inventories/gb300-pd, gb300-fleet) keep each deployment's group_vars (group_vars/<group>.yml or the
 group's ``vars:``) under its hosts, as Ansible resolves them (a group's variables override vllm_cluster's).
-Templated values (``{{ lookup('env', ...) }}``) stand for a vault value; the sim's image comes from simctl, so
+Secrets a case plants hold the word "canary", which no refusal may repeat. Templated values
+(``{{ lookup('env', ...) }}``) stand for a vault value; the sim's image comes from simctl, so
 a fixed digest stands in for it.
 """
 import copy
@@ -165,3 +166,5 @@ def test_mistake_is_refused_naming_the_variable(path):
         assert e["host"] == want["host"], lines
     assert want.get("fix", "") in e["fix"], lines
     assert e["fix"] and e["message"]
+    # the corpus writes every secret it plants with "canary" in it: no refusal may repeat one
+    assert "canary" not in "\n".join(lines).lower(), lines

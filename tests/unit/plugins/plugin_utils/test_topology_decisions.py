@@ -129,10 +129,11 @@ def test_image_checks():
 
 def test_missing_socket_ifname_is_a_warning_on_several_nodes_only():
     r = plan(nodes(without("kimi_k3_socket_ifname")))
-    assert r["ok"] and [w["variable"] for w in r["warnings"]] == ["kimi_k3_socket_ifname"]
+    # kimi_k3_tls_certfile: the API key over plain http (plugin_utils.plan.transport)
+    assert r["ok"] and [w["variable"] for w in r["warnings"]] == ["kimi_k3_socket_ifname", "kimi_k3_tls_certfile"]
     assert "GLOO_SOCKET_IFNAME" not in r["plans"]["tray01"]["env"]
     r = plan(nodes(without("kimi_k3_socket_ifname", base=B300), count=1))
-    assert r["ok"] and r["warnings"] == []
+    assert r["ok"] and [w["variable"] for w in r["warnings"]] == ["kimi_k3_tls_certfile"]
 
 
 def test_start_phases():
@@ -204,12 +205,14 @@ def test_summary_table_exact():
     assert lines[4].split() == ["tray01", "0", "head", "10.0.0.11", "http://10.0.0.11:8000",
                                 str(len(r["plans"]["tray01"]["vllm_args"]) - 1)]
     assert lines[5].split()[:3] == ["tray02", "1", "worker"]
-    assert lines[6].startswith("capacity main: weights 1,560 GB") and lines[-1].startswith("timeouts main: ")
+    warnings = ["warning: " + plan_render.format_problem(w) for w in r["warnings"]]
+    assert lines[6].startswith("capacity main: weights 1,560 GB")
+    assert lines[-len(warnings) - 1].startswith("timeouts main: ") and lines[-len(warnings):] == warnings
     refused = plan_render.summary_table(plan(nodes(with_(kimi_k3_variant="x"))))
     assert refused.splitlines()[0] == "Plan refused: 1 problem(s)"
     assert refused.splitlines()[1].startswith("  - tray01: kimi_k3_variant: ")
     warned = plan_render.summary_table(plan(nodes(without("kimi_k3_socket_ifname"))))
-    assert warned.splitlines()[-1].startswith("warning: tray01: kimi_k3_socket_ifname: is not set")
+    assert warned.splitlines()[-2].startswith("warning: tray01: kimi_k3_socket_ifname: is not set")
     tp = plan_render.summary_table(plan(nodes())).splitlines()
     assert "LB" not in tp[0] and tp[5].split()[4] == "headless"
 
