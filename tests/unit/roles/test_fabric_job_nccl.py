@@ -4,7 +4,6 @@ rank's output and the merge of the ranks' reports; and the judge's use of that v
 import copy
 import json
 import os
-import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -13,20 +12,12 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import rep
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import specs as fabric
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from tests.unit.plugins.action.test_plan_golden import plan_inventory
+from tests.unit.roles.test_fabric_job import job_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 JOB = os.path.join(REPO, "roles", "fabric", "files", "fabric_job.py")
 FABRIC = recipe_data.load_recipe()["fabric"]
 ROWS = FABRIC["known_bad"]
-
-
-def job_module():
-    sys.path.insert(0, os.path.dirname(JOB))
-    try:
-        import fabric_job
-    finally:
-        sys.path.pop(0)
-    return fabric_job
 
 
 @pytest.fixture(name="job", scope="module")
