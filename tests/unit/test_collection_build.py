@@ -28,7 +28,7 @@ LOCAL_ONLY = (".venv/", "build/", "sim/", "artifacts/", ".git/", ".ci/", "script
 SHIPPED_FILES = {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "execution-environment.yml", "requirements.txt",
                  "requirements.yml", "meta/runtime.yml", "changelogs/changelog.yaml"}
 SHIPPED_DIRS = ("plugins/", "roles/", "playbooks/", "data/", "docs/runbooks/", "tests/sanity/")
-SHIPPED_DOCS = {"access.md", "awx.md", "capacity.md", "deployments.md", "image.md", "install.md", "monitoring.md",
+SHIPPED_DOCS = {"access.md", "awx.md", "capacity.md", "deployments.md", "image.md", "install.md", "layouts.md", "monitoring.md",
                 "preflight.md", "secrets.md", "smoke.md", "variables.md", "weights.md"}
 EXAMPLE_INVENTORIES = {"gb300-cluster", "gb300-dep16", "gb300-fleet", "gb300-pd", "mi355x-cluster",
                        "mi355x-rdma-2node"}
