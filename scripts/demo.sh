@@ -45,6 +45,7 @@ step() {  # step NAME command... -> the command's exit status (a failed step is 
   step_names+=("$name"); step_secs+=($(( $(date +%s) - t0 )))
   return "$status"
 }
+# shellcheck disable=SC2317  # called by the EXIT trap below
 timing() {
   printf '\n==> timing\n'
   for i in "${!step_names[@]}"; do printf '  %-40s %5ss\n' "${step_names[$i]}" "${step_secs[$i]}"; done

@@ -79,8 +79,8 @@ def table_problems(rows):
             problems.append("%s: not a mapping" % where)
             continue
         problems += ["%s: unknown key %s" % (where, k) for k in sorted(set(row) - set(ROW_KEYS))]
-        problems += ["%s: %s is missing" % (where, k) for k in ("name", "library", "severity", "message", "fix",
-                                                                   "source") if not row.get(k)]
+        required = ("name", "library", "severity", "message", "fix", "source")
+        problems += ["%s: %s is missing" % (where, k) for k in required if not row.get(k)]
         if row.get("library") not in LIBRARIES or row.get("severity") not in SEVERITIES:
             problems.append("%s: library must be one of %s and severity one of %s" % (
                 where, "/".join(LIBRARIES), "/".join(SEVERITIES)))

@@ -270,11 +270,12 @@ def _reason(row, recipe, accelerator, objective, target):
         words.append("published %s %s %s (%s)" % (metric, fig["value"], fig.get("unit", ""), fig.get("source", "?")))
     else:
         words.append("no published %s figure for %s in the recipe data (layouts.figures)" % (metric, accelerator))
-    pref = "%s is #%d in the recipe's strategy order" % (row["deployments"][-1]["strategy"],
-                                                        _preference(recipe, row) + 1)
-    words.append("ranked by %s" % ("the recipe's strategy order, then capacity: %s; %s" % (pref, held)
-                                    if objective == "latency" else
-                                    "capacity, then the recipe's strategy order: %s; %s" % (held, pref)))
+    place = _preference(recipe, row) + 1
+    pref = "%s is #%d in the recipe's strategy order" % (row["deployments"][-1]["strategy"], place)
+    if objective == "latency":
+        words.append("ranked by the recipe's strategy order, then capacity: %s; %s" % (pref, held))
+    else:
+        words.append("ranked by capacity, then the recipe's strategy order: %s; %s" % (held, pref))
     if row.get("needs"):
         words.append("needs " + row["needs"])
     return "; ".join(words)
@@ -342,8 +343,8 @@ def hardware_nodes(hardware, recipe):
                               "give the number of nodes as an integer.")
     interconnect = hardware.get("interconnect") or ("tcp" if spec["vendor"] == "cpu" else
                                                     "nvlink" if spec.get("gb_tray") else "rdma")
-    common = {PREFIX + "accelerator": acc, PREFIX + "gpus_per_node": hardware.get("gpus_per_node",
-                                                                                   spec["gpus_per_node"]),
+    gpus = hardware.get("gpus_per_node", spec["gpus_per_node"])
+    common = {PREFIX + "accelerator": acc, PREFIX + "gpus_per_node": gpus,
               PREFIX + "interconnect": interconnect, PREFIX + "image": _IMAGES.get(spec["vendor"], _IMAGES["nvidia"]),
               PREFIX + "socket_ifname": "eth0", PREFIX + "allow_unpinned_remote_code": True,
               PREFIX + "allow_unauthenticated_api": True}
@@ -405,8 +406,8 @@ def _sizes_text(row):
     parts = []
     for d in row["deployments"]:
         s = d["sizes"]
-        text = "TP%d PP%d DP%d EP%d%s x%d nodes" % (s["tp"], s["pp"], s["dp"], s["ep"],
-                                                   " DCP%d" % s["dcp"] if s["dcp"] > 1 else "", s["nodes"])
+        dcp = " DCP%d" % s["dcp"] if s["dcp"] > 1 else ""
+        text = "TP%d PP%d DP%d EP%d%s x%d nodes" % (s["tp"], s["pp"], s["dp"], s["ep"], dcp, s["nodes"])
         parts.append(("%s: " % d["kind"] if d["kind"] not in ("single",) else "") + text)
     return "; ".join(sorted(set(parts), key=parts.index))
 

@@ -223,6 +223,6 @@ def role_variable_problems(hosts, plans, roles_dir=ROLES_DIR):
                 seen.add(key)
                 out.append(issue)
     secrets = redaction.inventory_secrets(recipe_data.load_recipe(), [v for _h, v in hosts])
-    secrets.update(s for _h, v in hosts for name in v if name in options for s in _spec_secrets(v[name],
-                                                                                                   options[name][1]))
+    secrets.update(s for _h, v in hosts for name in v if name in options
+                   for s in _spec_secrets(v[name], options[name][1]))
     return redaction.redact_problems(out, secrets)

@@ -86,8 +86,8 @@ def _torch(value, hip=None):
 
 def test_collective_library_reads_nccl_and_rccl(job):
     assert job.collective_library(_torch((2, 30, 7))) == {"library": "nccl", "version": "2.30.7", "error": None}
-    assert job.collective_library(_torch((2, 26, 6), hip="7.2")) == {"library": "rccl", "version": "2.26.6",
-                                                                      "error": None}
+    rccl = {"library": "rccl", "version": "2.26.6", "error": None}
+    assert job.collective_library(_torch((2, 26, 6), hip="7.2")) == rccl
     assert job.collective_library(_torch(RuntimeError("NCCL not built"))) == {
         "library": "nccl", "version": None, "error": "RuntimeError: NCCL not built"}
     assert job.collective_library(_torch("weird")) == {"library": "nccl", "version": None,
@@ -173,8 +173,8 @@ def test_nccl_2_28_9_passes_and_nvls_off_passes(gb300_spec):
     assert [(f["status"], f["observed"]) for f in found] == [("pass", "NCCL 2.28.9")]
     off = copy.deepcopy(gb300_spec)
     off["collective_env"]["NCCL_NVLS_ENABLE"] = "0"
-    assert [f["status"] for f in _library_findings(off, dict(OK, library={"library": "nccl",
-                                                                        "version": "2.30.7"}))[1]] == ["pass"]
+    nccl = {"library": "nccl", "version": "2.30.7"}
+    assert [f["status"] for f in _library_findings(off, dict(OK, library=nccl))[1]] == ["pass"]
 
 
 def test_dmabuf_errno_524_in_a_ranks_output_fails_the_host_with_the_fix(gb300_spec):
@@ -184,8 +184,8 @@ def test_dmabuf_errno_524_in_a_ranks_output_fails_the_host_with_the_fix(gb300_sp
     report, found = _library_findings(gb300_spec, col)
     assert [(f["status"], f["fix"][:52]) for f in found] == [
         ("fail", 'set kimi_k3_extra_env: {NCCL_DMABUF_ENABLE: "0"} and')]
-    assert ("gb300-tray02", "nccl_version") in [(f["host"], f["check"]) for f in report["findings"]
-                                          if f["status"] == "fail"]
+    failed = [(f["host"], f["check"]) for f in report["findings"] if f["status"] == "fail"]
+    assert ("gb300-tray02", "nccl_version") in failed
 
 
 def test_a_version_not_read_is_a_skip_that_says_the_table_was_not_checked(gb300_spec):

@@ -156,9 +156,8 @@ def _inventory(base, groups, length):
     return out
 
 
-ROUTER = [{"host": "r", "head": False, "vars": {"ansible_host": "10.255.0.1",
-                                                 "kimi_k3_router_image": "registry.example/vllm-router@sha256:"
-                                                 + "0" * 64}}]
+ROUTER_IMAGE = "registry.example/vllm-router@sha256:" + "0" * 64
+ROUTER = [{"host": "r", "head": False, "vars": {"ansible_host": "10.255.0.1", "kimi_k3_router_image": ROUTER_IMAGE}}]
 HARDWARE = st.fixed_dictionaries({
     "accelerator": st.sampled_from(["gb300", "gb200", "b300", "b200", "h200", "mi355x", "mi350x"]),
     "nodes": st.integers(1, 5)}, optional={"interconnect": st.sampled_from(["nvlink", "rdma"])})

@@ -6,6 +6,7 @@ then the role variables), and everything the action returns or writes is searche
 problems, warnings, summary and msg, each node's <host>.json and <host>.sh."""
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,8 +62,8 @@ def _places(c, forbidden, at, env_name, key, nested):
             ["--otlp-traces-endpoint", "https://otel:%s@collector.example:4318" % c], at)}},
         "args_url_token_inline": {"cluster": {"kimi_k3_extra_args": _args(
             ["--otlp-traces-endpoint=https://%s@collector.example" % c], at)}},
-        "args_json": {"cluster": {"kimi_k3_extra_args": _args(["--model-loader-extra-config", _json(key, c, nested)],
-                                                                at)}},
+        "args_json": {"cluster": {"kimi_k3_extra_args": _args(
+            ["--model-loader-extra-config", _json(key, c, nested)], at)}},
         "args_json_inline": {"cluster": {"kimi_k3_extra_args": _args(
             ["--model-loader-extra-config=" + _json(key, c, nested)], at)}},
         "args_dotted": {"cluster": {"kimi_k3_extra_args": _args(["--model-loader-extra-config." + key, c], at)}},
@@ -79,7 +80,6 @@ def _places(c, forbidden, at, env_name, key, nested):
 # Places that need more than one node, or a router host, and the base inventory that has them.
 PLACE_BASE = {"api_key_differs": "gb300-cluster", "router_api_key_differs": "gb300-pd"}
 PLACES = sorted(_places("zQcanary", u"\x85", 3, "HF_TOKEN", "password", False))
-SEEN = dict((name, 0) for name in PLACES)
 
 
 def everything_written(r):
@@ -91,15 +91,11 @@ def everything_written(r):
     return "\n".join(parts)
 
 
-@settings(max_examples=600, deadline=None)
-@given(base=BASES, place=st.sampled_from(PLACES), canary=CANARY, forbidden=FORBIDDEN,
-       at=st.integers(0, 50), env_name=SECRET_ENV_NAMES, key=SECRET_KEYS, nested=st.booleans())
-def test_a_canary_secret_never_leaves_the_controller(base, place, canary, forbidden, at, env_name, key, nested):
+def _check(base, place, canary, forbidden, at, env_name, key, nested):
     mistake = _places(canary, forbidden, at, env_name, key, nested)[place]
     base = PLACE_BASE.get(place, base)
     nodes, routers = corpus.nodes_of(*corpus.apply(mistake, *corpus.base_inventory(base)))
     r = corpus.plan(nodes, routers, role_vars=mistake.get("role_vars"))
-    SEEN[place] += 1
     if place in ("api_key", "hf_token"):
         assert r["ok"], [plan_render.format_problem(e) for e in r["errors"]]
     else:
@@ -108,7 +104,14 @@ def test_a_canary_secret_never_leaves_the_controller(base, place, canary, forbid
     assert canary not in everything_written(r)
 
 
-def test_every_place_was_tried():
-    """Runs after the property test (file order): each place got examples, not just the first few."""
-    assert all(SEEN[name] > 0 for name in PLACES), SEEN
-    print("canary examples per place: %s (total %d)" % (SEEN, sum(SEEN.values())))
+@settings(max_examples=600, deadline=None)
+@given(base=BASES, place=st.sampled_from(PLACES), canary=CANARY, forbidden=FORBIDDEN,
+       at=st.integers(0, 50), env_name=SECRET_ENV_NAMES, key=SECRET_KEYS, nested=st.booleans())
+def test_a_canary_secret_never_leaves_the_controller(base, place, canary, forbidden, at, env_name, key, nested):
+    _check(base, place, canary, forbidden, at, env_name, key, nested)
+
+
+# Every place once with fixed values, whatever hypothesis drew: no test depends on another's examples.
+@pytest.mark.parametrize("place", PLACES)
+def test_every_place_with_a_fixed_canary(place):
+    _check("gb300-cluster", place, "zQfixed-canary.7~x", u"\u2028", 5, "MY_API_TOKENS", "aws_secret_access_key", True)
