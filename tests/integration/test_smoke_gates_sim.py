@@ -8,10 +8,10 @@ left; the healthy test runs first on the module's fresh deployment, which is tor
 without the fault after each test). Suite time (quick and full) is printed, not asserted (speed targets live in
 benchmarks).
 
-The same faults behind the router run on the router tests' own deployments: one replica's wrong answers in
-test_router_fleet.py, the prefill/decode gates in test_pd.py.
+Behind the router: one replica's wrong answers on a fleet deployment of this module's own (below); the
+prefill/decode gates run on test_pd.py's deployment.
 
-Needs `sim/simctl up --cluster gb300` (or KIMI_SIM_AUTO_UP=1).
+Needs `sim/simctl up --cluster gb300` and `--cluster fleet` (or KIMI_SIM_AUTO_UP=1).
 """
 import tempfile
 
@@ -76,3 +76,27 @@ def test_tool_parser_failure_rate_is_measured_within_its_interval(gb300, art):
     r = t["failure_rates"]["schema_violation"]
     print("\ninjected 0.08, measured %s/%s = %s, 95 %% CI %s" % (r["k"], r["n"], r["rate"], r["ci95"]))
     assert r["ci95"][0] <= 0.08 <= r["ci95"][1]
+
+
+# On a fleet of its own: run on test_router_fleet's deployment, the smoke it leaves on the router's hosts made that
+# module's next deploy report a change on replica-1's head.
+@pytest.fixture(scope="module")
+def fleet(sim_cluster, art):
+    sim = sim_cluster("fleet")
+    routed.must(routed.run(sim, art, "deploy.yml", skip_tags="preflight"))
+    yield sim
+    routed.run(sim, art, "teardown.yml")
+
+
+@pytest.mark.sim_group(routed.ROUTER_GROUP)
+def test_wrong_answers_on_one_replica_fail_correctness_for_that_backend(fleet, art):
+    sg.launch(fleet, art, "gb300-tray53,gb300-tray54", {"VLLM_STANDIN_WRONG_ANSWERS_ABOVE": sg.WRONG_ABOVE})
+    try:
+        sg.smoke(fleet, art)
+        facts = sg.facts(art, "kimi-router55")
+        targets = facts["groups"]["correctness"]["correctness"]["targets"]
+        assert targets["http://127.0.0.51:8000"]["accuracy"]["rate"] == 1.0
+        assert targets["http://127.0.0.53:8000"]["accuracy"]["rate"] < 1.0
+        assert sg.gates(facts) == ["correctness"], facts["policy"]
+    finally:
+        sg.launch(fleet, art, "gb300-tray53,gb300-tray54", {})
