@@ -1,6 +1,6 @@
 """The full smoke profile against stand-in serving faults (sim/standin/README.md, "Serving faults"), shared by the
-rehearsal tests that run it on a deployment they already have (test_smoke_gates_sim.py on gb300, test_router_fleet.py
-on the fleet, test_pd.py on gb300pd).
+rehearsal tests that run it (test_smoke_gates_sim.py on gb300 and on a fleet of its own, test_pd.py on its gb300pd
+deployment).
 
 A fault is put on the hosts it belongs to by relaunching only them (`launch.yml --limit`) with the fault in
 `kimi_k3_extra_env`; that relaunch replaces the hosts' whole extra env, so a relaunch with `{}` removes it."""
