@@ -33,7 +33,8 @@
 # Every stage prints its wall time; a summary table closes the run. Exit status: 0 when no stage failed.
 # pytest's "no tests collected" (exit 5) is reported as an explicit failure of the stage ("EMPTY"), never hidden;
 # set KIMI_K3_ALLOW_EMPTY=1 to report it as SKIP instead.
-# Environment: KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; sim 3000, realengine 2400, realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
+# Environment: KIMI_K3_BUDGET_S (the run's budget, default 3600 s: the summary's last line says what is left),
+# KIMI_K3_RUN_STARTED (Unix time the budget counts from; .ci/run sets it), KIMI_K3_STAGE_TIMEOUT (s, default 1200 per stage; sim 3000, realengine 2400, realparser 3600), KIMI_K3_KEEP_SIM=1 (leave the sim up),
 # KIMI_K3_STAGES=a,b (stages to run when no option is given; default: all), KIMI_K3_UNIT_WORKERS
 # (pytest-xdist workers of the unit suites, default auto), KIMI_K3_SIM_WORKERS (2, the default: the rehearsal suite's
 # two cluster groups side by side; 1: one process).
@@ -270,10 +271,14 @@ stage_matrix() {
   local rc=0 old="$here/build/venv-2.17"
   mkdir -p "$here/build/tmp"
   scripts/setup.sh --oldest || { note "scripts/setup.sh --oldest failed (no Python 3.10-3.12?)"; return 1; }
+  # tests/unit/sim tests the rehearsal cluster's own code (sim/), which runs on the dev venv only: the unit stage
+  # runs it; here the collection's tests run on the oldest ansible-core
   PATH="$old/bin:$PATH" run_pytest "ansible-core $("$old/bin/python" -c 'import ansible.release; print(ansible.release.__version__)') pytest tests/unit" \
-    -q -m "not sim and not vllm" -p no:cacheprovider -n "$UNIT_WORKERS" tests/unit || rc=1
-  matrix_plans "$old" || rc=1
+    -q -m "not sim and not vllm" -p no:cacheprovider -n "$UNIT_WORKERS" --ignore=tests/unit/sim tests/unit || rc=1
+  # the two versions' playbook runs side by side (each is one ansible-playbook at a time: one core)
+  matrix_plans "$old" & local oldest=$!
   matrix_plans "$here/.venv" || rc=1
+  wait "$oldest" || rc=1
   return $rc
 }
 
@@ -297,22 +302,40 @@ sim_pytest() {
   [ "$r_nodes" -eq 0 ] && [ "$r_router" -eq 0 ]
 }
 
-stage_sim() {
-  need_venv
-  [ -x sim/simctl ] || skip "sim/simctl does not exist yet (rehearsal cluster not written)"
-  local rc=0 r
-  # A sim that is already running belongs to someone else (a developer's session): use it, never take it down.
-  local was_up
-  was_up="$(sim/simctl status --json 2>/dev/null | python -c '
+# 1 when a rehearsal cluster (its registry or an engine) runs already: a developer's session, used and left up
+sim_was_up() {
+  [ -x sim/simctl ] || { echo 0; return; }
+  local up
+  up="$(sim/simctl status --json 2>/dev/null | python -c '
 import json, sys
 try:
     st = json.load(sys.stdin)
 except ValueError:
     print(0); sys.exit()
-print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("engines", {}).values()) else 0)' || echo 0)"
+print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("engines", {}).values()) else 0)' \
+    2>/dev/null)"
+  [ "$up" = 1 ] && echo 1 || echo 0
+}
+
+sim_clusters_down() {
+  say "bringing the rehearsal clusters down (registry, control engine and images kept for realengine)"
+  local c
+  for c in gb300 mi355x fleet gb300pd; do sim/simctl down --cluster "$c" || true; done
+}
+
+stage_sim() {
+  need_venv
+  [ -x sim/simctl ] || skip "sim/simctl does not exist yet (rehearsal cluster not written)"
+  local rc=0 r
+  # A sim that is already running belongs to someone else (a developer's session): use it, never take it down.
+  # (the run's own background image build may have started the registry since: the run's start decides)
+  local was_up="${KIMI_K3_SIM_WAS_UP:-$(sim_was_up)}"
   if [ "$was_up" = 1 ]; then
     say "the rehearsal cluster was already running: using it, leaving it up afterwards"
     note "sim was already up (left running)"
+  elif [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ] && [ "${KIMI_K3_REALENGINE_NEXT:-0}" = 1 ]; then
+    # realengine comes next: its nodes start from the images, registry and control engine kept here
+    trap sim_clusters_down EXIT
   elif [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then
     trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT
   fi
@@ -436,48 +459,70 @@ for s in "${stages[@]}"; do
   case " ${ALL_STAGES[*]} ${OPTIONAL_STAGES[*]} " in *" $s "*) ;; *) echo "unknown stage '$s' (stages: ${ALL_STAGES[*]}; optional: ${OPTIONAL_STAGES[*]})" >&2; exit 2;; esac
 done
 
-# ------------------------------------------------------------------------------- engine site in the background
-# The realengine stage's engine image needs a 2.4 GB site of PyPI wheels (network and disk, no Docker): built
-# while the other stages run, at low priority so that they keep the CPU, and waited for before realengine. A
-# failure fails no stage: `simctl up --cluster cpu` then builds the site itself.
+# ------------------------------------------------------------------- engine site and images in the background
+# The rehearsal clusters' images are built while the stages before `sim` run (they use the CPU; these wait on the
+# network and the disk): first the realengine stage's engine site, a 2.4 GB site of PyPI wheels (no Docker), at low
+# priority; then `sim/simctl images`: the registry, the control engine and every cluster's images (stand-ins,
+# router, the real engine pushed by digest, its rehearsal model), at normal priority, because the Docker daemons it
+# starts keep its priority for the rest of the run. `simctl up` in the stages takes the same lock, so a stage that
+# comes early waits for what it needs and finds the rest built. Waited for before realengine. A failure fails no
+# stage: the stages' `simctl up` builds what is missing itself.
 PREFETCH_PID=""
 prefetch_start() {
   [ -x sim/simctl ] && [ -f sim/clusters/cpu.yml ] || return 0
-  say "sim/simctl prefetch-engine in the background (log build/test-logs/prefetch-engine.log)"
-  rm -f "$logdir/prefetch-engine.rc"
+  say "in the background: sim/simctl prefetch-engine, then sim/simctl images (logs build/test-logs/prefetch-engine.log, sim-images.log)"
+  rm -f "$logdir/prefetch-engine.rc" "$logdir/sim-images.rc"
   local low=(nice -n 19)
   command -v ionice >/dev/null && low+=(ionice -c 2 -n 7)
-  # Its own process group (setsid), so that it can be ended with everything it started; it watches this script
-  # and ends itself when the run ends without waiting for it (killed, or a TERM while a stage runs). No `timeout`
-  # here: it would move the build into a group of its own; the build's steps have their own time limits.
+  # Its own process group (setsid), so that it can be ended with everything it started (the Docker daemons and the
+  # registry start sessions of their own and stay); it watches this script and ends itself when the run ends
+  # without waiting for it (killed, or a TERM while a stage runs). No `timeout` here: it would move the build into
+  # a group of its own; the build's steps have their own time limits.
   # shellcheck disable=SC2016  # the script expands its own arguments
   setsid bash -c '
-    logdir=$1 run=$2; shift 2
-    t0=$(date +%s.%N)
-    "$@" sim/simctl prefetch-engine > "$logdir/prefetch-engine.log" 2>&1 &
-    build=$!
-    while kill -0 "$build" 2>/dev/null; do
-      kill -0 "$run" 2>/dev/null || kill -TERM -- "-$$"
-      sleep 1
-    done
-    wait "$build"; rc=$?
-    echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{printf \"%.1f\", b-a}")" > "$logdir/prefetch-engine.rc"
-  ' prefetch "$logdir" "$$" "${low[@]}" < /dev/null &
+    logdir=$1 run=$2 images=$3; shift 3
+    step() {  # step NAME CMD...: run it, watching the parent; NAME.rc gets "rc seconds"
+      local name=$1 t0 pid rc; shift
+      t0=$(date +%s.%N)
+      "$@" > "$logdir/$name.log" 2>&1 &
+      pid=$!
+      while kill -0 "$pid" 2>/dev/null; do
+        kill -0 "$run" 2>/dev/null || kill -TERM -- "-$$"
+        sleep 1
+      done
+      wait "$pid"; rc=$?
+      echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{printf \"%.1f\", b-a}")" > "$logdir/$name.rc"
+    }
+    step prefetch-engine "$@" sim/simctl prefetch-engine
+    [ "$images" = 1 ] && step sim-images sim/simctl images
+  ' prefetch "$logdir" "$$" "$(images_in_background)" "${low[@]}" < /dev/null &
   PREFETCH_PID=$!
 }
-# Wait for the prefetch and add its row to the summary (result PASS or WARN: it never fails the run).
+# The images are built in the background only by root on a machine with the sim's host packages, and never into a
+# rehearsal cluster someone else runs (KIMI_K3_SIM_WAS_UP, decided before the run starts anything);
+# KIMI_K3_BG_IMAGES=0|1 decides instead.
+images_in_background() {
+  if [ -n "${KIMI_K3_BG_IMAGES:-}" ]; then echo "$KIMI_K3_BG_IMAGES"; return; fi
+  if [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null && command -v docker-registry >/dev/null \
+     && [ "${KIMI_K3_SIM_WAS_UP:-0}" = 0 ]; then echo 1; else echo 0; fi
+}
+# Wait for the background builds and add their rows to the summary (PASS or WARN: they never fail the run).
 prefetch_wait() {
   [ -n "$PREFETCH_PID" ] || return 0
-  say "waiting for the background engine site build (sim/simctl prefetch-engine)"
+  say "waiting for the background builds (engine site, images)"
   wait "$PREFETCH_PID"
   PREFETCH_PID=""
-  local rc dt res n
-  rc=1; dt="?"
-  [ -f "$logdir/prefetch-engine.rc" ] && read -r rc dt < "$logdir/prefetch-engine.rc"
-  if [ "$rc" = 0 ]; then res=PASS; n="background: $(tail -1 "$logdir/prefetch-engine.log")"
-  else res=WARN; n="background build failed (rc $rc, log build/test-logs/prefetch-engine.log): realengine builds the site itself"; fi
-  say "prefetch-engine: $res in ${dt}s"
-  names+=(prefetch); results+=("$res"); secs+=("$dt"); notes+=("$n")
+  bg_row prefetch prefetch-engine "realengine builds the site itself"
+  [ -f "$logdir/sim-images.log" ] && bg_row images sim-images "the stages' simctl up build what is missing"
+  return 0
+}
+bg_row() {  # bg_row ROW NAME WHAT-HAPPENS-ON-FAILURE
+  local rc=1 dt="?" res n
+  [ -f "$logdir/$2.rc" ] && read -r rc dt < "$logdir/$2.rc"
+  if [ "$rc" = 0 ]; then res=PASS; n="background: $(tail -1 "$logdir/$2.log")"
+  else res=WARN; n="background build failed (rc $rc, log build/test-logs/$2.log): $3"; fi
+  say "$2: $res in ${dt}s"
+  names+=("$1"); results+=("$res"); secs+=("$dt"); notes+=("$n")
 }
 prefetch_stop() {
   [ -n "$PREFETCH_PID" ] || return 0
@@ -492,6 +537,11 @@ names=(); results=(); secs=(); notes=()
 t_all=$(date +%s.%N)
 want_prefetch=0
 case " ${stages[*]} " in *" realengine "*) want_prefetch=1 ;; esac
+# Whether a rehearsal cluster ran before this run started anything (the sim stage uses one and leaves it up)
+KIMI_K3_SIM_WAS_UP="${KIMI_K3_SIM_WAS_UP:-$(sim_was_up)}"
+export KIMI_K3_SIM_WAS_UP
+# The sim stage keeps the registry, the control engine and the images when realengine runs after it
+case " ${stages[*]} " in *" sim "*"realengine "*) export KIMI_K3_REALENGINE_NEXT=1 ;; esac
 trap prefetch_stop EXIT
 for s in "${stages[@]}"; do
   rm -f "$logdir/$s.note"
@@ -523,6 +573,19 @@ done
 prefetch_wait
 total=$(awk -v a="$t_all" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 
+# CI's budget for the whole run (docs/dev/testing.md "Timings"), counted from KIMI_K3_RUN_STARTED (Unix time; .ci/run
+# sets it before it installs anything) or else from this script's start
+budget_line() {
+  local budget="${KIMI_K3_BUDGET_S:-3600}" started="${KIMI_K3_RUN_STARTED:-}" used
+  if [ -n "$started" ]; then used=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f", b-a}')
+  else used=$(printf '%.0f' "$total"); fi
+  if [ "$used" -le "$budget" ]; then
+    printf 'BUDGET   %s s of %s s used%s, %s s left\n' "$used" "$budget" "${started:+ since .ci/run started}" "$((budget - used))"
+  else
+    printf 'BUDGET   %s s of %s s used%s: OVER by %s s\n' "$used" "$budget" "${started:+ since .ci/run started}" "$((used - budget))"
+  fi
+}
+
 failed=0
 for r in "${results[@]}"; do [ "$r" = FAIL ] && failed=$((failed + 1)); done
 {
@@ -533,5 +596,6 @@ for r in "${results[@]}"; do [ "$r" = FAIL ] && failed=$((failed + 1)); done
     printf '%-8s %-6s %9s  %s\n' "${names[$i]}" "${results[$i]}" "${secs[$i]}" "${notes[$i]}"
   done
   printf '%-8s %-6s %9s  %s\n' TOTAL "$([ $failed -eq 0 ] && echo PASS || echo FAIL)" "$total" "$failed stage(s) failed; logs in build/test-logs/"
+  budget_line
 } | tee "$logdir/summary.txt"
 [ $failed -eq 0 ]

@@ -8,6 +8,8 @@
     simctl check [--cluster ...]                                GPU/ROCm container self-check on node engines
     simctl env NODE                                             print DOCKER_HOST=... for the node's engine
     simctl prefetch-engine                                      only the cpu cluster's engine site (no Docker)
+    simctl images                                               registry, control engine, every cluster's images
+                                                                (no node started: a later `up` only starts nodes)
 
 Everything real except GPUs and the model: one dockerd per node (own data-root/exec-root/socket), a control
 dockerd running the node containers (sshd on the node's loopback IP), Debian's docker-registry on
@@ -20,7 +22,7 @@ from kimisim.down import cmd_down
 from kimisim.engine_image import cmd_prefetch_engine
 from kimisim.faults import cmd_fault, find_node
 from kimisim.status import cmd_status
-from kimisim.up import cmd_up
+from kimisim.up import cmd_images, cmd_up
 from kimisim.util import die, sock
 
 
@@ -51,10 +53,12 @@ def main(argv=None):
     p = sp.add_parser("env")
     p.add_argument("node")
     sp.add_parser("prefetch-engine")
+    sp.add_parser("images")
     a = ap.parse_args(argv)
     try:
         rc = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "fault": cmd_fault, "check": cmd_check,
-              "env": cmd_env, "prefetch-engine": cmd_prefetch_engine}[a.cmd](a)
+              "env": cmd_env, "prefetch-engine": cmd_prefetch_engine,
+              "images": cmd_images}[a.cmd](a)
     except RuntimeError as e:
         die(str(e))
     return rc or 0

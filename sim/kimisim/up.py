@@ -64,11 +64,42 @@ def _ensure_images(clusters, timings):
     images = ensure_mirror_images(images)
     router = ensure_router_image(base, timings) if any(c.get("router") for c in clusters) else \
         read_json(os.path.join(STATE, "router_image.json"))
-    images["cpu"] = ensure_engine_images(base, timings) if any(c["vendor"] == "cpu" for c in clusters) \
+    images["cpu"] = _ensure_engine(base, timings) if any(c["vendor"] == "cpu" for c in clusters) \
         else read_json(os.path.join(STATE, "engine_images.json"))
-    if any(c["vendor"] == "cpu" for c in clusters):
-        ensure_cpu_model(images["cpu"]["engine_image"], timings)
     return node_img, images, router
+
+
+def _ensure_engine(base, timings):
+    """The real engine's images and the rehearsal model they serve."""
+    rec = ensure_engine_images(base, timings)
+    ensure_cpu_model(rec["engine_image"], timings)
+    return rec
+
+
+def cmd_images(_a):
+    """`simctl images`: the control engine, the registry and every image any cluster runs (stand-ins, mirrors, the
+    router, then the real engine and its rehearsal model), built and pushed; no node is started, so a later `up` of
+    any cluster only starts nodes. The lock is let go between the GPU clusters' images and the real engine's: an `up`
+    that waits for it starts its nodes before the engine image is built. scripts/test.sh runs this in the background
+    while the stages before `sim` run."""
+    if os.geteuid() != 0:
+        die("must run as root")
+    t_start = time.time()
+    timings = {}
+    with locked():
+        _host_setup()
+        _timed(timings, "control_s", _start_control)
+        base = ensure_base_image(timings)
+        _timed(timings, "node_image_s", ensure_node_image, base)
+        ensure_mirror_images(ensure_standin_images(base, timings)[0])
+        ensure_router_image(base, timings)
+    with locked():
+        _start_control()
+        _ensure_engine(ensure_base_image(timings), timings)
+    timings["total_s"] = round(time.time() - t_start, 1)
+    write_json(os.path.join(STATE, "last_images_timings.json"), timings)
+    log("images: every cluster's images ready in %.1fs %s" % (timings["total_s"], json.dumps(timings)))
+    return 0
 
 
 def _start_node_engines(clusters):

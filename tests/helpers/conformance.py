@@ -7,7 +7,7 @@ two servers compare with ``==`` and a difference names its observable. The ``nor
 parsed bodies in, observables out) so that canned real-engine captures can be checked without a server.
 
 It lives under tests/helpers, not in the collection: it is a test instrument (the unit tests run it against a local
-stand-in, tests/integration/test_conformance.py against both engines), and the observables it reads are defined by
+stand-in, tests/integration/test_real_engine.py against both engines), and the observables it reads are defined by
 the collection's own parsers (smoke_metrics, smoke_sse, smoke_logs, launch_status), imported from there.
 """
 import json

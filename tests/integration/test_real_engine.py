@@ -1,19 +1,29 @@
 """The collection against the real engine: vLLM's CPU build on the rehearsal cpu cluster (two nodes, one deployment,
 TP 2 over gloo; docs/sim.md "The real engine"). What the stand-in can only imitate is read off the real server here:
 its /version, its start-up log lines (process prefixes, the CPU KV cache line), its metrics, its tool-call path and
-its behaviour when a rank dies.
+its behaviour when a rank dies. The stand-in's conformance to it (docs/sim.md "The stand-in against the real
+engine") is judged on the same deployment: `sim/standin` started as a local process on a loopback address with the
+head's own model, served name, context and parsers (read from the head container's argv), stopped by its PID; the
+same probe (tests/helpers/conformance.py) and the same smoke and capacity step run against both; every observable
+must be equal or listed with its reason in sim/conformance.yml. One deployment serves every test, in this order:
 
-(a) deploy.yml end to end: plan, preflight (GPU checks not applicable), image by digest, launch in order, smoke;
-    the report holds the version the server says (0.32.0), KV tokens and concurrency from the real start-up log
-    and the real metrics, schema-valid tool calls with Kimi's ids, and says that answers are not judged;
-(b) the follower killed after ready: the head's /health stays 200 (the engine does not notice), the collection's
-    status check fails within 90 s naming the follower; launch.yml brings the deployment back;
-(c) upgrade.yml to the second real image (another digest) passes its smoke gate on both nodes;
-(d) upgrade.yml to the image whose engine really fails at start (it cannot import the model class): the collection
+(a) deploy.yml end to end from nothing: plan, preflight (GPU checks not applicable), image by digest, the fabric
+    step, launch in order, smoke; the report holds the version the server says (0.32.0), KV tokens and concurrency
+    from the real start-up log and the real metrics, schema-valid tool calls with Kimi's ids, and says that answers
+    are not judged;
+(b) conformance on the fresh deployment: /health, /version, /v1/models, chats (plain, streamed, streamed with
+    thinking), a forced tool call, the two refusals, /metrics, the head's log, the smoke step and a capacity sweep,
+    stand-in against real;
+(c) the follower killed after ready: the head's /health stays 200 (the engine does not notice), the collection's
+    status check fails within 90 s naming the follower; then what a client sees (the next request fails, the head
+    goes down) against the stand-in's view of the same fault; launch.yml brings the deployment back while /health
+    is polled through the start-up (stand-in against real again);
+(d) upgrade.yml to the second real image (another digest) passes its smoke gate on both nodes;
+(e) upgrade.yml to the image whose engine really fails at start (it cannot import the model class): the collection
     notices within 90 s, names the node whose engine stopped first and rolls back to the previous real image;
-(e) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy
+(f) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy
     finishes the rollback and both nodes run the previous digest again;
-(f) the follower killed while the group starts (before the head is ready): launch.yml fails naming the follower
+(g) the follower killed while the group starts (before the head is ready): launch.yml fails naming the follower
     within 90 s of the kill; the next launch.yml brings the deployment back.
 
 Needs `sim/simctl up --cluster cpu` (or KIMI_SIM_AUTO_UP=1). Group `cpu` (scripts/test.sh stage realengine runs it
@@ -25,22 +35,36 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
 import pytest
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as capacity_runner
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as smoke_runner
+from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_capacity_step
+from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 
+from tests.helpers import conformance as conf
 from tests.helpers.http import status as _http
 from tests.helpers.runner import REPO, failed_tasks, run_playbook
+
+sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
+
+from vllm_standin import testing  # noqa: E402
 
 pytestmark = [pytest.mark.sim, pytest.mark.sim_group("cpu")]
 
 HEAD, FOLLOWER = "cpu-node01", "cpu-node02"
 HEAD_URL = "http://127.0.0.61:8000"
 NAME = "vllm-kimi-k3"
+STANDIN_HOST = "127.0.0.69"
+API_KEY = os.environ.get("KIMI_K3_API_KEY", "test-placeholder-api-key")
+# the cpu profile's smoke (inventories/sim-cpu): thinking off, tool calls forced and non-streaming
+NO_THINKING = {"chat_template_kwargs": {"thinking": False}}
 # sim limits (small disk, /dev/shm of the node containers)
 FAST = {"launch_poll_interval_s": 2, "launch_progress_every_s": 15, "preflight_min_free_disk_gb": 1,
         "preflight_min_shm": "32m"}
@@ -153,8 +177,86 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
     assert _http(HEAD_URL + "/health") == 200
 
 
-def test_b_follower_killed_after_ready_is_named_by_the_collection(deployed):
+@pytest.fixture(scope="module")
+def standin(deployed):
+    """A stand-in serving like the real head, as a local process (stopped by its PID)."""
     sim, _r = deployed
+    (info,) = json.loads(sim.docker(HEAD, "inspect", NAME).stdout)
+    port = testing.free_port(STANDIN_HOST)
+    args = conf.standin_args(list(info["Config"]["Cmd"] or []), STANDIN_HOST, port)
+    proc = testing.Proc(args, env=testing.fast_env(VLLM_STANDIN_VERSION="0.32.0", VLLM_API_KEY=API_KEY))
+    try:
+        assert testing.wait_status(STANDIN_HOST, port, 200, timeout=60, proc=proc), proc.log()
+        yield "http://%s:%d" % (STANDIN_HOST, port), proc
+    finally:
+        proc.stop()
+
+
+def _conf_smoke(root):
+    p = {k: v.get("default") for k, v in vllm_smoke.ARGUMENT_SPEC.items()}
+    p.update(base_url=root + "/v1", api_key=API_KEY, groups=["text", "tool_calling"], judge_accuracy=False,
+             max_tokens=1024, tool_choice="required", tool_call_modes=["non_stream"], tool_call_retries=8,
+             extra_body=NO_THINKING, metrics_interval=0.5,
+             fail_policy={"fail_on_group_failure": True, "min_tool_call_success_rate": 0.0})
+    return conf.norm_smoke(smoke_runner.run_smoke(p))
+
+
+def _conf_capacity(root, log_text):
+    p = {k: v.get("default") for k, v in vllm_capacity_step.ARGUMENT_SPEC.items()}
+    p.update(base_url=root + "/v1", api_key=API_KEY, concurrency_levels=[1, 4], max_concurrency=4,
+             requests_per_level=1, output_tokens=16, prompt_fraction=0.25, stop_on_saturation=False,
+             extra_body=NO_THINKING, metrics_interval=0.5, log_text=log_text, timeout=300)
+    return conf.norm_capacity(capacity_runner.run_sweep(p))
+
+
+def _everything(root, log_text):
+    obs = conf.observe(root, api_key=API_KEY, log_text=log_text, extra_body=NO_THINKING)
+    obs.update(_conf_smoke(root))
+    obs.update(_conf_capacity(root, log_text))
+    return obs
+
+
+def test_b_every_observable_is_equal_or_a_listed_difference(deployed, standin):
+    sim, _r = deployed
+    root, proc = standin
+    real = _everything(HEAD_URL, _head_log(sim))
+    fake = _everything(root, proc.log())
+    problems = conf.compare(fake, real, conf.load_table(REPO))
+    assert problems == [], "\n".join(problems)
+    assert real["version/release"] == "0.32.0" and real["smoke/policy passed"] is True
+
+
+def _standin_dead_follower():
+    """The stand-in's view of a dead follower: a head and a follower (``--nnodes 2``), the follower killed."""
+    port, master = testing.free_port(STANDIN_HOST), testing.free_port(STANDIN_HOST)
+    pair = ["--nnodes", "2", "--master-addr", STANDIN_HOST, "--master-port", str(master)]
+    env = testing.fast_env(VLLM_STANDIN_VERSION="0.32.0", VLLM_STANDIN_DEAD_GRACE_S="30")
+    base = ["serve", "moonshotai/Kimi-K3", "--host", STANDIN_HOST, "-tp", "8"]
+    head = testing.Proc(base + ["--port", str(port), "--node-rank", "0"] + pair, env=env)
+    follower = testing.Proc(base + ["--port", str(testing.free_port(STANDIN_HOST)), "--node-rank", "1",
+                                    "--headless"] + pair, env=env)
+    try:
+        assert testing.wait_status(STANDIN_HOST, port, 200, timeout=60, proc=head), head.log()
+        os.kill(follower.p.pid, signal.SIGKILL)
+        client = conf.client_for("http://%s:%d" % (STANDIN_HOST, port))
+        seen = conf.after_dead_rank("http://%s:%d" % (STANDIN_HOST, port), client, "moonshotai/Kimi-K3")
+        client.close()
+        return seen
+    finally:
+        follower.stop()
+        head.stop()
+
+
+def _wait_gone(seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and conf._get(HEAD_URL + "/health", timeout=2.0)[0] is not None:
+        time.sleep(0.5)
+
+
+def test_c_follower_killed_after_ready_is_named_by_the_collection_and_seen_by_a_client(deployed, standin):
+    sim, _r = deployed
+    fake = {"health/start-up": ["no answer", 200]}  # test_standin_health_through_start_up in tests/unit/sim
+    fake["health/after a dead follower"] = _standin_dead_follower()
     before = _inspect(sim, FOLLOWER)
     assert before and before["State"]["Running"]
     sim.docker(FOLLOWER, "kill", NAME)
@@ -167,10 +269,23 @@ def test_b_follower_killed_after_ready_is_named_by_the_collection(deployed):
     msgs = " ".join(m for _h, _t, m in failed_tasks(r))
     assert "%s: its vLLM container is exited" % FOLLOWER in msgs, failed_tasks(r)
     assert waited < 90, waited
+    # what a client sees next (status.yml sends no request): the stand-in's view against the real one
+    client = conf.client_for(HEAD_URL, API_KEY)
+    real = {"health/after a dead follower": conf.after_dead_rank(HEAD_URL, client, "moonshotai/Kimi-K3")}
+    client.close()
+    _wait_gone()
+    states = []
+    poller = threading.Thread(target=lambda: states.extend(conf.health_start_up(HEAD_URL, 1200, interval=0.5)),
+                              daemon=True)
+    poller.start()
     r = _run(sim, "launch.yml")
+    poller.join(60)
     assert r.status == "successful", failed_tasks(r)
     assert _inspect(sim, FOLLOWER)["State"]["Running"]
     assert _http(HEAD_URL + "/health") == 200
+    real["health/start-up"] = states
+    problems = conf.compare(fake, real, conf.load_table(REPO))
+    assert problems == [], "\n".join(problems)
 
 
 def _images(sim):
@@ -195,7 +310,7 @@ def _first_failure_s(run):
     return _stamp(failed[0]) - _stamp(events[0]) if failed else float("inf")
 
 
-def test_c_upgrade_to_the_second_real_image(deployed):
+def test_d_upgrade_to_the_second_real_image(deployed):
     sim, _r = deployed
     target = sim.images["engine-b"]
     r = _run(sim, "upgrade.yml", {"kimi_k3_image": target})
@@ -205,7 +320,7 @@ def test_c_upgrade_to_the_second_real_image(deployed):
     assert _state()["upgrade"] is None
 
 
-def test_d_engine_that_fails_at_start_is_rolled_back_within_90s(deployed):
+def test_e_engine_that_fails_at_start_is_rolled_back_within_90s(deployed):
     sim, _r = deployed
     before = _images(sim)
     broken = sim.images["engine-broken"]
@@ -249,7 +364,7 @@ def _interrupt(proc):
     return proc.communicate(timeout=180)[0]
 
 
-def test_e_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
+def test_f_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     sim, _r = deployed
     before = _images(sim)
     target = sim.images["engine-a"] if before[0] != sim.images["engine-a"] else sim.images["engine-b"]
@@ -294,7 +409,7 @@ def _restarted_and_loading(sim, old_start, deadline):
     return False
 
 
-def test_f_follower_killed_while_the_group_starts_is_named_within_90s(deployed):
+def test_g_follower_killed_while_the_group_starts_is_named_within_90s(deployed):
     sim, _r = deployed
     old_start = _inspect(sim, FOLLOWER)["State"]["StartedAt"]
     sim.docker(FOLLOWER, "kill", NAME)  # a dead rank: the next launch restarts the whole group

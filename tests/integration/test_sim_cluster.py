@@ -2,7 +2,7 @@
 
 The stand-in's own start-up behaviour is tested where it runs as processes and against the real engine:
 multi-node start and a dead rank in tests/unit/sim/test_standin_cluster.py (and the real engine's in
-tests/integration/test_conformance.py and test_real_engine.py), argument errors in tests/unit/sim/test_standin_args.py,
+tests/integration/test_real_engine.py), argument errors in tests/unit/sim/test_standin_args.py,
 and the broken image through the collection in tests/integration/test_launch_state.py (a) and test_router_fleet.py.
 
 Needs `sim/simctl up --cluster gb300` (or KIMI_SIM_AUTO_UP=1). Uses the docker CLI with DOCKER_HOST per node.

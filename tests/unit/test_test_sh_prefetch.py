@@ -1,6 +1,8 @@
-"""scripts/test.sh builds the real engine's site in the background (sim/simctl prefetch-engine) from the first stage
-after setup when the realengine stage is to run, waits for it before realengine, shows it in the summary and never
-fails the run for it. Run against a copy of the script with stand-ins for the venv's python and sim/simctl."""
+"""scripts/test.sh builds the real engine's site (sim/simctl prefetch-engine, at low priority) and then every
+cluster's images (sim/simctl images, at normal priority) in the background from the first stage after setup when the
+realengine stage is to run, waits for them before realengine, shows them in the summary and never fails the run for
+them; the sim stage then keeps the registry and images for realengine (per-cluster down). Run against a copy of the
+script with stand-ins for the venv's python and sim/simctl."""
 import os
 import shutil
 import subprocess
@@ -13,9 +15,11 @@ PYTHON = """#!/bin/sh
 [ "$1" = -m ] && echo "1 passed in 0.01s"
 exit 0
 """
-# simctl stand-in: records what it was asked and when; prefetch-engine sleeps, then exits with $PREFETCH_RC
+# simctl stand-in: records what it was asked and when; prefetch-engine sleeps, then exits with $PREFETCH_RC;
+# status says nothing runs
 SIMCTL = """#!/bin/sh
-echo "$(date +%s.%N) start $1 nice=$(nice)" >> "$CALLS"
+[ "$1" = status ] && { echo '{}'; exit 0; }
+echo "$(date +%s.%N) start $1 nice=$(nice) $2 $3" >> "$CALLS"
 if [ "$1" = prefetch-engine ]; then
   echo $$ > "$CALLS.pid"
   sleep "${PREFETCH_SLEEP:-1}"
@@ -44,8 +48,10 @@ def _repo(tmp_path):
 
 def _run(repo, tmp_path, stages, **env):
     calls = tmp_path / "calls"
-    e = dict(os.environ, CALLS=str(calls), **env)
-    e.pop("KIMI_K3_STAGES", None)
+    e = dict(os.environ, CALLS=str(calls), KIMI_K3_BG_IMAGES="0")
+    e.update(env)
+    for name in ("KIMI_K3_STAGES", "KIMI_K3_SIM_WAS_UP", "KIMI_K3_REALENGINE_NEXT"):
+        e.pop(name, None)
     p = subprocess.run(["bash", str(repo / "scripts" / "test.sh"), "--stage", stages], cwd=str(repo), env=e,
                        capture_output=True, text=True, timeout=120, check=False)
     lines = calls.read_text().splitlines() if calls.exists() else []
@@ -62,19 +68,38 @@ def _alive(pid_file):
 
 def test_the_site_is_built_in_the_background_and_waited_for_before_realengine(tmp_path):
     repo = _repo(tmp_path)
-    p, calls = _run(repo, tmp_path, "unit,realengine", PREFETCH_SLEEP="3")
+    p, calls = _run(repo, tmp_path, "unit,realengine", PREFETCH_SLEEP="3", KIMI_K3_BG_IMAGES="1")
     assert p.returncode == 0, p.stdout + p.stderr
     order = [c[:2] for c in calls]
-    # started before the unit stage ended (the unit stage is one pytest stand-in: well under 3 s), ended before up
+    # started before the unit stage ended (the unit stage is one pytest stand-in: well under 3 s), then the images,
+    # both ended before up
     assert order.index(["start", "prefetch-engine"]) == 0
-    assert order.index(["end", "prefetch-engine"]) < order.index(["start", "up"])
-    assert calls[0][2] == "nice=19"
+    assert order.index(["end", "prefetch-engine"]) < order.index(["start", "images"]) < order.index(["end", "images"])
+    assert order.index(["end", "images"]) < order.index(["start", "up"])
+    assert calls[0][2] == "nice=19" and calls[order.index(["start", "images"])][2] == "nice=%d" % os.nice(0)
     assert "engine site /c/site-x: built" in (repo / "build" / "test-logs" / "prefetch-engine.log").read_text()
     summary = (repo / "build" / "test-logs" / "summary.txt").read_text()
     row = [line for line in summary.splitlines() if line.startswith("prefetch ")]
     assert len(row) == 1 and " PASS " in row[0] and "background: engine site /c/site-x: built" in row[0]
     assert summary.index("prefetch ") < summary.index("realengine ")
+    assert [line for line in summary.splitlines() if line.startswith("images ") and " PASS " in line]
     assert not _alive(tmp_path / "calls.pid")
+
+
+def test_the_sim_stage_keeps_registry_and_images_when_realengine_follows(tmp_path):
+    repo = _repo(tmp_path)
+    (repo / "tests" / "integration").mkdir(parents=True)
+    (repo / "molecule").mkdir()
+    env = {"KIMI_K3_ALLOW_EMPTY": "1", "KIMI_K3_SIM_WORKERS": "1"}
+    p, calls = _run(repo, tmp_path, "sim,realengine", **env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    downs = [c[3:] for c in calls if c[:2] == ["start", "down"]]
+    # the sim stage: each of its clusters alone; realengine: everything
+    assert downs == [["--cluster", c] for c in ("gb300", "mi355x", "fleet", "gb300pd")] + [[]]
+    (tmp_path / "calls").unlink()
+    p, calls = _run(repo, tmp_path, "sim", **env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [c[3:] for c in calls if c[:2] == ["start", "down"]] == [[]]
 
 
 def test_a_failed_prefetch_fails_no_stage(tmp_path):
@@ -100,8 +125,9 @@ def test_no_prefetch_without_realengine_or_when_realengine_comes_first(tmp_path)
 def test_an_interrupted_run_leaves_no_prefetch_behind(tmp_path):
     repo = _repo(tmp_path)
     calls = tmp_path / "calls"
-    e = dict(os.environ, CALLS=str(calls), PREFETCH_SLEEP="60")
-    e.pop("KIMI_K3_STAGES", None)
+    e = dict(os.environ, CALLS=str(calls), PREFETCH_SLEEP="60", KIMI_K3_BG_IMAGES="0")
+    for name in ("KIMI_K3_STAGES", "KIMI_K3_SIM_WAS_UP", "KIMI_K3_REALENGINE_NEXT"):
+        e.pop(name, None)
     # the unit stage's python stand-in waits, so the run is in the unit stage with the prefetch running when the
     # script is ended by a TERM it does not trap: the prefetch notices that the run is gone and ends itself
     (repo / ".venv" / "bin" / "python").write_text("#!/bin/sh\nsleep 3\n")

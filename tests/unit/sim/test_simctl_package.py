@@ -16,7 +16,7 @@ BASE = "kimi-sim/base:0123456789abcdef"
 def test_the_entry_point_lists_every_command():
     p = subprocess.run([sys.executable, SIMCTL, "--help"], capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("usage: simctl [-h] {up,down,status,fault,check,env,prefetch-engine} ...")
+    assert p.stdout.startswith("usage: simctl [-h] {up,down,status,fault,check,env,prefetch-engine,images} ...")
     assert "simctl - the local rehearsal cluster for gpufleet.kimi_k3 (see docs/sim.md)." in p.stdout
 
 
