@@ -18,8 +18,9 @@ __metaclass__ = type
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls as plan_tls
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.validate import (
-    DIGEST_RE, is_loopback, node_address, problem)
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.addresses import is_loopback, node_address
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.checks import DIGEST_RE
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.variables import problem
 
 PREFIX = plan_variables.PREFIX
 ROUTER_GROUP = "vllm_router"
