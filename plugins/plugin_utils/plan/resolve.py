@@ -69,6 +69,7 @@ class Deployment:
     env: object = None
     capacity: object = None
     timeouts: object = None
+    parallel: object = None  # the published layout (parallel()), once the argv is rendered
 
     def __getitem__(self, key):
         try:
@@ -84,6 +85,15 @@ class Deployment:
 
     def with_(self, **changes):
         return dataclasses.replace(self, **changes)
+
+
+def parallel(d, dcp):
+    """What every node plan publishes as ``parallel``: TP, PP, DP, DP ranks per node (None: no data-parallel launch,
+    one engine spans the nodes), the expert-parallel size (TP x DP, 1 without EP) and the decode context parallel
+    size ``dcp`` (the argv's: a feature or kimi_k3_extra_args sets it)."""
+    sizes = d.sizes
+    return {"tp": sizes["tp"], "pp": sizes["pp"], "dp": sizes["dp"], "dp_local": d.dp_local if d.launch == "dp" else None,
+            "ep": sizes["tp"] * sizes["dp"] if d.expert_parallel else 1, "dcp": dcp}
 
 
 def eval_size(expr, gpus_per_node, nnodes):

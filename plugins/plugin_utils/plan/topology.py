@@ -29,6 +29,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls a
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import resolve as plan_resolve
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import transport as plan_transport
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import addresses
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import checks as plan_checks
@@ -206,6 +207,17 @@ def _node_args(ctx, node, recipe):
             name = vllm_flags.option_name(option)
             sources[vllm_flags.canonical_flag(name, ctx["snapshot"]) or name] = variable
     return args, sources
+
+
+def _parallel(ctx, args):
+    """The deployment's parallel layout from its resolution; DCP is read from the argv this module rendered (a
+    feature or kimi_k3_extra_args passes --decode-context-parallel-size)."""
+    values = vllm_flags.flag_value(args, "--decode-context-parallel-size", ctx["snapshot"])
+    try:
+        dcp = int(values[-1]) if values else 1
+    except ValueError:
+        dcp = 1  # not a number: the flag snapshot check refuses the argv
+    return plan_resolve.parallel(ctx, dcp)
 
 
 def start_phase(ctx, node):
@@ -410,6 +422,7 @@ def _node_plan(ctx, recipe, node, env, secret_env, args):
         "secret_env": list(secret_env),
         "container": _container(ctx, recipe, node),
         "vllm_args": args,
+        "parallel": dict(ctx["parallel"]),
         "timeouts": dict(ctx.get("timeouts") or {}),
     }
     plan.update(_serving_keys(ctx, recipe, node))
@@ -474,6 +487,7 @@ def _build_deployment(nodes, recipe, snapshots, deployment=None, model_facts=Non
         for node in ctx["nodes"]:
             args, sources = _node_args(ctx, node, recipe)
             rendered.append((node, vllm_flags.dedupe_args(args, ctx["snapshot"]), sources))
+        ctx = ctx.with_(parallel=_parallel(ctx, rendered[0][1]))
         rendered, derived = plan_derived.apply(ctx, recipe, rendered, model_facts, node_errors, warnings)
         ctx = ctx.with_(**derived)
         for node, args, sources in rendered:
@@ -560,8 +574,7 @@ def _check_engine_rules(node, args, ctx, recipe, snapshot, errors):
     limits = recipe.get("moe_backends", {}).get(moe or "", {})
     if vendors.exclusive_vendor(recipe, "moe_backend", moe)[0] not in (None, ctx["vendor"]):
         limits = {}  # another vendor's kernel: _check_vendor_choices names that one problem
-    ep = vllm_flags.flag_value(args, "--enable-expert-parallel", snapshot) is not None
-    if limits.get("requires_expert_parallel") and not ep:
+    if limits.get("requires_expert_parallel") and not ctx["expert_parallel"]:
         errors.append(problem(host, PREFIX + "moe_backend", "--moe-backend %s requires expert parallelism "
                               "(Kimi K3 MegaMoE requires expert parallel)." % moe,
                               "use multi_node_dep / multi_node_tep, or another --moe-backend."))
@@ -584,9 +597,7 @@ def _cluster_summary(ctx, plans):
         "nnodes": ctx["nnodes"],
         "gpus_per_node": ctx["gpus_per_node"],
         "total_gpus": ctx["total_gpus"],
-        "tensor_parallel_size": ctx["sizes"]["tp"],
-        "pipeline_parallel_size": ctx["sizes"]["pp"],
-        "data_parallel_size": ctx["sizes"]["dp"],
+        **plan_fleet.sizes_summary(ctx),
         "dp_lb_mode": ctx["lb_mode"],
         "interconnect": ctx["interconnect"],
         "all2all_backend": ctx["all2all_backend"],
