@@ -1,8 +1,10 @@
-"""``parallel``: every node plan and every cluster deployment publish the layout the argv renders."""
+"""``parallel``: every node plan and every cluster deployment publish the layout the argv renders, and the readers
+of the plan (sizing, combination rules, fabric, preflight) take the sizes from it."""
 import os
 
 import pytest
 
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import specs as fabric
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import contract
 from tests.unit.plugins.action.test_plan_golden import REPO, plan_inventory
 
@@ -35,3 +37,10 @@ def test_parallel_is_what_the_argv_renders(name):
             assert (deployment["tensor_parallel_size"], deployment["pipeline_parallel_size"],
                     deployment["data_parallel_size"]) == (p["tp"], p["pp"], p["dp"])
 
+
+def test_dp_across_nodes_reads_the_published_layout():
+    assert fabric.dp_across_nodes({"parallel": {"dp": 16, "dp_local": 8}})
+    assert fabric.dp_across_nodes({"parallel": {"dp": 2, "dp_local": 1}})  # external LB: one rank per node
+    assert not fabric.dp_across_nodes({"parallel": {"dp": 8, "dp_local": 8}})
+    assert not fabric.dp_across_nodes({"parallel": {"dp": 1, "dp_local": None}})
+    assert not fabric.dp_across_nodes({})
