@@ -261,6 +261,7 @@ def check_dp_split(d):
 
 
 def check_single_tp(d):
+    """single_node_tp runs tensor parallel only."""
     if d.launch != "single" or d.sizes["pp"] * d.sizes["dp"] == 1:
         return []
     return [problem(d.where, PREFIX + "strategy", "single_node_tp uses tensor parallelism only.",
@@ -291,6 +292,9 @@ def check_load_balancing(d):
         errors.append(problem(where, PREFIX + "dp_lb_mode", "is set but %s has no data parallelism." % name,
                               "remove kimi_k3_dp_lb_mode."))
     return errors
+
+
+# ----------------------------------------------------------------------------- interconnect and features
 
 
 def check_interconnect(d):
@@ -358,6 +362,9 @@ def check_features(d):
     return errors
 
 
+# ----------------------------------------------------------------------------- ports and addresses
+
+
 def check_ports(d):
     """The API, rendezvous and RPC ports a layout uses are distinct (the variable table checked their range)."""
     where, ports, launch, errors = d.where, d.ports, d.launch, []
@@ -389,6 +396,9 @@ def check_addresses(d):
     return errors
 
 
+# ----------------------------------------------------------------------------- user arguments and environment
+
+
 def check_extra_args(d):
     """kimi_k3_extra_args passes no secret, no --config file and no flag the collection derives (the table checked
     it is a string list). Items are named by position: a refused item may hold a secret."""
@@ -410,6 +420,9 @@ def check_extra_env(d):
     not_secret = d.settings["extra_env_not_secret"] or []
     issues = (extras.env_problem(d.recipe, name, value, not_secret) for name, value in (d.settings["extra_env"] or {}).items())
     return [problem(d.where, PREFIX + "extra_env", issue[0], issue[1]) for issue in issues if issue]
+
+
+# ----------------------------------------------------------------------------- API exposure and remote code
 
 
 def check_api_exposure(d):
