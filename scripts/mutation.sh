@@ -5,7 +5,7 @@
 #
 #   smoke  the smoke figures and fail policy (plugins/module_utils/smoke/{sse,measure,stats,policy,logs,metrics}.py)
 #   plan   the plan validators (plugins/plugin_utils/plan/)
-#   validators  the plan's validation rules and the value parsing they use (plan_validate.py, coerce.py) alone:
+#   validators  the plan's validation rules and the value parsing they use (plan/resolve.py, plan/checks.py, coerce.py) alone:
 #          a quicker run than "plan" when only those changed
 #   all    all of these
 #
@@ -30,7 +30,7 @@ prefix="ansible_collections.gpufleet.kimi_k3."
 case "$scope" in
   smoke) globs=("${prefix}plugins.module_utils.smoke.*") ;;
   plan) globs=("${prefix}plugins.plugin_utils.plan.*") ;;
-  validators) globs=("${prefix}plugins.plugin_utils.plan.validate*" "${prefix}plugins.module_utils.common.coerce*") ;;
+  validators) globs=("${prefix}plugins.plugin_utils.plan.resolve*" "${prefix}plugins.plugin_utils.plan.checks*" "${prefix}plugins.module_utils.common.coerce*") ;;
   all) globs=() ;;
   *) globs=("$@") ;;
 esac

@@ -4,7 +4,7 @@
 """Controller-side action: read the cluster's hostvars, validate the topology and render every node's plan.
 
 Documentation lives in plugins/modules/cluster_plan.py. All logic is in module_utils (topology: the driver,
-plan_variables: the variable table, plan_validate: the validators, plan_render: the output).
+plan_variables: the variable table, plan_resolve / plan_checks: the derived deployment and its checks, plan_render: the output).
 """
 
 from __future__ import absolute_import, division, print_function

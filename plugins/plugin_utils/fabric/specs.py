@@ -97,10 +97,9 @@ def plan_names(plans):
 
 
 def dp_across_nodes(plan):
-    argv = plan.get("vllm_args") or []
-    size = arg_value(argv, "--data-parallel-size")
-    local = arg_value(argv, "--data-parallel-size-local")
-    return size is not None and local is not None and int(size) > int(local)
+    """Whether the plan's data-parallel ranks span nodes (the head then serves the DP RPC port to its peers)."""
+    parallel = plan.get("parallel") or {}
+    return parallel.get("dp_local") is not None and parallel["dp"] > parallel["dp_local"]
 
 
 def node_ports(plan, is_head, fabric_data):

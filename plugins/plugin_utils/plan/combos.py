@@ -30,16 +30,6 @@ def _values(flags, flag, snapshot):
     return flags.get(vllm_flags.canonical_flag(flag, snapshot) if snapshot else flag)
 
 
-def _size(flags, key, snapshot):
-    flag = {"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size", "dp": "--data-parallel-size",
-            "dcp": "--decode-context-parallel-size"}[key]
-    values = _values(flags, flag, snapshot)
-    try:
-        return int(values[-1]) if values else 1
-    except ValueError:
-        return 1
-
-
 def eplb_communicator(args):
     """The EPLB communicator an argv asks for (--eplb-config JSON or --eplb-config.communicator), or None."""
     found = None
@@ -81,13 +71,14 @@ def _holds(cond, view):
         values = _values(args, cond["absent"], snap)
         return values is None or ("in" in cond and (values[-1] if values else None) not in cond["in"])
     if "size" in cond:
-        size = _size(args, cond["size"], snap)
+        size = view["parallel"][cond["size"]]
         return size <= cond.get("max", size) and size >= cond.get("min", size)
     checks = {"interconnect": lambda: view["interconnect"] == cond["interconnect"],
               "min_nodes": lambda: view["nnodes"] >= cond["min_nodes"],
               "kind": lambda: view["kind"] in cond["kind"],
               "lb_mode": lambda: view["lb_mode"] in cond["lb_mode"],
-              "dcp_not_dividing_tp": lambda: _size(args, "tp", snap) % _size(args, "dcp", snap) != 0,
+              "dcp_not_dividing_tp": lambda: view["parallel"]["tp"] % view["parallel"]["dcp"] != 0,
+              "expert_parallel": lambda: view["expert_parallel"] == cond["expert_parallel"],
               "eplb_communicator": lambda: eplb_communicator(view["args"]) in cond["eplb_communicator"],
               "ucx_without_device": lambda: bool(view["ucx_missing"])}
     return all(check() for key, check in checks.items() if key in cond)
@@ -113,7 +104,7 @@ def _variable(rule, sources, snapshot):
 def check(node, args, sources, ctx, recipe, container):
     """Problems of one node's final argv under the recipe's combination rules."""
     view = {"args": args, "flags": flag_map(args, ctx["snapshot"]), "snapshot": ctx["snapshot"], "interconnect": ctx["interconnect"], "nnodes": ctx["nnodes"],
-            "kind": ctx["kind"], "lb_mode": ctx["lb_mode"],
+            "kind": ctx["kind"], "lb_mode": ctx["lb_mode"], "parallel": ctx["parallel"], "expert_parallel": ctx["expert_parallel"],
             "ucx_missing": ucx_missing(ctx.get("env") or {}, container, recipe, ctx["hw"])}
     problems = []
     for rule in recipe.get("combination_rules", []):

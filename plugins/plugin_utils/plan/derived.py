@@ -6,8 +6,8 @@
 ``apply`` runs between rendering every node's argv and writing the plans: the weights fit and KV capacity
 (plugin_utils.plan.sizing), the length ``kimi_k3_max_model_len: auto`` resolves to (written into every node's
 argv), and the launch timeouts from the slowest node's measured weight-read throughput (plugin_utils.plan.timeouts;
-``VLLM_ENGINE_READY_TIMEOUT_S`` in the environment of every vendor). Results land in ``ctx["capacity"]`` and
-``ctx["timeouts"]`` for the cluster summary and the node plans.
+``VLLM_ENGINE_READY_TIMEOUT_S`` in the environment of every vendor). ``apply`` returns them (``capacity``,
+``timeouts``, ``env``) for the cluster summary and the node plans.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -93,7 +93,8 @@ def short_timeout_problems(ctx, timeouts, short):
 
 
 def apply(ctx, recipe, rendered, model_facts, errors, warnings):
-    """``rendered`` ([(node, argv, sources)], head first) with the derived length; fills ctx and ``ctx["env"]``."""
+    """``(rendered, derived)``: ``rendered`` ([(node, argv, sources)], head first) with the derived length, and
+    ``{"capacity", "timeouts", "env"}``: the deployment's environment ``ctx["env"]`` with the engine's timeout."""
     facts = _facts(ctx, recipe, model_facts)
     sizing = plan_sizing.assess(ctx, recipe, rendered[0][1], facts) if rendered else {}
     errors.extend(sizing.get("errors", []))
@@ -102,10 +103,10 @@ def apply(ctx, recipe, rendered, model_facts, errors, warnings):
     if isinstance(length, int):
         rendered = [(node, plan_sizing.with_length(args, length, ctx["snapshot"]), sources)
                     for node, args, sources in rendered]
-    ctx["capacity"] = sizing.get("capacity")
-    ctx["timeouts"], short = _timeouts(ctx, recipe, sizing, facts) or (None, [])
-    problems = short_timeout_problems(ctx, ctx["timeouts"], short)
+    timeouts, short = _timeouts(ctx, recipe, sizing, facts) or (None, [])
+    problems = short_timeout_problems(ctx, timeouts, short)
     (errors if ctx["settings"].get("strict") else warnings).extend(problems)
-    if ctx["timeouts"] and ENGINE_READY_ENV not in ctx.get("extra_env", {}):
-        ctx["env"][ENGINE_READY_ENV] = str(ctx["timeouts"]["engine_ready_timeout_s"])
-    return rendered
+    env = dict(ctx["env"])
+    if timeouts and ENGINE_READY_ENV not in ctx.get("extra_env", {}):
+        env[ENGINE_READY_ENV] = str(timeouts["engine_ready_timeout_s"])
+    return rendered, {"capacity": sizing.get("capacity"), "timeouts": timeouts, "env": env}

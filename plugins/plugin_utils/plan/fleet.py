@@ -18,8 +18,9 @@ __metaclass__ = type
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls as plan_tls
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.validate import (
-    DIGEST_RE, is_loopback, node_address, problem)
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.addresses import is_loopback, node_address
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.checks import DIGEST_RE
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.variables import problem
 
 PREFIX = plan_variables.PREFIX
 ROUTER_GROUP = "vllm_router"
@@ -455,19 +456,28 @@ def router_plan(router, built, recipe, tls=None):
 # ----------------------------------------------------------------------------- cluster summary
 
 
+def sizes_summary(ctx):
+    """A deployment's parallel sizes under the names of the cluster section (the same values as its ``parallel``)."""
+    sizes = ctx["sizes"]
+    return {"tensor_parallel_size": sizes["tp"], "pipeline_parallel_size": sizes["pp"], "data_parallel_size": sizes["dp"]}
+
+
+def _deployment_entry(ctx, plans):
+    """One deployment of the cluster section: its hosts, head, endpoints and layout (``parallel`` as its plans)."""
+    ranked = sorted(plans.values(), key=lambda p: p["node_rank"])
+    entry = {"name": ctx["deployment"], "kind": ctx["kind"], "head": ranked[0]["host"],
+             "hosts": [p["host"] for p in ranked], "api_url": ranked[0]["api_url"],
+             "start_phase": min(p["start_phase"] for p in ranked), "strategy": ctx["strategy_name"], "nnodes": ctx["nnodes"]}
+    entry.update(sizes_summary(ctx))
+    entry.update(dp_lb_mode=ctx["lb_mode"], endpoints=[p["api_url"] for p in ranked if p["serves_http"]],
+                 parallel=dict(ctx["parallel"]))
+    return entry
+
+
 def fleet_summary(built):
     """``mode``, ``deployments``, ``router`` (None) and, for several deployments, every endpoint and host."""
     ctxs = [b[0] for b in built]
-    deployments = []
-    for ctx, plans, _errors, _warnings in built:
-        ranked = sorted(plans.values(), key=lambda p: p["node_rank"])
-        deployments.append({"name": ctx["deployment"], "kind": ctx["kind"], "head": ranked[0]["host"],
-                            "hosts": [p["host"] for p in ranked], "api_url": ranked[0]["api_url"],
-                            "start_phase": min(p["start_phase"] for p in ranked), "strategy": ctx["strategy_name"],
-                            "nnodes": ctx["nnodes"], "tensor_parallel_size": ctx["sizes"]["tp"],
-                            "pipeline_parallel_size": ctx["sizes"]["pp"], "data_parallel_size": ctx["sizes"]["dp"],
-                            "dp_lb_mode": ctx["lb_mode"],
-                            "endpoints": [p["api_url"] for p in ranked if p["serves_http"]]})
+    deployments = [_deployment_entry(ctx, plans) for ctx, plans, _errors, _warnings in built]
     out = {"mode": _mode(ctxs), "deployments": deployments, "router": None}
     if len(built) > 1:
         out["endpoints"] = [u for d in deployments for u in d["endpoints"]]

@@ -144,17 +144,17 @@ def _held(cap, length):
     return row["deployment_concurrency"], admitted
 
 
-def _sizes(plan, snapshots, ctx_dep):
-    layout = sizing.layout_of(plan["vllm_args"], snapshots[plan["vllm_version"]])
-    return {"tp": layout["tp"], "pp": layout["pp"], "dp": layout["dp"], "dcp": layout["dcp"],
-            "ep": layout["tp"] * layout["dp"] if layout["ep"] else 1, "nodes": ctx_dep["nnodes"]}
+def _sizes(plan, dep):
+    """The layout's sizes as its head plan publishes them (``parallel``), with the deployment's node count."""
+    p = plan["parallel"]
+    return {"tp": p["tp"], "pp": p["pp"], "dp": p["dp"], "dcp": p["dcp"], "ep": p["ep"], "nodes": dep["nnodes"]}
 
 
 def _deployment_row(dep, head, snapshots, length):
     """What one serving deployment holds: sizes, per-GPU figures, concurrency at ``length`` and the columns."""
     cap = dep.get("capacity")
     row = {"deployment": dep["name"], "kind": dep["kind"], "strategy": dep["strategy"],
-           "sizes": _sizes(head, snapshots, dep), "all2all_backend": _flag(head, "--all2all-backend", snapshots),
+           "sizes": _sizes(head, dep), "all2all_backend": _flag(head, "--all2all-backend", snapshots),
            "moe_backend": _flag(head, "--moe-backend", snapshots) or "auto (vLLM picks)", "capacity": None}
     if cap:
         length = length or cap["max_model_len"]

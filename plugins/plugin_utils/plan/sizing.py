@@ -48,18 +48,17 @@ def _value(args, flag, snapshot, default=None):
     return values[-1] if values else default
 
 
-def layout_of(args, snapshot):
-    """The sizing facts of an argv: parallel sizes, EP, DCP, utilisation, KV dtype, max-model-len, max-num-seqs."""
+def layout_of(args, snapshot, parallel):
+    """The sizing facts of a plan: its ``parallel`` sizes (EP as whether experts are sharded) and, from its argv,
+    utilisation, KV dtype, max-model-len and max-num-seqs."""
     def number(flag, default, cast=int):
         try:
             return cast(_value(args, flag, snapshot, default))
         except (TypeError, ValueError):
             return default
     length = _value(args, "--max-model-len", snapshot)
-    return {"tp": number("--tensor-parallel-size", 1), "pp": number("--pipeline-parallel-size", 1),
-            "dp": number("--data-parallel-size", 1), "dcp": number("--decode-context-parallel-size", 1),
-            "ep": vllm_flags.flag_value(args, "--enable-expert-parallel", snapshot) is not None,
-            "utilisation": number("--gpu-memory-utilization", GPU_UTILISATION_DEFAULT, float),
+    return {"tp": parallel["tp"], "pp": parallel["pp"], "dp": parallel["dp"], "dcp": parallel["dcp"],
+            "ep": parallel["ep"] > 1, "utilisation": number("--gpu-memory-utilization", GPU_UTILISATION_DEFAULT, float),
             "kv_cache_dtype": str(_value(args, "--kv-cache-dtype", snapshot, "auto")),
             "max_model_len": parse_length(length) if length is not None else None,
             "max_num_seqs": number("--max-num-seqs", None)}
@@ -261,7 +260,7 @@ def _target_warning(ctx, recipe, figures, predicted, warnings):
 def assess(ctx, recipe, args, facts=None):
     """Fit, capacity and the resolved max-model-len of one deployment from the head's final argv."""
     out = {"capacity": None, "errors": [], "warnings": [], "max_model_len": None}
-    layout = layout_of(args, ctx["snapshot"])
+    layout = layout_of(args, ctx["snapshot"], ctx["parallel"])
     weights, wsource, arch, asource, shards = model_figures(ctx, recipe, facts)
     out["shards"] = shards
     out["weights_bytes"] = weights

@@ -14,8 +14,8 @@
 
 and returns ``{"ok", "errors", "warnings", "cluster", "plans"}``. Every problem is collected (not just the
 first); each names the host, the variable and the fix. Recipe knowledge stays in the recipe document: this
-module only knows how to layer it. The validators live in plugin_utils.plan.validate (one per concern), the
-output (``docker run`` script, summary table, JSON) in plugin_utils.plan.render.
+module only knows how to layer it. The deployment is resolved by plugin_utils.plan.resolve and checked by
+plugin_utils.plan.checks (a table, one check per concern), the output (``docker run`` script, summary table, JSON) in plugin_utils.plan.render.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -29,20 +29,26 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls a
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import resolve as plan_resolve
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import transport as plan_transport
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as plan_validate
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import addresses
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import checks as plan_checks
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import extras
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vendors
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import pick_versioned, to_bool
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.render import (  # noqa: F401 (re-exported)
     docker_run_command, format_problem, plan_hash, plan_json, summary_table)
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.validate import (  # noqa: F401 (re-exported)
-    PREFIX, SECRET_ENV, SECRET_VARS, api_host, internal_address, node_address, problem, serves_http)
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.addresses import api_host, node_address, serves_http
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.variables import PREFIX, SECRET_KEYS, problem
 
-# Public names, including those re-exported for callers of the former single module (preflight uses
-# internal_address; tests and plugins may use the output functions through topology).
-__all__ = ["build_cluster_plan", "docker_run_command", "format_problem", "internal_address", "model_of", "plan_hash",
-           "plan_json", "served_name", "serves_http", "start_phase", "summary_table", "PREFIX"]
+# Public names, including those re-exported for callers of the former single module (tests and plugins may use
+# the output functions through topology).
+__all__ = ["build_cluster_plan", "docker_run_command", "format_problem", "model_of", "plan_hash",
+           "plan_json", "served_name", "start_phase", "summary_table", "PREFIX"]
+
+SECRET_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}  # where the launch hands each secret to vLLM
 
 
 def _mp_layer(ctx, node, ports, defaults):
@@ -141,7 +147,7 @@ def node_env(env, node):
     for decl in plan_variables.ENV_VARIABLES:
         value = node["settings"].get(decl["key"])
         if decl["scope"] == plan_variables.HOST and value is not None:
-            env[decl["env"]] = plan_validate.env_str(value)
+            env[decl["env"]] = extras.env_str(value)
     return env
 
 
@@ -203,6 +209,17 @@ def _node_args(ctx, node, recipe):
     return args, sources
 
 
+def _parallel(ctx, args):
+    """The deployment's parallel layout from its resolution; DCP is read from the argv this module rendered (a
+    feature or kimi_k3_extra_args passes --decode-context-parallel-size)."""
+    values = vllm_flags.flag_value(args, "--decode-context-parallel-size", ctx["snapshot"])
+    try:
+        dcp = int(values[-1]) if values else 1
+    except ValueError:
+        dcp = 1  # not a number: the flag snapshot check refuses the argv
+    return plan_resolve.parallel(ctx, dcp)
+
+
 def start_phase(ctx, node):
     """0 = start first, 1 = start once phase 0 runs. Followers that dial the head start after it; hybrid-LB
     nodes (each with its own API server) start together."""
@@ -240,7 +257,7 @@ def _node_env(ctx, recipe):
         if decl["scope"] != plan_variables.HOST and s.get(decl["key"]) is not None:
             env[decl["env"]] = s[decl["key"]]
     env.update(ctx["extra_env"])
-    return {str(k): plan_validate.env_str(v) for k, v in env.items()}
+    return {str(k): extras.env_str(v) for k, v in env.items()}
 
 
 def _container(ctx, recipe, node):
@@ -319,7 +336,7 @@ VENDOR_FLAGS = (("all2all_backend", "--all2all-backend"), ("moe_backend", "--moe
 
 def _vendor_fix(ctx, recipe, setting, variable):
     if setting == "all2all_backend":
-        kernels = plan_validate.vendor_choices(recipe, ctx["vendor"], ctx["interconnect"])
+        kernels = vendors.vendor_choices(recipe, ctx["vendor"], ctx["interconnect"])
         if kernels:
             return "unset %s (the plan picks %s on %s over %s) or use one of %s." % (
                 variable, kernels[0], ctx["vendor"], ctx["interconnect"], ", ".join(kernels))
@@ -331,7 +348,7 @@ def _check_vendor_choices(node, args, sources, ctx, recipe, errors):
     """Kernels and variables that exist for one vendor only, refused on the other vendor's nodes."""
     for setting, flag in VENDOR_FLAGS:
         for value in vllm_flags.flag_value(args, flag, ctx["snapshot"]) or []:
-            vendor, source = plan_validate.exclusive_vendor(recipe, setting, value)
+            vendor, source = vendors.exclusive_vendor(recipe, setting, value)
             if vendor and vendor != ctx["vendor"]:
                 variable = sources.get(flag, PREFIX + "accelerator")
                 errors.append(problem(node["host"], variable, "%s %s is an %s-only kernel, but the nodes are %s (%s); "
@@ -339,7 +356,7 @@ def _check_vendor_choices(node, args, sources, ctx, recipe, errors):
                                                        ctx["accelerator"], source),
                                       _vendor_fix(ctx, recipe, setting, variable)))
     for name in sorted(node_env(ctx["env"], node)):
-        vendor, source = plan_validate.exclusive_vendor(recipe, "env", name)
+        vendor, source = vendors.exclusive_vendor(recipe, "env", name)
         if vendor and vendor != ctx["vendor"]:
             variable = _env_source(ctx, node, name)
             errors.append(problem(node["host"], variable, "%s is read by %s builds only, but the nodes are %s; "
@@ -405,6 +422,7 @@ def _node_plan(ctx, recipe, node, env, secret_env, args):
         "secret_env": list(secret_env),
         "container": _container(ctx, recipe, node),
         "vllm_args": args,
+        "parallel": dict(ctx["parallel"]),
         "timeouts": dict(ctx.get("timeouts") or {}),
     }
     plan.update(_serving_keys(ctx, recipe, node))
@@ -456,21 +474,22 @@ def _build_deployment(nodes, recipe, snapshots, deployment=None, model_facts=Non
     """Validate and render one deployment: ``(ctx, plans, errors, warnings)``.
 
     ``model_facts``: ``f(model, revision, cache_dir)`` -> what the controller found in the model cache, or None."""
-    errors, warnings = [], []
-    ctx = plan_validate.resolve(nodes, recipe, snapshots, errors, warnings, deployment)
+    ctx, errors, warnings = plan_checks.validate(nodes, recipe, snapshots, deployment)
     if not errors:
         errors.extend(plan_tls.deployment_problems(ctx, [n for n in ctx["nodes"] if serves_http(ctx, n)]))
         warnings.extend(plan_transport.warnings(ctx))
     plans = {}
     if not errors:
-        ctx["env"] = _node_env(ctx, recipe)
-        secret_env = [SECRET_ENV[k] for k in SECRET_VARS if ctx["settings"]["secrets"][k]]
+        ctx = ctx.with_(env=_node_env(ctx, recipe))
+        secret_env = [SECRET_ENV[k] for k in SECRET_KEYS if ctx["settings"]["secrets"][k]]
         node_errors = []
         rendered = []
         for node in ctx["nodes"]:
             args, sources = _node_args(ctx, node, recipe)
             rendered.append((node, vllm_flags.dedupe_args(args, ctx["snapshot"]), sources))
-        rendered = plan_derived.apply(ctx, recipe, rendered, model_facts, node_errors, warnings)
+        ctx = ctx.with_(parallel=_parallel(ctx, rendered[0][1]))
+        rendered, derived = plan_derived.apply(ctx, recipe, rendered, model_facts, node_errors, warnings)
+        ctx = ctx.with_(**derived)
         for node, args, sources in rendered:
             _check_node_args(node, args, sources, ctx, recipe, node_errors)
             plan = _node_plan(ctx, recipe, node, node_env(ctx["env"], node), secret_env, args)
@@ -486,7 +505,7 @@ def _refused(errors, warnings):
 
 def inventory_secrets(recipe, hosts):
     """The secret values of the inventory's kimi_k3_* variables (``hosts``: nodes and routers), for redaction."""
-    return redaction.inventory_secrets(recipe, [h["vars"] for h in hosts], secret_names=[PREFIX + k for k in SECRET_VARS],
+    return redaction.inventory_secrets(recipe, [h["vars"] for h in hosts], secret_names=[PREFIX + k for k in SECRET_KEYS],
                                        arg_lists=[PREFIX + "extra_args"])
 
 
@@ -541,7 +560,7 @@ def _cluster_plan(nodes, recipe, snapshots, routers, model_facts):
         plans[router["host"]] = router
         cluster.update(plan_fleet.router_summary(router, cluster["endpoints"], built))
         warnings += plan_tls.router_warnings(router["host"], router["api_host"],
-                                             plan_validate.is_loopback(router["api_host"]), tls)
+                                             addresses.is_loopback(router["api_host"]), tls)
     plan_handover.publish(plans, cluster, dict((n["host"], n.get("image_mirror")) for n in nodes + routers))
     cluster["monitoring"] = monitoring.plan_targets(plans)
     return {"ok": True, "errors": [], "warnings": warnings, "plans": plans, "cluster": cluster}
@@ -553,10 +572,9 @@ def _check_engine_rules(node, args, ctx, recipe, snapshot, errors):
     moe = vllm_flags.flag_value(args, "--moe-backend", snapshot)
     moe = moe[-1] if moe else None
     limits = recipe.get("moe_backends", {}).get(moe or "", {})
-    if plan_validate.exclusive_vendor(recipe, "moe_backend", moe)[0] not in (None, ctx["vendor"]):
+    if vendors.exclusive_vendor(recipe, "moe_backend", moe)[0] not in (None, ctx["vendor"]):
         limits = {}  # another vendor's kernel: _check_vendor_choices names that one problem
-    ep = vllm_flags.flag_value(args, "--enable-expert-parallel", snapshot) is not None
-    if limits.get("requires_expert_parallel") and not ep:
+    if limits.get("requires_expert_parallel") and not ctx["expert_parallel"]:
         errors.append(problem(host, PREFIX + "moe_backend", "--moe-backend %s requires expert parallelism "
                               "(Kimi K3 MegaMoE requires expert parallel)." % moe,
                               "use multi_node_dep / multi_node_tep, or another --moe-backend."))
@@ -579,9 +597,7 @@ def _cluster_summary(ctx, plans):
         "nnodes": ctx["nnodes"],
         "gpus_per_node": ctx["gpus_per_node"],
         "total_gpus": ctx["total_gpus"],
-        "tensor_parallel_size": ctx["sizes"]["tp"],
-        "pipeline_parallel_size": ctx["sizes"]["pp"],
-        "data_parallel_size": ctx["sizes"]["dp"],
+        **plan_fleet.sizes_summary(ctx),
         "dp_lb_mode": ctx["lb_mode"],
         "interconnect": ctx["interconnect"],
         "all2all_backend": ctx["all2all_backend"],

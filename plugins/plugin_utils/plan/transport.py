@@ -14,8 +14,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls as plan_tls
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as plan_validate
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.variables import PREFIX
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import addresses
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.variables import PREFIX, problem
 
 PLAIN_ENGINE_SCHEMES = ("tcp://", "http://")
 
@@ -31,8 +31,8 @@ def _unverified_engine(settings):
 
 
 def _key_in_clear(ctx, node):
-    return ctx.get("api_access") == "api_key" and plan_validate.serves_http(ctx, node) \
-        and not plan_tls.serves_tls(node) and not plan_validate.is_loopback(plan_validate.api_host(node))
+    return ctx.get("api_access") == "api_key" and addresses.serves_http(ctx, node) \
+        and not plan_tls.serves_tls(node) and not addresses.is_loopback(addresses.api_host(node))
 
 
 # (test of a node, variable named, what is insecure, the fix)
@@ -59,5 +59,5 @@ def warnings(ctx):
     for test, variable, what, fix in CHECKS:
         hosts = [node["host"] for node in ctx["nodes"] if test(ctx, node)]
         if hosts:
-            out.append(plan_validate.problem(hosts[0], variable, "%s %s" % (", ".join(hosts), what), fix))
+            out.append(problem(hosts[0], variable, "%s %s" % (", ".join(hosts), what), fix))
     return out

@@ -370,8 +370,8 @@ def _engine_client_problems(nodes, invalid, errors):
             option, message = found
             for opt, key in ENGINE_CLIENT_VARIABLES.items() if option != "docker_host" else ():
                 message = re.sub(r"\b%s\b" % opt, PREFIX + key, message)
-            errors.append(_problem(node["host"], PREFIX + ENGINE_CLIENT_VARIABLES[option], message,
-                                   _ENGINE_FIXES[option]))
+            errors.append(problem(node["host"], PREFIX + ENGINE_CLIENT_VARIABLES[option], message,
+                                  _ENGINE_FIXES[option]))
 
 
 _ENGINE_FIXES = {
@@ -486,7 +486,8 @@ def fix_for(decl, recipe, snapshots):
 # ----------------------------------------------------------------------------- reading the inventory
 
 
-def _problem(host, variable, message, fix):
+def problem(host, variable, message, fix):
+    """A refusal or warning as the plan reports it: the host, the variable, what is wrong and the fix."""
     return {"host": host, "variable": variable, "message": message, "fix": fix}
 
 
@@ -500,7 +501,7 @@ def unknown_variables(nodes):
             seen.add(name)
             close = difflib.get_close_matches(name, list(BY_NAME), n=1)
             fix = ("did you mean %s? " % close[0] if close else "") + "The declared variables are in docs/variables.md."
-            problems.append(_problem(node["host"], name, "is not a variable of this collection.", fix))
+            problems.append(problem(node["host"], name, "is not a variable of this collection.", fix))
     return problems
 
 
@@ -524,7 +525,7 @@ def _cluster_value(decl, nodes, errors, deployment=None):
             shown = ("(%s) and %s (%s)" % ("hidden", host, "hidden") if decl["secret"]
                      else "(%s) and %s (%s)" % (show(first), host, show(value)))
             scope, fix = _where_fix(decl, deployment)
-            errors.append(_problem(host, name, "differs between %s %s; %s." % (first_host, shown, scope), fix))
+            errors.append(problem(host, name, "differs between %s %s; %s." % (first_host, shown, scope), fix))
             break
     return first_host, first
 
@@ -578,7 +579,7 @@ def _read_shared_variable(decl, nodes, inputs, settings, errors, invalid):
         return
     checked, refusal = check_value(decl, value, recipe, snapshots)
     if refusal:
-        errors.append(_problem(host, decl["name"], refusal[0], refusal[1]))
+        errors.append(problem(host, decl["name"], refusal[0], refusal[1]))
         invalid.add(decl["key"])
     else:
         settings[decl["key"]] = True if decl["secret"] else copy.deepcopy(checked)
@@ -593,7 +594,7 @@ def _read_host_variable(decl, nodes, recipe, snapshots, errors, invalid):
             continue
         checked, refusal = check_value(decl, value, recipe, snapshots)
         if refusal:
-            errors.append(_problem(node["host"], decl["name"], refusal[0], refusal[1]))
+            errors.append(problem(node["host"], decl["name"], refusal[0], refusal[1]))
             invalid.add(decl["key"])
         else:
             node["settings"][decl["key"]] = checked

@@ -40,21 +40,21 @@ WILDCARDS = ("", "0.0.0.0", "::", "*")
 
 def exposed_listeners(plan):
     """The inter-node ports the node's vLLM will listen on at every address (not only the internal one):
-    ``[{"port", "variable", "what"}]``, from the plan's argv and env.
+    ``[{"port", "variable", "what"}]``, from the plan's ``parallel`` layout and env.
 
-    On the head of a multi-node deployment: the TP/PP rendezvous (``--master-addr``: rank 0's torch TCPStore on
-    ``--master-port``, all addresses) and the DP ports (``--data-parallel-address``: the RPC port and the
-    torch.distributed ports vLLM picks among free ones). On any node: the NIXL side channel when
+    On the head of a multi-node deployment: the TP/PP rendezvous of one engine spanning the nodes (``--master-addr``:
+    rank 0's torch TCPStore on ``--master-port``, all addresses), or the DP ports of a data-parallel launch
+    (``--data-parallel-address``: the RPC port and the torch.distributed ports vLLM picks among free ones). On any node: the NIXL side channel when
     VLLM_NIXL_SIDE_CHANNEL_HOST is unset or a wildcard. NCCL/Gloo bootstrap sockets bind the pinned interface's
     address (socket_ifname checks that interface), so they are not listed."""
-    args = [str(a) for a in plan.get("vllm_args") or []]
     env = plan.get("env") or {}
     out = []
     head = plan.get("role") == "head" and (plan.get("nnodes") or 1) > 1
-    if head and vllm_flags.flag_value(args, "--master-addr") and plan.get("master_port"):
+    data_parallel = (plan.get("parallel") or {}).get("dp_local") is not None  # a data-parallel launch
+    if head and not data_parallel and plan.get("master_port"):
         out.append({"port": int(plan["master_port"]), "variable": "kimi_k3_master_port",
                     "what": "TP/PP rendezvous (torch TCPStore)"})
-    if head and vllm_flags.flag_value(args, "--data-parallel-address") and plan.get("dp_rpc_port"):
+    if head and data_parallel and plan.get("dp_rpc_port"):
         out.append({"port": int(plan["dp_rpc_port"]), "variable": "kimi_k3_dp_rpc_port",
                     "what": "DP RPC (and the torch.distributed ports vLLM picks among free ones)"})
     side = env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")

@@ -66,7 +66,8 @@ def cpu_plan(ifname="lo"):
             "internal_address": "127.0.0.1", "master_port": master, "dp_rpc_port": rpc, "vllm_version": "0.32.0",
             "image": "127.0.0.1:5000/vllm/vllm-cpu@sha256:" + "c" * 64, "env": {"GLOO_SOCKET_IFNAME": ifname},
             "vllm_args": ["m", "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                          "--max-num-batched-tokens", "64"]}
+                          "--max-num-batched-tokens", "64"],
+            "parallel": {"tp": 1, "pp": 1, "dp": 2, "dp_local": 1, "ep": 1, "dcp": 1}}
     return {"plans": plans, "cluster": {"gpus_per_node": 1, "order": ["n0", "n1"], "head": "n0",
                                         "deployments": [{"name": "main", "head": "n0", "hosts": ["n0", "n1"]}]}}
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.action import cluster_plan as cluster_plan_action
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as pv
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import checks
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import extras
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 RECIPE = recipe_data.load_recipe()
@@ -27,8 +28,7 @@ def one_node(**cluster):
 
 
 def refusals(variable, **cluster):
-    errors = []
-    pv.resolve(one_node(**cluster), RECIPE, SNAPSHOTS, errors, [])
+    errors = checks.validate(one_node(**cluster), RECIPE, SNAPSHOTS)[1]
     return [e for e in errors if e["variable"] == variable]
 
 
@@ -127,14 +127,14 @@ def test_well_known_non_secret_names_pass(name):
        suffix=st.from_regex(r"[A-Z0-9_]{0,8}", fullmatch=True))
 def test_a_secret_word_anywhere_is_caught(prefix, word, suffix):
     name = prefix + "_" + word + ("_" + suffix if suffix else "")
-    assert pv.is_secret_env(RECIPE, name) or any(
+    assert extras.is_secret_env(RECIPE, name) or any(
         w in RECIPE["secret_env"]["not_secret_words"] for w in name.split("_") if word in w)
 
 
 @settings(max_examples=200, deadline=None)
 @given(name=st.text(max_size=30))
 def test_the_secret_rule_never_raises(name):
-    assert pv.is_secret_env(RECIPE, name) in (True, False)
+    assert extras.is_secret_env(RECIPE, name) in (True, False)
 
 
 # ----------------------------------------------------------------------------- extra env: derived per node

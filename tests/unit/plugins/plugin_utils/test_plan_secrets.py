@@ -148,12 +148,12 @@ def test_redaction_hides_known_values_and_url_userinfo():
 
 
 def test_every_problem_of_the_plan_passes_the_redaction(monkeypatch):
-    """A validator that quoted a secret would still not leak it: build_cluster_plan redacts on the way out."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as pv
+    """A check that quoted a secret would still not leak it: build_cluster_plan redacts on the way out."""
+    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import checks
 
-    def quoting(ctx):
-        return [pv.problem(ctx["where"], "kimi_k3_api_key", "quoted %s" % CANARY, "fix %s" % CANARY)]
-    monkeypatch.setattr(pv, "VALIDATORS", list(pv.VALIDATORS) + [quoting])
+    def quoting(d):
+        return [checks.problem(d.where, "kimi_k3_api_key", "quoted %s" % CANARY, "fix %s" % CANARY)]
+    monkeypatch.setattr(checks, "CHECKS", checks.CHECKS + (checks.Check("quoting", (), quoting, False),))
     (p,) = build(kimi_k3_api_key=CANARY)["errors"]
     assert p["message"] == "quoted <hidden>" and p["fix"] == "fix <hidden>"
 

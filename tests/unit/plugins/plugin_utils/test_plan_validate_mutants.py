@@ -1,4 +1,5 @@
-"""Exact-value tests of plan_validate written for the mutants `scripts/mutation.sh validators` left alive.
+"""Exact-value tests of the plan's resolution and checks written for the mutants `scripts/mutation.sh validators` left
+alive (plugin_utils.plan.resolve, checks, addresses, vendors, extras).
 
 Each test pins a decision (refused or not, which variable, which host) or a figure the refusal reports (a rank,
 a count, a port), or a derived value the plan renders from. Text-only mutants of the message wording are not
@@ -8,7 +9,13 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as pv
+import types
+
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import addresses
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import checks
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import extras
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import resolve as plan_resolve
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vendors
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 RECIPE = recipe_data.load_recipe()
@@ -36,9 +43,7 @@ def nodes(n, host_vars=None, head=0, without=(), **cluster):
 
 
 def resolve(node_list, recipe=RECIPE):
-    errors, warnings = [], []
-    ctx = pv.resolve(node_list, recipe, SNAPSHOTS, errors, warnings)
-    return ctx, errors, warnings
+    return checks.validate(node_list, recipe, SNAPSHOTS)
 
 
 def only(errors, variable):
@@ -51,7 +56,7 @@ def only(errors, variable):
 
 
 def test_env_str():
-    assert (pv.env_str(True), pv.env_str(False), pv.env_str(5), pv.env_str("x"), pv.env_str(0)) == \
+    assert (extras.env_str(True), extras.env_str(False), extras.env_str(5), extras.env_str("x"), extras.env_str(0)) == \
         ("1", "0", "5", "x", "0")
 
 
@@ -59,24 +64,24 @@ def test_env_str():
     ("G*N", 4, 2, 8), ("G", 4, 3, 4), ("N", 4, 3, 3), ("1", 4, 3, 1), ("2*G", 4, 3, 8), ("G*2", 8, 1, 16),
     (" G * N ", 4, 4, 16), ("3*N*G", 2, 5, 30), (4, 8, 2, 4)])
 def test_eval_size(expr, gpn, nnodes, value):
-    got = pv.eval_size(expr, gpn, nnodes)
+    got = plan_resolve.eval_size(expr, gpn, nnodes)
     assert got == value and isinstance(got, int) and not isinstance(got, bool)
 
 
 def test_api_host_defaults_to_every_address_also_without_settings():
-    assert pv.api_host({"host": "n", "vars": {}}) == "0.0.0.0"
-    assert pv.api_host({"host": "n", "settings": {"api_host": None}}) == "0.0.0.0"
-    assert pv.api_host({"host": "n", "settings": {"api_host": "127.0.0.1"}}) == "127.0.0.1"
+    assert addresses.api_host({"host": "n", "vars": {}}) == "0.0.0.0"
+    assert addresses.api_host({"host": "n", "settings": {"api_host": None}}) == "0.0.0.0"
+    assert addresses.api_host({"host": "n", "settings": {"api_host": "127.0.0.1"}}) == "127.0.0.1"
 
 
 def test_node_address_order_of_precedence():
-    assert pv.node_address({"host": "n", "settings": {"internal_address": "10.0.0.5"},
-                            "vars": {"ansible_host": "1.2.3.4"}}) == "10.0.0.5"
-    assert pv.node_address({"host": "n", "settings": {}, "vars": {"ansible_host": "1.2.3.4"}}) == "1.2.3.4"
-    assert pv.node_address({"host": "n", "vars": {}}) == "n"
-    assert pv.internal_address("n", {"kimi_k3_internal_address": "10.0.0.5", "ansible_host": "x"}) == "10.0.0.5"
-    assert pv.internal_address("n", {"ansible_host": "x"}) == "x"
-    assert pv.internal_address("n", {}) == "n"
+    assert addresses.node_address({"host": "n", "settings": {"internal_address": "10.0.0.5"},
+                                   "vars": {"ansible_host": "1.2.3.4"}}) == "10.0.0.5"
+    assert addresses.node_address({"host": "n", "settings": {}, "vars": {"ansible_host": "1.2.3.4"}}) == "1.2.3.4"
+    assert addresses.node_address({"host": "n", "vars": {}}) == "n"
+    assert addresses.internal_address("n", {"kimi_k3_internal_address": "10.0.0.5", "ansible_host": "x"}) == "10.0.0.5"
+    assert addresses.internal_address("n", {"ansible_host": "x"}) == "x"
+    assert addresses.internal_address("n", {}) == "n"
 
 
 @pytest.mark.parametrize("address, loopback", [
@@ -85,44 +90,44 @@ def test_node_address_order_of_precedence():
     ("10.0.0.1", False), ("127.0.0.1.example", False), ("x127.0.0.1", False), ("localhost.example", False),
     ("128.0.0.1", False)])
 def test_is_loopback(address, loopback):
-    assert pv.is_loopback(address) is loopback
+    assert addresses.is_loopback(address) is loopback
 
 
 def test_recipe_lookups_of_a_recipe_without_the_sections():
-    assert pv.all2all_kernel({}, "nvidia", "rdma") is None
-    assert pv.exclusive_vendor({}, "moe_backend", "aiter") == (None, None)
-    assert pv.exclusive_vendor({"vendor_exclusive": {}}, "moe_backend", "aiter") == (None, None)
-    assert pv.vendor_choices({}, "nvidia", "rdma") == []
-    assert pv._reserved_fix({}, "--port", "--port") is None
+    assert vendors.all2all_kernel({}, "nvidia", "rdma") is None
+    assert vendors.exclusive_vendor({}, "moe_backend", "aiter") == (None, None)
+    assert vendors.exclusive_vendor({"vendor_exclusive": {}}, "moe_backend", "aiter") == (None, None)
+    assert vendors.vendor_choices({}, "nvidia", "rdma") == []
+    assert extras.reserved_fix({}, "--port", "--port") is None
 
 
 def test_vendor_choices_lists_the_rendered_kernel_first_then_the_options():
     recipe = {"all2all_by_vendor": {"nvidia": {"rdma": {"backend": "deepep_low_latency", "options": ["nixl", "x"]},
                                                "nvlink": {"options": ["allgather_reducescatter"]}}}}
-    assert pv.vendor_choices(recipe, "nvidia", "rdma") == ["deepep_low_latency", "nixl", "x"]
-    assert pv.vendor_choices(recipe, "nvidia", "nvlink") == ["allgather_reducescatter"]
-    assert pv.vendor_choices(recipe, "amd", "rdma") == []
-    assert pv.all2all_kernel(recipe, "nvidia", "rdma") == "deepep_low_latency"
-    assert pv.all2all_kernel(recipe, "nvidia", "nvlink") is None
+    assert vendors.vendor_choices(recipe, "nvidia", "rdma") == ["deepep_low_latency", "nixl", "x"]
+    assert vendors.vendor_choices(recipe, "nvidia", "nvlink") == ["allgather_reducescatter"]
+    assert vendors.vendor_choices(recipe, "amd", "rdma") == []
+    assert vendors.all2all_kernel(recipe, "nvidia", "rdma") == "deepep_low_latency"
+    assert vendors.all2all_kernel(recipe, "nvidia", "nvlink") is None
 
 
 def test_exclusive_vendor_by_value_and_by_prefix():
     recipe = {"vendor_exclusive": {"moe_backend": [
         {"vendor": "amd", "source": "rocm docs", "values": ["aiter"], "prefixes": ["rocm_"]}]}}
-    assert pv.exclusive_vendor(recipe, "moe_backend", "aiter") == ("amd", "rocm docs")
-    assert pv.exclusive_vendor(recipe, "moe_backend", "rocm_fused") == ("amd", "rocm docs")
-    assert pv.exclusive_vendor(recipe, "moe_backend", "cutlass") == (None, None)
-    assert pv.exclusive_vendor(recipe, "attention", "aiter") == (None, None)
+    assert vendors.exclusive_vendor(recipe, "moe_backend", "aiter") == ("amd", "rocm docs")
+    assert vendors.exclusive_vendor(recipe, "moe_backend", "rocm_fused") == ("amd", "rocm docs")
+    assert vendors.exclusive_vendor(recipe, "moe_backend", "cutlass") == (None, None)
+    assert vendors.exclusive_vendor(recipe, "attention", "aiter") == (None, None)
 
 
 def test_reserved_fix_by_flag_name_and_by_prefix():
     recipe = {"reserved_args": {"--port": "use kimi_k3_api_port"},
               "reserved_arg_prefixes": {"--data-parallel": "use the strategy"}}
-    assert pv._reserved_fix(recipe, "--port", "--port") == "use kimi_k3_api_port"
-    assert pv._reserved_fix(recipe, "--other", "--port") == "use kimi_k3_api_port"
-    assert pv._reserved_fix(recipe, "--data-parallel-size", "--dp") == "use the strategy"
-    assert pv._reserved_fix(recipe, "--x", "--data-parallel-address") == "use the strategy"
-    assert pv._reserved_fix(recipe, "--max-model-len", "--max-model-len") is None
+    assert extras.reserved_fix(recipe, "--port", "--port") == "use kimi_k3_api_port"
+    assert extras.reserved_fix(recipe, "--other", "--port") == "use kimi_k3_api_port"
+    assert extras.reserved_fix(recipe, "--data-parallel-size", "--dp") == "use the strategy"
+    assert extras.reserved_fix(recipe, "--x", "--data-parallel-address") == "use the strategy"
+    assert extras.reserved_fix(recipe, "--max-model-len", "--max-model-len") is None
 
 
 # ----------------------------------------------------------------------------- extra env
@@ -130,32 +135,32 @@ def test_reserved_fix_by_flag_name_and_by_prefix():
 
 @pytest.mark.parametrize("name", ["lower_case", "MixedCase_1", "_X", "A"])
 def test_env_names_of_any_case_are_accepted(name):
-    assert pv._env_entry_problem(name, "1") is None
+    assert extras.env_entry_problem(name, "1") is None
 
 
 @pytest.mark.parametrize("name", ["1ABC", "A-B", "A B", "", "Ä", 5, None])
 def test_bad_env_names_are_refused_with_the_name_shown(name):
-    message, fix = pv._env_entry_problem(name, "1")
+    message, fix = extras.env_entry_problem(name, "1")
     assert message.startswith("key ") and message.endswith(" is not an environment variable name.")
     assert fix == "use NAME: value with NAME matching [A-Za-z_][A-Za-z0-9_]*."
 
 
 @pytest.mark.parametrize("value, kind", [([1], "a list"), ({"a": 1}, "a mapping")])
 def test_non_scalar_env_values_are_refused_naming_their_kind(value, kind):
-    message, fix = pv._env_entry_problem("X", value)
+    message, fix = extras.env_entry_problem("X", value)
     assert message.startswith("X must be a string or number, got ") and kind.split()[-1] in message, message
     assert fix == 'write X: "<value>" (a list or mapping cannot be an environment value).'
 
 
 @pytest.mark.parametrize("value", ["a\nb", "a\tb", "\x00", "x\x7f", "\x1f"])
 def test_control_characters_in_env_values_are_refused(value):
-    assert pv._env_entry_problem("X", value) == (
+    assert extras.env_entry_problem("X", value) == (
         "X contains a control character (it would break the env file).", "put the value on one line.")
 
 
 @pytest.mark.parametrize("value", ["a b", "~!@#$%^&*()", 0, 1.5, True, "\x20", "\x80"])
 def test_other_env_values_are_accepted(value):
-    assert pv._env_entry_problem("X", value) is None
+    assert extras.env_entry_problem("X", value) is None
 
 
 # ----------------------------------------------------------------------------- node order
@@ -247,7 +252,7 @@ def test_a_strategy_without_a_gpu_floor_takes_any_gpu_count():
     del recipe["strategies"]["multi_node_tp"]["min_gpus"]
     ctx, errors, _w = resolve(nodes(2, kimi_k3_gpus_per_node=1), recipe)
     assert [e for e in errors if e["variable"] == "kimi_k3_strategy"] == []
-    assert ctx["strategy_fits"] is True
+    assert ctx["sizes"] == {"tp": 2, "pp": 1, "dp": 1}
 
 
 def test_strategy_only_offered_for_other_hardware():
@@ -441,7 +446,7 @@ def test_load_balancing_accepted(strategy, mode):
 
 def test_load_balancing_is_moot_when_the_strategy_does_not_fit():
     ctx, errors, _w = resolve(nodes(2, kimi_k3_strategy="multi_node_dep", kimi_k3_dp_lb_mode="external"))
-    assert [e["variable"] for e in errors] == ["kimi_k3_strategy"] and ctx["lb_mode"] is None
+    assert [e["variable"] for e in errors] == ["kimi_k3_strategy"] and ctx["lb_mode"] == "external"
 
 
 # ----------------------------------------------------------------------------- interconnect and features
@@ -464,7 +469,7 @@ def test_all2all_kernel_is_the_recipes_for_expert_parallel_over_several_nodes():
     ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_interconnect="rdma"))
     assert errors == []
     assert ctx["all2all_backend"] is not None
-    assert ctx["all2all_backend"] == pv.all2all_kernel(RECIPE, "nvidia", "rdma")
+    assert ctx["all2all_backend"] == vendors.all2all_kernel(RECIPE, "nvidia", "rdma")
     ctx, errors, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="rdma"))
     assert errors == [] and ctx["all2all_backend"] is None
 
@@ -615,13 +620,15 @@ def test_extra_env_with_a_recipe_that_removed_nothing():
 
 
 def test_a_port_on_the_nixl_side_channel_is_refused_naming_the_side_channel():
-    ctx = {"settings": {"api_port": 5557, "master_port": None, "dp_rpc_port": None}, "where": "node0",
-           "recipe": RECIPE, "launch": "mp", "role_spec": {"kv_side_channel_port": 5557}, "nodes": []}
-    errors = pv.validate_ports_addresses(ctx)
+    def ports(master_port):
+        settings = {"api_port": 5557, "master_port": master_port, "dp_rpc_port": None}
+        role = {"kv_side_channel_port": 5557}
+        return types.SimpleNamespace(where="node0", launch="mp", role_spec=role,
+                                     ports=plan_resolve._ports(settings, role, RECIPE["defaults"]))
+    errors = checks.check_ports(ports(None))
     assert [(e["variable"], e["message"]) for e in errors] == [
         ("kimi_k3_api_port", "port 5557 is also VLLM_NIXL_SIDE_CHANNEL_PORT (the NIXL side channel).")]
-    ctx["settings"]["master_port"] = 5557
-    errors = pv.validate_ports_addresses(ctx)
+    errors = checks.check_ports(ports(5557))
     pairs = [(e["variable"], e["message"]) for e in errors]
     assert pairs[1] == ("kimi_k3_master_port", "port 5557 is also kimi_k3_api_port.")
 
@@ -679,11 +686,11 @@ def test_an_exposed_api_without_a_key_names_the_nodes():
 
 def test_serves_http_by_role_and_load_balancing():
     ctx, _e, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep"))
-    assert [pv.serves_http(ctx, n) for n in ctx["nodes"]] == [True, True, True, True]
+    assert [addresses.serves_http(ctx, n) for n in ctx["nodes"]] == [True, True, True, True]
     ctx, _e, _w = resolve(nodes(4, kimi_k3_strategy="multi_node_dep", kimi_k3_dp_lb_mode="internal"))
-    assert [pv.serves_http(ctx, n) for n in ctx["nodes"]] == [True, False, False, False]
+    assert [addresses.serves_http(ctx, n) for n in ctx["nodes"]] == [True, False, False, False]
     ctx, _e, _w = resolve(nodes(2))
-    assert [pv.serves_http(ctx, n) for n in ctx["nodes"]] == [True, False]
+    assert [addresses.serves_http(ctx, n) for n in ctx["nodes"]] == [True, False]
 
 
 def test_remote_code_needs_a_revision():
@@ -767,9 +774,7 @@ def test_a_flag_value_the_release_accepts():
 
 def test_snapshots_are_listed_in_release_order_not_text_order():
     snapshots = dict(SNAPSHOTS, **{"0.100.0": SNAPSHOTS["0.28.0"]})
-    errors, warnings = [], []
-    pv.resolve(nodes(1, kimi_k3_accelerator="b200", kimi_k3_vllm_version="0.31.0"), RECIPE, snapshots, errors,
-               warnings)
+    errors = checks.validate(nodes(1, kimi_k3_accelerator="b200", kimi_k3_vllm_version="0.31.0"), RECIPE, snapshots)[1]
     fix = only(errors, "kimi_k3_vllm_version")["fix"]
     assert fix.startswith("use one of %s, 0.100.0, or add" % ", ".join(
         sorted(SNAPSHOTS, key=lambda v: tuple(int(x) for x in v.split(".")))))
@@ -783,7 +788,7 @@ def test_head_listed_second_with_rank_one_is_refused_and_put_first():
 
 def test_a_bad_env_name_is_shown_in_the_message():
     from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
-    message, _fix = pv._env_entry_problem("1ABC", "1")
+    message, _fix = extras.env_entry_problem("1ABC", "1")
     assert message == "key %s is not an environment variable name." % plan_variables.show("1ABC")
 
 
@@ -908,14 +913,13 @@ def test_host_names_that_are_no_file_names_are_refused(host):
 
 def test_the_deployment_kind_defaults_to_single_alone_and_replica_among_several():
     settings = {"deployment_kind": None, "strategy": None}
-    assert pv._deployment_kind(dict(settings), RECIPE, {"name": "main", "several": False}) == (
-        "single", RECIPE["deployment_kinds"]["single"])
-    assert pv._deployment_kind(dict(settings), RECIPE, {"name": "r-1", "several": True}) == (
-        "replica", RECIPE["deployment_kinds"]["replica"])
-    assert pv._deployment_kind(dict(settings), RECIPE, {"name": "main"})[0] == "single"
+    assert plan_resolve.deployment_kind(settings, RECIPE, False) == ("single", RECIPE["deployment_kinds"]["single"])
+    assert plan_resolve.deployment_kind(settings, RECIPE, True) == ("replica", RECIPE["deployment_kinds"]["replica"])
     chosen = dict(settings, deployment_kind="decode")
-    assert pv._deployment_kind(chosen, RECIPE, {"name": "d-1", "several": True})[0] == "decode"
-    assert chosen["strategy"] == RECIPE["deployment_kinds"]["decode"]["strategies"][0]
+    assert plan_resolve.deployment_kind(chosen, RECIPE, True)[0] == "decode"
+    role = RECIPE["deployment_kinds"]["decode"]
+    assert plan_resolve._strategy(chosen, RECIPE, role)["strategy_name"] == role["strategies"][0]
+    assert chosen["strategy"] is None  # resolving reads the settings, it never writes them
     ctx, _errors, _w = resolve(nodes(1, kimi_k3_accelerator="b200"))
     assert (ctx["kind"], ctx["role_spec"]) == ("single", RECIPE["deployment_kinds"]["single"])
 

@@ -563,18 +563,20 @@ def test_port_exposure_waits_for_the_socket_interface_and_needs_listeners():
         "status"] == "warn"
 
 
-def _plan(role="head", nnodes=2, args=(), env=None):
-    return {"role": role, "nnodes": nnodes, "vllm_args": list(args), "env": env or {}, "master_port": 29501,
+def _plan(role="head", nnodes=2, parallel=None, env=None):
+    return {"role": role, "nnodes": nnodes, "parallel": parallel or MP, "env": env or {}, "master_port": 29501,
             "dp_rpc_port": 29550}
 
 
+MP = {"tp": 8, "pp": 1, "dp": 1, "dp_local": None, "ep": 1, "dcp": 1}  # one engine over both nodes (--master-addr)
+DP = dict(MP, tp=1, dp=16, dp_local=8, ep=16)  # a data-parallel launch (--data-parallel-address)
+
+
 def test_exposed_listeners_from_the_plan():
-    mp = ["m", "--nnodes", "2", "--master-addr", "10.0.0.11"]
-    dp = ["m", "--data-parallel-address", "10.0.0.11"]
-    assert E.exposed_listeners(_plan(args=mp)) == MASTER
-    assert E.exposed_listeners(_plan(role="worker", args=mp + ["--headless"])) == []
-    assert E.exposed_listeners(_plan(nnodes=1, args=mp)) == []
-    assert [p["variable"] for p in E.exposed_listeners(_plan(args=dp))] == ["kimi_k3_dp_rpc_port"]
+    assert E.exposed_listeners(_plan()) == MASTER
+    assert E.exposed_listeners(_plan(role="worker")) == []
+    assert E.exposed_listeners(_plan(nnodes=1)) == []
+    assert [p["variable"] for p in E.exposed_listeners(_plan(parallel=DP))] == ["kimi_k3_dp_rpc_port"]
     nixl = {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5557", "VLLM_NIXL_SIDE_CHANNEL_HOST": "10.0.0.11"}
     assert E.exposed_listeners(_plan(role="worker", env=nixl)) == []            # bound on the node's own address
     wild = dict(nixl, VLLM_NIXL_SIDE_CHANNEL_HOST="0.0.0.0")

@@ -4,13 +4,17 @@ Every named format of the variable table, the plan's own regular expressions (im
 host names, loopback) and the node-side parsers that validate input (hf_stage, image_ref) refuse a value that is
 valid except for a trailing newline or another control character in any position.
 """
+import types
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights import hf_stage
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import validate as plan_validate
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import addresses
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import checks as plan_checks
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import extras
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
@@ -69,15 +73,15 @@ def test_integers_ignore_surrounding_whitespace_only(text):
 @pytest.mark.parametrize("variant", VARIANTS[:4], ids=repr)
 def test_plan_regexes_hold_for_the_whole_value(variant):
     digest = "vllm/vllm-openai@sha256:" + "a" * 64
-    assert plan_validate.DIGEST_RE.match(digest)
-    assert not plan_validate.DIGEST_RE.match(variant.format(digest))
-    assert plan_validate._env_entry_problem(variant.format("NCCL_DEBUG"), "1") is not None
-    assert not plan_validate.is_loopback(variant.format("127.0.0.1"))
+    assert plan_checks.DIGEST_RE.match(digest)
+    assert not plan_checks.DIGEST_RE.match(variant.format(digest))
+    assert extras.env_entry_problem(variant.format("NCCL_DEBUG"), "1") is not None
+    assert not addresses.is_loopback(variant.format("127.0.0.1"))
 
 
 def test_a_host_name_with_a_trailing_newline_is_refused():
-    ctx = {"nodes": [{"host": "node1\n", "vars": {}, "settings": {}}]}
-    (problem,) = plan_validate.validate_host_names(ctx)
+    node = {"host": "node1\n", "vars": {}, "settings": {}}
+    (problem,) = plan_checks.check_host_names(types.SimpleNamespace(nodes=[node], given_nodes=[node]))
     assert problem["variable"] == "inventory_hostname" and "rename the host" in problem["fix"]
 
 
