@@ -40,16 +40,19 @@ class ActionModule(ActionBase):
         sources.update((name + ".yml", (args["playbook_template"], {"item": name})) for name in args["playbooks"])
         try:
             entries = site_files.site_entries(SITE_DIRECTORIES, sorted(sources), self._copies(args))
+            lookup = self._shared_loader_obj.lookup_loader.get("ansible.builtin.template", loader=self._loader,
+                                                               templar=self._templar)
             # only what will be written is rendered: a second run renders nothing
-            texts = dict((e.rel, self._render(sources[e.rel], task_vars)) for e in site_files.missing(dest, entries)
-                         if e.rel in sources)
+            texts = dict((e.rel, self._render(lookup, sources[e.rel], task_vars))
+                         for e in site_files.missing(dest, entries) if e.rel in sources)
             done = site_files.write(dest, entries, texts, check_mode=self._task.check_mode)
         except (IOError, OSError) as exc:
             raise AnsibleActionFail("site_files: %s" % exc)
         result.update(done, dest=dest, inventories=list(args["inventories"]),
                       changed=bool(done["written"] or done["directories"]),
-                      msg="%d file(s) written under %s, %d directory(ies) made" % (
-                          len(done["written"]), dest, len(done["directories"])))
+                      msg="%d file(s) %s under %s, %d directory(ies) %s" % (
+                          len(done["written"]), "would be written" if self._task.check_mode else "written", dest,
+                          len(done["directories"]), "to make" if self._task.check_mode else "made"))
         if self._task.diff and done["written"]:
             result["diff"] = _diffs(dest, entries, texts, done["written"])
         return result
@@ -66,13 +69,12 @@ class ActionModule(ActionBase):
             entries += site_files.tree_entries(src, os.path.join("inventories", name))
         return entries
 
-    def _render(self, source, task_vars):
+    def _render(self, lookup, source, task_vars):
         """A template of the role (its templates/ directory) rendered as ansible.builtin.template renders it, with
-        the task's variables and ``template_vars`` (``item`` for a wrapper): ansible-core's template lookup, the
-        version-independent way to the action's templar (trusted template text, ansible_managed, search path)."""
+        the task's variables and ``template_vars`` (``item`` for a wrapper). Through ansible-core's template
+        ``lookup`` on the action's templar: the way that is the same from ansible-core 2.17 on (trusted template
+        text, ansible_managed and the search path are the lookup's business, and changed in 2.19)."""
         src, template_vars = source
-        lookup = self._shared_loader_obj.lookup_loader.get("ansible.builtin.template", loader=self._loader,
-                                                           templar=self._templar)
         return lookup.run([self._find_needle("templates", src)], task_vars, template_vars=template_vars)[0]
 
 
