@@ -24,8 +24,8 @@ class ModuleDocFragment(object):
     the base fragment, ``.report`` instead of ``.action``.
     """
 
-    # Every module: full check mode (each says in details what it does there), no diff, POSIX nodes. check_mode
-    # stands last so that READ_ONLY can add its details.
+    # Every module: full check mode (each says in details what it does there), no diff (a module that shows one
+    # sets its own diff_mode), POSIX nodes. check_mode stands last so that READ_ONLY can add its details.
     DOCUMENTATION = r"""
 attributes:
   diff_mode:

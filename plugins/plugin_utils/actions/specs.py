@@ -84,6 +84,15 @@ MONITORING_CONFIG = dict(
     ca_file=dict(type="path"),
 )
 
+SITE_FILES = dict(
+    dest=dict(type="path", required=True),
+    templates=dict(type="dict", default={}),
+    playbooks=dict(type="list", elements="str", default=[]),
+    playbook_template=dict(type="str", default="playbook.yml.j2"),
+    inventory_root=dict(type="path"),
+    inventories=dict(type="list", elements="str", default=[]),
+)
+
 
 def null_is_default(args, spec):
     """The validated ``args`` with an explicit null (``overrides: null``, ``peers: "{{ none }}"``) replaced by the

@@ -74,6 +74,15 @@ def test_second_run_changes_nothing_and_keeps_edits(site):
     assert edited.read_text().endswith("# operator edit\n")
 
 
+def test_check_mode_shows_the_site_and_writes_nothing(tmp_path):
+    rc, out = _site_init(tmp_path, "-e", "site_dir=%s" % (tmp_path / "s"), "-e", '{"site_inventories": ["gb300-cluster"]}',
+                         "--check", "--diff")
+    assert rc == 0, out
+    assert _recap_changed(out) == 1, out
+    assert "+++ after: %s" % (tmp_path / "s" / "deploy.yml") in out and "+forks = 64" in out, out
+    assert not (tmp_path / "s").exists()
+
+
 def test_site_dir_required(tmp_path):
     rc, out = _site_init(tmp_path)
     assert rc != 0

@@ -38,12 +38,16 @@ def merged_doc(name):
     return doc
 
 
+# the modules that show --diff (their own diff_mode attribute overrides the shared "none")
+DIFF = {"site_files"}
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_every_module_has_the_shared_attributes_and_says_what_it_does_in_check_mode(name):
     attrs = merged_doc(name)["attributes"]
     assert attrs["check_mode"]["support"] == "full" and attrs["check_mode"]["description"]
     assert attrs["check_mode"]["details"].strip()
-    assert attrs["diff_mode"]["support"] == "none" and attrs["platform"]["platforms"] == "posix"
+    assert attrs["diff_mode"]["support"] == ("full" if name in DIFF else "none") and attrs["platform"]["platforms"] == "posix"
     assert ("action" in attrs) == (name in ACTIONS)
     if name in ACTIONS:
         assert attrs["action"]["support"] == "full" and attrs["bypass_host_loop"]["support"] == "none"
