@@ -24,7 +24,7 @@ MERGE_ALLOWED = {
         "one timeline of the playbook's lines: moments and detection times are read from when lines arrive",
     ("tests/realparser/run.py", "ensure_venv"): "pip's log file for people",
     ("tests/realparser/run.py", "run_in_venv"): "a log file for people (results are read from files the run writes)",
-    ("tests/integration/test_real_engine.py", "test_e_interrupted_upgrade_is_finished_by_the_next_deploy"):
+    ("tests/integration/test_real_engine.py", "test_f_interrupted_upgrade_is_finished_by_the_next_deploy"):
         "follows the playbook's progress lines to time the interrupt; asserts on state, not on output",
     ("tests/integration/test_smoke_standin.py", "__init__"): "the stand-in server's log, shown on failure",
     ("tests/integration/test_monitoring_sim.py", "test_prometheus_scrapes_the_vllm_series"):
