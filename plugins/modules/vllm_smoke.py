@@ -99,7 +99,7 @@ options:
     type: int
     default: 2048
   concurrency:
-    description: Parallel requests of the C(text) group and parallel cases of the C(tool_calling) group. Above 128,
+    description: Parallel requests of the C(text) group (the C(tool_calling) group sends all its cases at once). Above 128,
       the C(text) group's streams are spread over ceil(concurrency / 128) client processes (started and warmed up
       before the clock starts), so the client's own CPU does not cap the load.
     type: int
@@ -113,7 +113,8 @@ options:
     type: int
     default: 2
   tool_call_rounds:
-    description: How many times the set of tool cases (2 prompts x streaming/non-streaming) is sent.
+    description: How many times the set of at least 12 tool cases (6 prompts x streaming/non-streaming, or twice in the
+      one mode of O(tool_call_modes)) is sent; all cases go at once.
     type: int
     default: 1
   tool_choice:
