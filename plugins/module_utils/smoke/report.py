@@ -81,9 +81,9 @@ def render_markdown(facts, violations=None):
     gm = facts.get("gpu_memory") or {}
     if gm:
         lines += ["## GPU memory", "", markdown_table(
-            ["host", "gpus", "used MiB", "total MiB", "used"],
-            [[h, v["gpus"], v["used_mib"], v["total_mib"], _fmt(v["used_frac"], 3)] for h, v in sorted(gm.items())]),
-            ""]
+            ["host", "gpus", "used MiB", "total MiB", "used", "read", "note"],
+            [[h, v["gpus"], v["used_mib"], v["total_mib"], _fmt(v["used_frac"], 3), v.get("read_at") or
+              v.get("source") or "", "; ".join(v.get("errors") or [])] for h, v in sorted(gm.items())]), ""]
     lf = facts.get("log_findings") or {}
     if lf:
         lines += ["## Container logs (warnings/errors)", ""]
