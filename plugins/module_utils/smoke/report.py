@@ -70,6 +70,10 @@ def render_markdown(facts, violations=None):
                   "- cases %s, attempts %s, attempt success rate %s, first-attempt %s, final %s" % (
                       tc.get("cases"), tc.get("attempts"), tc.get("attempt_success_rate"),
                       tc.get("first_attempt_success_rate"), tc.get("final_success_rate")),
+                  "- first attempts right %s/%s, 95 %% Wilson interval %s (the gate fails only when its upper bound "
+                  "is below smoke_min_tool_call_success_rate)" % (
+                      (tc.get("first_attempt") or {}).get("k"), (tc.get("first_attempt") or {}).get("n"),
+                      "..".join(str(b) for b in (tc.get("first_attempt") or {}).get("ci95") or [])),
                   "- failures per class: %s" % (tc.get("failures") or {}),
                   "- retries per class: %s" % (tc.get("retries") or {}), ""]
     lines += _full_profile_sections(facts)
