@@ -65,23 +65,14 @@ gpu_memory:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import gpu_memory
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe.collect import ProbeIO
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe.collect import module_io
 
 ARGUMENT_SPEC = dict(probe_root=dict(type="path", default="/"))
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-
-    def run(argv):
-        return module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C", "LANG": "C"})
-
-    def which(name):
-        return module.get_bin_path(name, opt_dirs=["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/sbin",
-                                                   "/opt/rocm/bin"])
-
-    io = ProbeIO(run=run, which=which, root=module.params["probe_root"] or "/")
-    module.exit_json(changed=False, gpu_memory=gpu_memory.read(io))
+    module.exit_json(changed=False, gpu_memory=gpu_memory.read(module_io(module, module.params["probe_root"])))
 
 
 if __name__ == "__main__":
