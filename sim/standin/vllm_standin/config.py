@@ -198,6 +198,8 @@ class KVBudget(object):
         self.bytes_per_token = KV_LAYERS * KV_ELEMS * dtype_bytes(self.cache_dtype)
         self.state_bytes = env_float("VLLM_STANDIN_STATE_BYTES", -(-KDA_LAYERS // dep.pp) * KDA_STATE_BYTES / float(
             dep.tp))
+        # one copy over all ranks, expert parallelism or not: the rehearsal's DEP/PD deployments start on it, while
+        # the plan's EP model (84 GB replicated on every rank) predicts a PD decode instance too small for 1M tokens
         self.weights_per_gpu = self.weight_bytes / self.world
         self.block_size = BLOCK_SIZE
         override = os.environ.get("VLLM_STANDIN_KV_TOKENS")
