@@ -39,11 +39,12 @@ def shown(text, limit):
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
 
 
-def expected_name(expected):
-    """The plan's served name (the first when it lists several); None when the plan names none."""
+def expected_names(expected):
+    """The plan's served names (vLLM answers under the name the request used, which may be any of them); [] when
+    the plan names none."""
     if isinstance(expected, (list, tuple)):
-        return expected[0] if expected else None
-    return expected or None
+        return [str(n) for n in expected if n]
+    return [str(expected)] if expected else []
 
 
 def response_problems(group, prompt, res, served_name=None, text_only=True):
@@ -55,10 +56,10 @@ def response_problems(group, prompt, res, served_name=None, text_only=True):
     if markers:
         out.append("%s: reasoning markers %s in content (the reasoning parser is not wired) for prompt %r: %r"
                    % (group, ", ".join(markers), shown(prompt, PROMPT_SHOWN), shown(res.get("content"), ANSWER_SHOWN)))
-    want = expected_name(served_name)
-    if want and res.get("model") != want:
-        out.append("%s: the response names model %r, the plan serves %r (prompt %r)"
-                   % (group, res.get("model"), want, shown(prompt, PROMPT_SHOWN)))
+    want = expected_names(served_name)
+    if want and res.get("model") not in want:
+        out.append("%s: the response names model %r, the plan serves %s (prompt %r)"
+                   % (group, res.get("model"), " / ".join(repr(n) for n in want), shown(prompt, PROMPT_SHOWN)))
     tokens = smoke_api.judge_prompt_tokens(res.get("prompt_tokens"), len(prompt or ""))
     if text_only and not tokens["ok"]:
         out.append("%s: %s (prompt %r)" % (group, tokens["error"], shown(prompt, PROMPT_SHOWN)))

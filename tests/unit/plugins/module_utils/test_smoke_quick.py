@@ -25,6 +25,10 @@ def test_text_items_alternate_numbers_and_names():
 def test_a_right_answer_has_no_problem():
     assert q.judge_text([ITEM], [res("37 * 24 + 5 = 893")], served_name=[SERVED, "k3"]) == {
         "judged": True, "right": 1, "n": 1, "problems": []}
+    # a request under the plan's second served name is answered under that name
+    assert q.judge_text([ITEM], [res("893", model="k3")], served_name=[SERVED, "k3"])["problems"] == []
+    assert q.response_problems("text", "p" * 40, res("893", model="x"), [SERVED, "k3"]) == [
+        "text: the response names model 'x', the plan serves 'moonshotai/Kimi-K3' / 'k3' (prompt '%s')" % ("p" * 40)]
 
 
 def test_every_problem_names_the_group_the_prompt_and_what_came_back():
