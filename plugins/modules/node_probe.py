@@ -274,7 +274,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.api import docker_client_spec
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe.collect import ProbeIO, collect
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe.collect import collect, module_io
 
 
 ARGUMENT_SPEC = dict(
@@ -298,15 +298,7 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-
-    def run(argv):
-        return module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C", "LANG": "C"})
-
-    def which(name):
-        return module.get_bin_path(name, opt_dirs=["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/sbin",
-                                                   "/opt/rocm/bin"])
-
-    facts = collect(ProbeIO(run=run, which=which, root=module.params["probe_root"] or "/"), module.params)
+    facts = collect(module_io(module, module.params["probe_root"]), module.params)
     module.exit_json(changed=False, ansible_facts={"node_probe": facts})
 
 

@@ -11,10 +11,15 @@ version_added: "0.1.0"
 description:
   - Runs on the controller (C(delegate_to=localhost)) with the openai SDK and sends read-only chat requests to a
     vLLM OpenAI-compatible endpoint. Facts are recorded on the inventory host the task runs for (the head).
-  - Groups C(vision) (OCR of a receipt whose text is known), C(text) (C(concurrency) parallel streams),
-    C(long_context) (a prompt of about O(long_context_tokens) tokens, clamped to the served max_model_len) and
-    C(tool_calling) (two tools with JSON Schemas; every call validated with jsonschema Draft 2020-12, both streaming
-    and non-streaming, retried up to O(tool_call_retries) times, failures counted per class).
+  - Groups C(vision) (OCR of a receipt whose text is known), C(text) (C(concurrency) parallel streams of checkable
+    prompts, numbers and facts, each answer judged by its normalised value), C(long_context) (a prompt of about
+    O(long_context_tokens) tokens, clamped to the served max_model_len; the needle must be in the answer) and
+    C(tool_calling) (12 cases over two tools with JSON Schemas, sent at once; every call validated with jsonschema
+    Draft 2020-12, both streaming and non-streaming, retried up to O(tool_call_retries) times, failures counted per
+    class; a case still invalid after its retries fails the group).
+  - Every text, long-context and vision response is also checked for a think marker in C(content), the served name
+    it carries (against O(expected_served_name)) and a plausible C(usage.prompt_tokens); any finding fails the group
+    with the prompt and the answer in its C(error). With O(judge_accuracy=false) answers and needle are not judged.
   - Streaming requests use C(stream_options.include_usage). TTFT is measured to the first chunk carrying content
     or reasoning text (C(reasoning), falling back to C(reasoning_content)); ITL is the gap between token-carrying
     chunks. The SDK's own retries are off (C(max_retries=0)).
@@ -72,7 +77,7 @@ options:
     default: true
   expected_served_name:
     description: The plan's served model name (a string, or a list whose first entry counts), compared with
-      C(/v1/models) by the C(api) group.
+      C(/v1/models) by the C(api) group and with every quick-profile response's C(model).
     type: raw
   expected_version:
     description: The plan's vLLM release, compared with C(/version) by the C(api) group.
@@ -99,7 +104,7 @@ options:
     type: int
     default: 2048
   concurrency:
-    description: Parallel requests of the C(text) group and parallel cases of the C(tool_calling) group. Above 128,
+    description: Parallel requests of the C(text) group (the C(tool_calling) group sends all its cases at once). Above 128,
       the C(text) group's streams are spread over ceil(concurrency / 128) client processes (started and warmed up
       before the clock starts), so the client's own CPU does not cap the load.
     type: int
@@ -113,7 +118,8 @@ options:
     type: int
     default: 2
   tool_call_rounds:
-    description: How many times the set of tool cases (2 prompts x streaming/non-streaming) is sent.
+    description: How many times the set of at least 12 tool cases (6 prompts x streaming/non-streaming, or twice in the
+      one mode of O(tool_call_modes)) is sent; all cases go at once.
     type: int
     default: 1
   tool_choice:
@@ -136,7 +142,8 @@ options:
     type: str
   image_expected_tokens:
     description: Strings the OCR answer must contain (normalised comparison). Default for the shipped sample is
-      the shop name, receipt number, subtotal, tax and total; for a custom image only a non-empty answer is checked.
+      the shop name, receipt number, subtotal, tax and total; a custom O(image) without them is refused (the
+      C(vision) group fails without sending a request).
     type: list
     elements: str
   reproduction:
@@ -146,10 +153,11 @@ options:
   fail_policy:
     description:
       - Evaluated into RV(ansible_facts.vllm_smoke.policy). Keys C(fail_on_group_failure) (bool, default true),
-        C(min_tool_call_success_rate) (0..1), C(max_ttft_s) (0 = off), C(fail_on_log_errors) (bool),
-        C(fail_on_preemptions) (bool); for the full profile C(min_accuracy), C(min_agreement) (0..1, default 1.0),
-        C(fail_on_api_behaviour), C(fail_on_pd) (bool, default true), C(min_schema_accuracy) (default 1.0),
-        C(min_tool_call_f1) (default 0.73), C(max_tool_call_failure_rate) and C(max_regression) (off when absent or
+        C(min_tool_call_success_rate) (0..1; fails when the upper bound of the first-attempt rate's 95 % Wilson
+        interval is below), C(max_ttft_s) (0 = off), C(fail_on_log_errors) (bool), C(fail_on_preemptions) (bool);
+        for the full profile C(min_accuracy), C(min_agreement) (0..1, default 1.0), C(fail_on_api_behaviour),
+        C(fail_on_pd) (bool, default true), C(min_schema_accuracy) (default 1.0; the Wilson upper bound of
+        C(schema_accuracy) must reach it), C(min_tool_call_f1) (default 0.73), C(max_tool_call_failure_rate) and C(max_regression) (off when absent or
         negative). The module never fails because of it.
       - The container logs of the smoke window exist only after the requests, so this module has none;
         C(fail_on_log_errors) is violated here. Add the logs with M(gpufleet.kimi_k3.vllm_smoke_finalise), which
@@ -210,10 +218,12 @@ ansible_facts:
               n/mean/p50/p90/p99/min/max in seconds), C(output_tokens), C(prompt_tokens) (usage totals),
               C(tokens_per_s) (output tokens / group wall time), C(wall_s), C(requests), C(failed_requests),
               C(retries) (retries per failure class).
-            - C(vision) adds C(ocr) (ok, missing, found); C(long_context) adds C(target_prompt_tokens) and
-              C(needle_found); C(tool_calling) adds C(tool_calls) (cases, attempts, attempt/first-attempt/final
-              success rates, C(failures) and C(retries) per class - no_call, invalid_json, schema_violation,
-              unknown_tool, leaked_control_tokens, empty_arguments, error - and C(by_mode) stream/non_stream).
+            - C(vision) adds C(ocr) (ok, missing, found); C(text) adds C(answers) (C(judged), C(right), C(n),
+              C(problems)); C(long_context) adds C(target_prompt_tokens), C(needle_judged) and C(needle_found);
+              C(tool_calling) adds C(tool_calls) (cases, attempts, attempt/first-attempt/final success rates,
+              C(first_attempt) as C(k)/C(n)/C(rate)/C(ci95), C(failures) and C(retries) per class - no_call,
+              invalid_json, schema_violation, unknown_tool, leaked_control_tokens, empty_arguments, error - and
+              C(by_mode) stream/non_stream).
             - C(correctness) adds C(correctness) (C(judged), C(note), C(targets) - per target C(accuracy) and
               C(agreement) as C(k)/C(n)/C(rate)/C(ci95), C(needle), C(wrong)); C(api) adds C(api) (C(checks) per
               check C(ok)/C(error), C(errors)); C(tool_verifier) adds C(tool_verifier) (C(schema_accuracy),

@@ -11,7 +11,7 @@ version_added: "0.1.0"
 description:
   - The finalising step after M(gpufleet.kimi_k3.vllm_smoke). Sends no request. The container logs of the smoke
     window exist only after the requests, so the smoke role reads them and then calls this module with the facts of
-    the run, the log task's results and the node probes.
+    the run, the log task's results and the GPU memory it read on every node during the window.
   - Recomputes C(log_findings) (warning/error lines and known signatures per host; a log that could not be read is
     reported with C(readable=false) and the reason, never as a clean log), C(server.kv_from_log), C(gpu_memory),
     C(reproduction) and C(policy).
@@ -37,8 +37,16 @@ options:
     description: Container log text (a string or a list of lines) per host, read some other way.
     type: dict
   node_probes:
-    description: C(node_probe) facts per host (GPU memory used/total per GPU), summarised into C(gpu_memory).
+    description: C(node_probe) facts per host (GPU memory used/total per GPU), summarised into C(gpu_memory) when
+      O(gpu_reads) is not given. They are from before the launch; the smoke role passes O(gpu_reads).
     type: dict
+  gpu_reads:
+    description:
+      - The registered loop results (C(results)) of a M(gpufleet.kimi_k3.node_gpu_memory) task run on every node
+        while the engine serves, with the host as C(item). Summarised into C(gpu_memory) with the time each node was
+        read (C(read_at)); a failed or skipped read gives its host no GPU and the reason.
+    type: list
+    elements: dict
   reproduction:
     description: Facts needed to reproduce the run (image, driver, CUDA/ROCm, GPU model, interconnect, ...), merged
       into C(reproduction).
@@ -123,6 +131,7 @@ ARGUMENT_SPEC = dict(
     log_results=dict(type="list", elements="dict"),
     log_lines=dict(type="dict"),
     node_probes=dict(type="dict"),
+    gpu_reads=dict(type="list", elements="dict"),
     reproduction=dict(type="dict"),
     fail_policy=dict(type="dict"),
     plan_cluster=dict(type="dict"),
@@ -135,7 +144,8 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     facts = smoke_finalise.finalise(p["facts"], log_lines=p["log_lines"], log_results=p["log_results"],
-                                    node_probes=p["node_probes"], reproduction=p["reproduction"],
+                                    node_probes=p["node_probes"], gpu_reads=p["gpu_reads"],
+                                    reproduction=p["reproduction"],
                                     fail_policy=p["fail_policy"], capacity={
                                         "prediction": capacity_check.deployment_capacity(p["plan_cluster"],
                                                                                          p["deployment"]),

@@ -57,6 +57,22 @@ KERNEL_DIRS = ("/proc/", "/sys/")
 NVIDIA_PARAMS = "/proc/driver/nvidia/params"
 
 
+# Where vendor tools live besides the PATH (sbin for root-only installs, ROCm's own bin).
+TOOL_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/sbin", "/opt/rocm/bin"]
+
+
+def module_io(module, root="/"):
+    """A ``ProbeIO`` for a module running on the node: commands through ``module.run_command`` in the C locale (the
+    parsers read English tool output), tools found on the PATH and in ``TOOL_DIRS``."""
+    def run(argv):
+        return module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C", "LANG": "C"})
+
+    def which(name):
+        return module.get_bin_path(name, opt_dirs=TOOL_DIRS)
+
+    return ProbeIO(run=run, which=which, root=root or "/")
+
+
 class ProbeIO(object):
     """Real node I/O. ``run`` is supplied by the caller (AnsibleModule.run_command in the module)."""
 

@@ -340,6 +340,7 @@ async def plain_chat(client, model, messages, **kw):
         res["e2e_s"] = time.perf_counter() - t0
         return res
     try:
+        res["model"] = getattr(resp, "model", None)
         if resp.usage is not None:
             res["prompt_tokens"] = resp.usage.prompt_tokens
             res["output_tokens"] = resp.usage.completion_tokens

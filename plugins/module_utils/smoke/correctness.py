@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import unicodedata
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as smoke_verifier
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import vision as smoke_vision
@@ -74,31 +75,54 @@ def build_prompts(seed=0, per_kind=4, ocr_tokens=None):
 
 
 _NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+# Digit-group separators besides the comma (no-break, narrow no-break and thin spaces: "1 234 567") and the
+# Unicode minus a model may write for "-".
+_GROUP_SPACE = re.compile(r"(?<=\d)[\u00a0\u202f\u2009](?=\d{3})")
+_MINUS = dict.fromkeys(map(ord, "\u2212\u2012\u2013\ufe63\uff0d"), "-")
 
 
 def last_number(text):
-    """The last number in ``text`` (thousands separators dropped) as int or float; None when there is none."""
-    found = _NUM.findall(text or "")
+    """The last number in ``text`` (thousands separators dropped, Unicode minus read as "-") as int or float; None
+    when there is none. Never raises: a digit run too long for ``int`` (Python's 4,300-digit limit) is a float."""
+    found = _NUM.findall(_GROUP_SPACE.sub("", str(text or "").translate(_MINUS)))
     if not found:
         return None
     raw = found[-1].replace(",", "")
-    return float(raw) if "." in raw else int(raw)
+    if "." in raw:
+        return float(raw)
+    try:
+        return int(raw)
+    except ValueError:
+        return float(raw)
+
+
+def normalise_name(text):
+    """A name or code as it is compared: compatibility-decomposed (full-width forms, accents split off), then
+    ``smoke_vision.normalise_text`` (upper case, letters, digits and '.' only): 'Tomás' -> 'TOMAS',
+    'qx-4417' -> 'QX4417'."""
+    decomposed = unicodedata.normalize("NFKD", str(text or ""))
+    return smoke_vision.normalise_text("".join(ch for ch in decomposed if not unicodedata.combining(ch)))
+
+
+_DECODER = json.JSONDecoder()
+JSON_STARTS = 64  # '{' positions tried: each try reads one value, so a brace-heavy answer stays linear
 
 
 def parse_json_answer(text):
-    """The first JSON object in ``text`` (code fences allowed); None when none parses."""
-    text = text or ""
+    """The first JSON object in ``text`` (code fences and text around it allowed); None when none parses (a nesting
+    too deep for the parser included). Each of the first ``JSON_STARTS`` '{' is tried with ``raw_decode``, which
+    reads one value and ignores what follows."""
+    text = str(text or "")
     start = text.find("{")
-    while start >= 0:
-        end = text.rfind("}")
-        while end > start:
-            try:
-                value = json.loads(text[start:end + 1])
-            except ValueError:
-                end = text.rfind("}", start, end)
-                continue
-            return value if isinstance(value, dict) else None
-        start = text.find("{", start + 1)
+    for _try in range(JSON_STARTS):
+        if start < 0:
+            break
+        try:
+            value, _end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        return value if isinstance(value, dict) else None
     return None
 
 
@@ -108,7 +132,7 @@ def _same_json(expected, got):
     for k, v in expected.items():
         g = got[k]
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            if not isinstance(g, (int, float)) or isinstance(g, bool) or float(g) != float(v):
+            if not isinstance(g, (int, float)) or isinstance(g, bool) or g != v:
                 return False
         elif str(g).strip().lower() != str(v).strip().lower():
             return False
@@ -122,7 +146,7 @@ def normalised_answer(kind, answer):
     if kind == JSON_KIND:
         got = parse_json_answer(answer)
         return None if got is None else json.dumps(got, sort_keys=True)
-    return smoke_vision.normalise_text(answer)
+    return normalise_name(answer)
 
 
 def judge(item, answer):
@@ -130,13 +154,14 @@ def judge(item, answer):
     kind, expected = item["kind"], item["expected"]
     value = normalised_answer(kind, answer)
     if kind == NUMBER:
-        ok = value is not None and float(value) == float(expected)
+        # int == float compares exactly in Python; float() of a huge int would overflow
+        ok = value is not None and value == expected
     elif kind == JSON_KIND:
         ok = value is not None and _same_json(expected, json.loads(value))
     elif kind == OCR:
         ok = smoke_vision.ocr_check(answer, expected)["ok"]
     else:
-        ok = smoke_vision.normalise_text(expected) in (value or "")
+        ok = normalise_name(expected) in (value or "")
     return {"ok": bool(ok), "value": value}
 
 

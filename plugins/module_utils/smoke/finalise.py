@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """The finalising step of a smoke run: what depends on inputs gathered around the requests (container logs of the
-smoke window, GPU memory from the node probes, reproduction facts) and the fail policy over all of it. No request is
+smoke window, GPU memory read on the nodes during it, reproduction facts) and the fail policy over all of it. No request is
 sent here; the ``vllm_smoke`` module calls it at the end of a run, the ``vllm_smoke_finalise`` module again once the
 role has read the logs (they exist only after the requests)."""
 from __future__ import annotations
@@ -18,12 +18,14 @@ def _kv_from_logs(logs):
 
 
 def finalise(facts, log_lines=None, log_results=None, node_probes=None, reproduction=None, fail_policy=None,
-             capacity=None):
+             capacity=None, gpu_reads=None):
     """``facts`` (the ``vllm_smoke`` facts) with ``log_findings``, ``server.kv_from_log``, ``gpu_memory``,
     ``reproduction``, ``kv_check`` and ``policy`` (re)computed.
 
     ``log_results``: the registered loop results of the role's ``vllm_container_log`` task (unreadable logs are
-    reported as such); ``log_lines``: ``{host: text or [lines]}`` read some other way; ``capacity``:
+    reported as such); ``log_lines``: ``{host: text or [lines]}`` read some other way; ``gpu_reads``: the registered
+    loop results of the role's ``node_gpu_memory`` task (GPU memory read while the engine served; they win over
+    ``node_probes``, which are from before the launch); ``capacity``:
     ``{"prediction": the plan's capacity record of the deployment, "tolerance_pct": n}`` for ``kv_check``."""
     facts = dict(facts)
     logs, unreadable = smoke_logs.logs_from_script_results(log_results)
@@ -33,7 +35,9 @@ def finalise(facts, log_lines=None, log_results=None, node_probes=None, reproduc
         kv = _kv_from_logs(logs)
         if kv:
             facts["server"] = dict(facts.get("server") or {}, kv_from_log=kv)
-    if node_probes or "gpu_memory" not in facts:
+    if gpu_reads:
+        facts["gpu_memory"] = smoke_gpu.gpu_memory_from_reads(gpu_reads)
+    elif node_probes or "gpu_memory" not in facts:
         facts["gpu_memory"] = smoke_gpu.gpu_memory_summary(node_probes)
     if reproduction:
         facts["reproduction"] = dict(facts.get("reproduction") or {}, **reproduction)

@@ -8,8 +8,11 @@ Policy keys (role variables ``smoke_<key>``, docs/smoke.md):
 - ``min_agreement`` (0..1, default 1.0): every backend's agreement with the endpoint's answers;
 - ``fail_on_api_behaviour`` (bool, default true): every check of the ``api`` group;
 - ``fail_on_pd`` (bool, default true): the prefill/decode verdict (recompute, KV transfer failures);
-- ``min_schema_accuracy`` (default 1.0, the official API's score in K2-Vendor-Verifier) and ``min_tool_call_f1``
-  (default 0.73, its K2-thinking pass mark), over the ``tool_verifier`` group's first attempts;
+- ``min_schema_accuracy`` (the role passes the recipe's ``smoke_pass_marks.schema_accuracy``; 1.0, the official
+  API's score in K2-Vendor-Verifier, when none is given), judged by the interval rule of
+  ``smoke_verifier.interval_gate`` (fails when the upper bound of the 95 % Wilson interval is below the mark), and
+  ``min_tool_call_f1`` (default 0.73, its K2-thinking pass mark; a harmonic mean, no binomial rate, so compared as
+  it is), over the ``tool_verifier`` group's first attempts;
 - ``max_tool_call_failure_rate`` (0..1, off when absent or negative): no failure class above it;
 - ``max_regression`` (off when absent or negative): no verifier figure below the previous run's by more than this.
 
@@ -72,11 +75,23 @@ def _below(name, value, limit):
     return []
 
 
+def _schema_accuracy(t, mark):
+    """schema_accuracy under the interval rule (smoke_verifier.interval_gate): valid calls of the responses that
+    ended in tool calls, failing only when the Wilson upper bound is below the pass mark."""
+    k2vv = t.get("k2vv") or {}
+    gate = smoke_verifier.interval_gate(k2vv.get("successful_tool_call_count") or 0,
+                                        k2vv.get("finish_tool_calls") or 0, mark)
+    if gate["passed"]:
+        return []
+    return ["tool_verifier: schema_accuracy %s (%s/%s, 95 %% Wilson interval %s..%s) below %s"
+            % (t.get("schema_accuracy"), gate["k"], gate["n"], gate["ci95"][0], gate["ci95"][1], mark)]
+
+
 def _tool_verifier(facts, policy):
     t = _group(facts, "tool_verifier", "tool_verifier")
     if not t:
         return []
-    out = _below("schema_accuracy", t["schema_accuracy"], float(_get(policy, "min_schema_accuracy")))
+    out = _schema_accuracy(t, float(_get(policy, "min_schema_accuracy")))
     out += _below("tool_call_f1", t["tool_call_f1"], float(_get(policy, "min_tool_call_f1")))
     max_rate = policy.get("max_tool_call_failure_rate")
     if max_rate is not None and float(max_rate) >= 0:

@@ -63,7 +63,7 @@ def new_result(stream):
     return {"ok": False, "error": None, "stream": bool(stream), "ttft_s": None, "ttft_content_s": None,
             "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "", "reasoning": "",
             "tool_calls": [], "prompt_tokens": None, "output_tokens": None, "finish_reason": None,
-            "client_queue_s": None, "done": False, "reasoning_keys": []}
+            "client_queue_s": None, "done": False, "reasoning_keys": [], "model": None}
 
 
 class StreamMeasure(object):
@@ -96,6 +96,8 @@ class StreamMeasure(object):
             self.error = "stream error: malformed chunk (%s): %s" % (bad, json.dumps(payload)[:200])
             return False
         self.res["chunks"] += 1
+        if payload.get("model") and self.res["model"] is None:
+            self.res["model"] = payload["model"]  # the served name the response carries (judged by smoke_quick)
         usage = payload.get("usage")
         if usage:
             self.res["prompt_tokens"] = usage.get("prompt_tokens")

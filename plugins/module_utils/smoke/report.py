@@ -70,6 +70,10 @@ def render_markdown(facts, violations=None):
                   "- cases %s, attempts %s, attempt success rate %s, first-attempt %s, final %s" % (
                       tc.get("cases"), tc.get("attempts"), tc.get("attempt_success_rate"),
                       tc.get("first_attempt_success_rate"), tc.get("final_success_rate")),
+                  "- first attempts right %s/%s, 95 %% Wilson interval %s (the gate fails only when its upper bound "
+                  "is below smoke_min_tool_call_success_rate)" % (
+                      (tc.get("first_attempt") or {}).get("k"), (tc.get("first_attempt") or {}).get("n"),
+                      "..".join(str(b) for b in (tc.get("first_attempt") or {}).get("ci95") or [])),
                   "- failures per class: %s" % (tc.get("failures") or {}),
                   "- retries per class: %s" % (tc.get("retries") or {}), ""]
     lines += _full_profile_sections(facts)
@@ -81,9 +85,9 @@ def render_markdown(facts, violations=None):
     gm = facts.get("gpu_memory") or {}
     if gm:
         lines += ["## GPU memory", "", markdown_table(
-            ["host", "gpus", "used MiB", "total MiB", "used"],
-            [[h, v["gpus"], v["used_mib"], v["total_mib"], _fmt(v["used_frac"], 3)] for h, v in sorted(gm.items())]),
-            ""]
+            ["host", "gpus", "used MiB", "total MiB", "used", "read", "note"],
+            [[h, v["gpus"], v["used_mib"], v["total_mib"], _fmt(v["used_frac"], 3), v.get("read_at") or
+              v.get("source") or "", "; ".join(v.get("errors") or [])] for h, v in sorted(gm.items())]), ""]
     lf = facts.get("log_findings") or {}
     if lf:
         lines += ["## Container logs (warnings/errors)", ""]

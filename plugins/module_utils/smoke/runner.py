@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import imag
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import finalise as smoke_finalise
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import groups as smoke_groups
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import pd as smoke_pd
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import quick as smoke_quick
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import metrics as smoke_metrics
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import shards as smoke_shards
@@ -59,8 +60,18 @@ TOOLS = [
 TOOL_CASES = [
     ("Use the get_weather tool: 3-day forecast for Oslo in celsius.", "get_weather"),
     ("Use the lookup_order tool to look up order B-2041 including its items.", "lookup_order"),
+    ("Use the get_weather tool: the forecast for Lisbon in fahrenheit for the next 5 days.", "get_weather"),
+    ("Use the lookup_order tool: order A-77, without its items.", "lookup_order"),
+    ("Use the get_weather tool: tomorrow's weather in Nairobi, in celsius.", "get_weather"),
+    ("Use the lookup_order tool to find order ZX-900 with its items.", "lookup_order"),
 ]
-TEXT_PROMPT = "In two short sentences, explain what a KV cache is in LLM serving."
+# Tool cases of one round at least: the first-attempt rate is gated by its Wilson interval (smoke_policy), and
+# below a dozen cases that interval is too wide to fail on anything but a broken parser.
+QUICK_TOOL_CASES = 12
+TOOL_MODES = ("stream", "non_stream")
+NEEDLE = "K3-7731"
+NO_IMAGE_STRINGS = ("vision: a custom image (smoke_image) came without the strings its text must contain "
+                    "(smoke_image_expected_strings): a non-empty answer proves nothing, so the group is refused")
 VISION_PROMPT = smoke_vision.PROMPT
 FILLER = smoke_correctness.FILLER
 # Two short probes (the shortest context in use, 2,048 tokens, holds the longer one with room to spare).
@@ -68,13 +79,11 @@ PROBE_REPS = (2, 8)
 FILLER_TOKENS = 22  # rough token count of FILLER for typical BPE vocabularies (checked against usage afterwards)
 
 
-def long_context_prompt(target_tokens, needle="K3-7731", reps=None):
+def long_context_prompt(target_tokens, needle=None, reps=None):
     """A prompt of roughly ``target_tokens`` tokens (``reps`` filler repetitions when calibrated) with a needle in
     the middle."""
     reps = reps or max(1, int(target_tokens) // FILLER_TOKENS)
-    half = reps // 2
-    body = FILLER * half + ("\nRemember: the secret code is %s.\n" % needle) + FILLER * (reps - half)
-    return body + "\nWhat is the secret code mentioned above? Answer with the code only."
+    return smoke_correctness.needle_prompt(reps, needle or NEEDLE)
 
 
 def image_url(image):
@@ -118,10 +127,13 @@ def _empty_content_error(results):
 
 
 async def group_text(ctx):
-    msgs = [{"role": "user", "content": TEXT_PROMPT}]
     n = max(1, ctx["concurrency"])
-    results, wall = await smoke_shards.run_streams(ctx["client"], ctx["spec"], [msgs] * n, n)
-    return _finish(results, wall, _empty_content_error(results))
+    items = smoke_quick.text_items(n, ctx["correctness_seed"])
+    msgs = [[{"role": "user", "content": item["prompt"]}] for item in items]
+    results, wall = await smoke_shards.run_streams(ctx["client"], ctx["spec"], msgs, n)
+    verdict = smoke_quick.judge_text(items, results, ctx["judge_accuracy"], ctx["expected_served_name"])
+    err = _empty_content_error(results) or smoke_quick.summary_error(verdict["problems"])
+    return _finish(results, wall, err, answers=verdict)
 
 
 async def group_vision(ctx):
@@ -130,20 +142,23 @@ async def group_vision(ctx):
     except ValueError as exc:
         return _failed(str(exc))
     tokens = ctx["image_expected_tokens"]
-    if tokens is None:
-        tokens = smoke_image.SAMPLE_REQUIRED_TOKENS if not ctx["image"] else []
+    if not ctx["image"] and tokens is None:
+        tokens = smoke_image.SAMPLE_REQUIRED_TOKENS
+    if not tokens:
+        # a non-empty answer proves nothing about a vision tower (the plan refuses this too, role_variables)
+        return _failed(NO_IMAGE_STRINGS)
     msgs = [{"role": "user", "content": [{"type": "text", "text": VISION_PROMPT},
                                          {"type": "image_url", "image_url": {"url": url}}]}]
     t0 = time.perf_counter()
     res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
     wall = time.perf_counter() - t0
-    if tokens:
-        check = smoke_vision.ocr_check(res["content"], tokens)
-    else:
-        check = {"ok": bool(res["content"].strip()), "missing": [], "found": []}
+    check = smoke_vision.ocr_check(res["content"], tokens)
     err = _empty_content_error([res])
     if not err and res["ok"] and not check["ok"]:
-        err = "OCR answer misses %s (answer: %r)" % (check["missing"], res["content"][:200])
+        err = "vision: OCR answer misses %s (answer: %r)" % (check["missing"], res["content"][:200])
+    if not err and res["ok"]:
+        err = smoke_quick.summary_error(smoke_quick.response_problems("vision", VISION_PROMPT, res,
+                                                                      ctx["expected_served_name"], text_only=False))
     return _finish([res], wall, err, ocr=check)
 
 
@@ -168,16 +183,31 @@ async def group_long_context(ctx):
         target = min(target, int(max_len) - int(ctx["body"]["max_tokens"]) - 512)
     if target < 1024:
         return _failed("max_model_len %s leaves no room for a long-context prompt" % max_len)
-    msgs = [{"role": "user", "content": long_context_prompt(target, reps=await calibrated_reps(ctx, target))}]
+    prompt = long_context_prompt(target, NEEDLE, reps=await calibrated_reps(ctx, target))
     t0 = time.perf_counter()
-    res = await sc.stream_chat(ctx["client"], ctx["model"], msgs, **ctx["body"])
+    res = await sc.stream_chat(ctx["client"], ctx["model"], [{"role": "user", "content": prompt}], **ctx["body"])
     wall = time.perf_counter() - t0
     err = _empty_content_error([res])
     pt = res.get("prompt_tokens")
     if not err and res["ok"] and pt is not None and pt < 0.5 * target:
-        err = "server counted only %s prompt tokens for a ~%s-token prompt" % (pt, target)
-    return _finish([res], wall, err, target_prompt_tokens=target, needle_found="K37731" in smoke_vision.normalise_text(
-        res["content"]))
+        err = "long_context: server counted only %s prompt tokens for a ~%s-token prompt" % (pt, target)
+    if not err and res["ok"]:
+        problems = [smoke_quick.needle_problem(res["content"], NEEDLE, pt)] if ctx["judge_accuracy"] else []
+        problems += smoke_quick.response_problems("long_context", prompt, res, ctx["expected_served_name"])
+        err = smoke_quick.summary_error([p for p in problems if p])
+    return _finish([res], wall, err, target_prompt_tokens=target, needle_judged=ctx["judge_accuracy"],
+                   needle_found=smoke_correctness.normalise_name(NEEDLE) in smoke_correctness.normalise_name(
+                       res["content"]))
+
+
+def tool_case_plan(modes, rounds=1, minimum=QUICK_TOOL_CASES):
+    """``[(prompt, expected tool, mode)]`` of the tool_calling group: every prompt of ``TOOL_CASES`` in every mode
+    of ``modes`` (stream before non_stream), repeated until a round holds at least ``minimum`` cases (an inventory
+    that restricts the modes still sends that many), then ``rounds`` times over."""
+    one = [(prompt, tool, mode) for prompt, tool in TOOL_CASES for mode in TOOL_MODES if mode in (modes or ())]
+    if not one:
+        return []
+    return one * (-(-int(minimum) // len(one))) * max(1, int(rounds))
 
 
 async def group_tool_calling(ctx):
@@ -204,18 +234,14 @@ async def group_tool_calling(ctx):
 
         return case
 
-    factories = []
-    for _round in range(max(1, ctx["tool_call_rounds"])):
-        for prompt, expected in TOOL_CASES:
-            for stream in (True, False):
-                if ("stream" if stream else "non_stream") in ctx["tool_call_modes"]:
-                    factories.append(make_case(prompt, expected, stream))
+    factories = [make_case(prompt, expected, mode == "stream")
+                 for prompt, expected, mode in tool_case_plan(ctx["tool_call_modes"], ctx["tool_call_rounds"])]
     t0 = time.perf_counter()
-    cases = await sc.gather_limited(factories, ctx["concurrency"])
+    # all cases at once: parallel tool calls are where streamed parsers lose deltas (vllm#54701)
+    cases = await sc.gather_limited(factories, max(1, len(factories)))
     wall = time.perf_counter() - t0
     summary = tv.summarise_cases(cases)
-    summary["by_mode"] = {m: tv.summarise_cases([c for c in cases if c["mode"] == m])
-                          for m in ("stream", "non_stream")}
+    summary["by_mode"] = {m: tv.summarise_cases([c for c in cases if c["mode"] == m]) for m in TOOL_MODES}
     agg = sm.aggregate([r for r in raw if r["stream"]], wall_s=wall)
     agg.pop("errors")
     failed = [c for c in cases if c["status"] != tv.OK]
@@ -223,7 +249,11 @@ async def group_tool_calling(ctx):
     for c in failed:
         last = c["results"][-1]
         errors.append("%s/%s: %s" % (c["mode"], c["expected_tool"], (last.get("error") or last["status"])[:200]))
-    out = dict(agg, status="ok" if not failed else "failed", error="; ".join(errors[:5]) or None,
+    if failed:
+        # the contract: every case ends valid within its retries; a case that never does fails the group
+        errors.insert(0, "%d of %d tool case(s) still invalid after %d retries" % (
+            len(failed), len(cases), ctx["tool_call_retries"]))
+    out = dict(agg, status="ok" if not failed else "failed", error="; ".join(errors[:6]) or None,
                retries=summary["retries"], tool_calls=summary)
     out["requests"] = len(raw)
     out["failed_requests"] = sum(1 for r in raw if not r["ok"])
@@ -314,7 +344,8 @@ async def _measure(p, endpoint, model, info, metrics_urls):
     tls = endpoint.tls
     local = min(int(p["concurrency"]), smoke_shards.SHARD_STREAMS)  # streams this process runs itself
     try:
-        client = sc.make_client(endpoint, local)
+        # pools wide enough for the tool_calling group's cases, which all go at once
+        client = sc.make_client(endpoint, max(local, QUICK_TOOL_CASES))
         # before the "before" scrape, so the warm-up GETs stay out of the server-side window
         await sc.warm_up(client, local)
         before = await asyncio.to_thread(smoke_server.scrape, metrics_urls, 10.0, tls)

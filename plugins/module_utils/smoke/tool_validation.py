@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as smoke_verifier
+
 try:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
@@ -269,6 +271,8 @@ def summarise_cases(cases):
         "ok_attempts": ok_attempts,
         "final_ok": final_ok,
         "first_attempt_success_rate": round(first_ok / len(cases), 4) if cases else None,
+        # what the policy gates (smoke_policy): first attempts, with their Wilson interval
+        "first_attempt": smoke_verifier.rate_with_interval(first_ok, len(cases)),
         "attempt_success_rate": round(ok_attempts / attempts, 4) if attempts else None,
         "final_success_rate": round(final_ok / len(cases), 4) if cases else None,
         "failures": failures,

@@ -32,7 +32,7 @@ CLUSTER_KEYS = {
     "strategy": "str", "accelerator": "str", "vendor": "str", "interconnect": "str?", "vllm_version": "str",
     "image": "str", "nnodes": "int", "gpus_per_node": "int", "total_gpus": "int", "tensor_parallel_size": "int",
     "pipeline_parallel_size": "int", "data_parallel_size": "int", "dp_lb_mode": "str?", "all2all_backend": "str?",
-    "capacity": "dict?", "timeouts": "dict?",
+    "capacity": "dict?", "timeouts": "dict?", "smoke_pass_marks": "dict",
 }
 CONTRACT_KEYS = tuple(HOST_KEYS)
 RUN_PLAN_FIRST = "run the gpufleet.kimi_k3.plan role first (every playbook of the collection does)"

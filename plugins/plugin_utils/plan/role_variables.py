@@ -174,8 +174,20 @@ def _controller_file_problem(name):
     return check
 
 
+def _image_strings_problem(host, value, node_vars, plan):
+    """A custom smoke image needs the strings its transcription must contain: without them the vision group could
+    only check for a non-empty answer, which any broken vision tower gives (the smoke refuses the group too)."""
+    if not value or node_vars.get("smoke_image_expected_strings"):
+        return None
+    return _problem(host, "smoke_image", "%r comes without smoke_image_expected_strings: the vision group could not "
+                    "judge its transcription." % (value,),
+                    "set smoke_image_expected_strings to strings the image's text contains (e.g. [NORTHWIND, "
+                    "'18.09']), or leave smoke_image empty for the shipped receipt.")
+
+
 # Checks of a value against the plan or the controller, by variable (the role makes the same check when it runs).
 SEMANTIC_CHECKS = {
+    "smoke_image": _image_strings_problem,
     "image_mirror": _mirror_problem,
     "image_registry_credentials": _credentials_problem,
     "smoke_ca_path": _controller_file_problem("smoke_ca_path"),

@@ -132,6 +132,7 @@ class Plan(object):
         self.tool_tokens = 0
         self.finish_reason = "stop"
         self.answer = None       # the solver's answer to a checkable prompt (faults may corrupt it)
+        self.needle = False      # the answer is the long-context needle (a fault may lose it)
 
     @property
     def tool_call(self):
@@ -324,6 +325,7 @@ class ChatBehaviour(object):
             return "I cannot read the image: it could not be decoded."
         if solver.solve(scan.last_user_text) is not None:
             plan.answer = solver.solve(scan.last_user_text)
+            plan.needle = solver.is_needle_question(scan.last_user_text)
             return plan.answer
         ignore_eos = bool(body.get("ignore_eos"))
         min_tokens = int(body.get("min_tokens") or 0)

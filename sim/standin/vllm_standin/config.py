@@ -8,6 +8,17 @@ MODEL_MAX_LEN_DEFAULT = 1048576
 WEIGHT_BYTES_DEFAULT = 1.56e12
 KV_LAYERS = 24           # MLA layers (reference §14.1)
 KV_ELEMS = 576           # kv_lora_rank 512 + qk_rope 64
+# Kimi-K3's 69 KDA layers keep a state per sequence outside the paged KV: recurrent 96 heads x 128 x 128 FP32 plus
+# three short-conv states (kernel 4 - 1) x 96 x 128 BF16 per layer, split over the TP ranks (the recipe's
+# capacity.architectures.kimi_k3; plugins/plugin_utils/plan/capacity.py kda_state_bytes).
+KDA_LAYERS = 69
+KDA_STATE_BYTES = 96 * 128 * 128 * 4 + 3 * 3 * 96 * 128 * 2
+GPU_MEMORY_GIB_DEFAULT = 284208 / 1024.0  # one GB300 GPU as nvidia-smi reports it (284,208 MiB)
+# Memory a GPU worker's profile run keeps outside the KV pool (activation peak, CUDA graphs, the FlashInfer MXFP4
+# workspace): the recipe's estimate for GB300 (capacity.budget_by_hardware), so the stand-in's KV figures are the
+# plan's prediction for the hardware it stands in for, and the smoke's kv_check shows no calibration warning that
+# a real cluster would not show.
+RESERVE_GIB_DEFAULT = 8.0
 BLOCK_SIZE = 1536        # hybrid KV block size reported for K3 (vllm#50235)
 
 
@@ -180,23 +191,26 @@ class KVBudget(object):
     def __init__(self, dep, v):
         self.cache_dtype = v.get("kv_cache_dtype") or "auto"
         self.gmu = float(v.get("gpu_memory_utilization") or 0.92)
-        self.gpu_gib = env_float("VLLM_STANDIN_GPU_MEMORY_GIB", 277.5)
+        self.gpu_gib = env_float("VLLM_STANDIN_GPU_MEMORY_GIB", GPU_MEMORY_GIB_DEFAULT)
+        self.reserve_gib = env_float("VLLM_STANDIN_RESERVE_GIB", RESERVE_GIB_DEFAULT)
         self.weight_bytes = env_float("VLLM_STANDIN_WEIGHT_BYTES", WEIGHT_BYTES_DEFAULT)
         self.world = dep.world_size
         self.bytes_per_token = KV_LAYERS * KV_ELEMS * dtype_bytes(self.cache_dtype)
+        self.state_bytes = env_float("VLLM_STANDIN_STATE_BYTES", -(-KDA_LAYERS // dep.pp) * KDA_STATE_BYTES / float(
+            dep.tp))
+        # one copy over all ranks, expert parallelism or not: the rehearsal's DEP/PD deployments start on it, while
+        # the plan's EP model (84 GB replicated on every rank) predicts a PD decode instance too small for 1M tokens
         self.weights_per_gpu = self.weight_bytes / self.world
         self.block_size = BLOCK_SIZE
         override = os.environ.get("VLLM_STANDIN_KV_TOKENS")
         if override:
-            self.kv_tokens = int(float(override))
-            self.available_bytes = self.kv_tokens * self.bytes_per_token
+            self.available_bytes = int(float(override)) * self.bytes_per_token
         else:
-            self.available_bytes = self.gpu_gib * GIB * self.gmu - self.weights_per_gpu
+            self.available_bytes = self.gpu_gib * GIB * self.gmu - self.weights_per_gpu - self.reserve_gib * GIB
             if self.available_bytes <= 0:
                 raise StartupError("No available memory for the cache blocks. Try increasing "
                                    "`gpu_memory_utilization` when initializing the engine.")
-            self.kv_tokens = int(self.available_bytes // self.bytes_per_token)
-        self.num_gpu_blocks = max(1, self.kv_tokens // self.block_size)
+        self.pool_tokens = int(self.available_bytes // self.bytes_per_token)
         self.model_max = int(env_float("VLLM_STANDIN_MODEL_MAX_LEN", MODEL_MAX_LEN_DEFAULT))
         raw = v.get("max_model_len")
         if raw is None:
@@ -215,7 +229,20 @@ class KVBudget(object):
                 "(max_position_embeddings=%d or model_max_length=None in model's config.json). To allow "
                 "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
                 "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution." % (self.requested_len, self.model_max))
-        self.max_model_len = min(self.model_max, self.kv_tokens) if self.auto_len else self.requested_len
+        # auto: the longest length one sequence (its tokens and its state) fits, as vLLM's estimate
+        fits = self.pool_tokens if override else int(
+            max(0.0, self.available_bytes - self.state_bytes) // self.bytes_per_token)
+        self.max_model_len = min(self.model_max, fits) if self.auto_len else self.requested_len
+        self.kv_tokens = self.pool_tokens if override else self._tokens_at(self.max_model_len)
+        self.num_gpu_blocks = max(1, self.kv_tokens // self.block_size)
+
+    def _tokens_at(self, length):
+        """KV tokens at ``length``: the sequences of that length the pool holds, each with its KDA state beside its
+        tokens, times the length (the plan's capacity_at; the pool alone without a state)."""
+        need = length * self.bytes_per_token + self.state_bytes
+        if not self.state_bytes or length <= 0:
+            return self.pool_tokens
+        return int(self.available_bytes / need * length)
 
     def check(self):
         """After the profile run: one request of max_model_len must fit (vLLM's check_enough_kv_cache_memory)."""

@@ -3,6 +3,8 @@ read once at start-up). Each breaks one behaviour and nothing else:
 
 - `VLLM_STANDIN_WRONG_ANSWERS_ABOVE=N`: checkable prompts (solver.py) get a wrong answer while N or more requests
   are in flight on this instance (set it on one replica, or on the decode instance of a PD pair);
+- `VLLM_STANDIN_NEEDLE_LOST_ABOVE=N`: the long-context needle question of a prompt of more than N tokens is answered
+  without the needle (a long-context kernel that loses the middle of the prompt; every other answer stays right);
 - `VLLM_STANDIN_REASONING_LEAK=1`: the reasoning text lands in `content`, followed by `</think>` (a reasoning
   parser that is not wired);
 - `VLLM_STANDIN_SERVED_NAME=<name>`: `/v1/models` and responses use this name instead of `--served-model-name`;
@@ -33,6 +35,7 @@ class Faults(object):
     def __init__(self, env=None):
         env = os.environ if env is None else env
         self.wrong_answers_above = _int(env, "VLLM_STANDIN_WRONG_ANSWERS_ABOVE")
+        self.needle_lost_above = _int(env, "VLLM_STANDIN_NEEDLE_LOST_ABOVE")
         self.reasoning_leak = _flag(env, "VLLM_STANDIN_REASONING_LEAK")
         self.served_name = (env.get("VLLM_STANDIN_SERVED_NAME") or "").strip() or None
         self.invalid_param_status = _int(env, "VLLM_STANDIN_INVALID_PARAM_STATUS")
@@ -41,6 +44,10 @@ class Faults(object):
     def answers_wrong(self, in_flight):
         """Whether a checkable answer is corrupted with ``in_flight`` requests already on this instance."""
         return self.wrong_answers_above is not None and in_flight >= self.wrong_answers_above
+
+    def needle_lost(self, prompt_tokens):
+        """Whether the needle of a prompt of ``prompt_tokens`` tokens is lost."""
+        return self.needle_lost_above is not None and prompt_tokens > self.needle_lost_above
 
     def served_names(self, names):
         return [self.served_name] if self.served_name else list(names)

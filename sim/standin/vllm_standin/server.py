@@ -324,6 +324,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(exc.status, exc.message, exc.etype, exc.param)
         if plan.answer is not None and self.app.faults.answers_wrong(self.app.group.server_load()):
             plan.content = tokenize(solver.corrupt(plan.answer))
+        elif plan.needle and self.app.faults.needle_lost(prompt_tokens):
+            plan.content = tokenize(solver.NO_NEEDLE)
         return body, prompt_tokens, plan
 
     # --- chat --------------------------------------------------------------------------------------------------

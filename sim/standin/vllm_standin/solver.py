@@ -65,6 +65,14 @@ def _record(pairs):
     return json.dumps(out)
 
 
+NO_NEEDLE = "I could not find a secret code in the text."
+
+
+def is_needle_question(text):
+    """Whether ``text`` asks for the long-context needle."""
+    return bool(_NEEDLE_Q.search(text))
+
+
 def solve(text):
     """The right answer to a checkable prompt, else None."""
     if _NEEDLE_Q.search(text):

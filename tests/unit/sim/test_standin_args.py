@@ -150,16 +150,21 @@ def test_kv_budget_formula():
     _model, v, _explicit = parse("m -tp 8 --kv-cache-dtype fp8 --gpu-memory-utilization 0.95")
     dep = config.Deployment("m", v, snap())
     kv = config.KVBudget(dep, v)
-    free = 277.5 * 2 ** 30 * 0.95 - 1.56e12 / 8
-    assert kv.kv_tokens == int(free // (24 * 576))
+    # the GB300's 284,208 MiB x utilisation - an eighth of the weights - the 8 GiB reserve; each 1M sequence also
+    # holds its KDA state (69 layers of 96 x 128 x 128 FP32 + 3 x 3 x 96 x 128 BF16, over 8 TP ranks)
+    free = 284208 * 2 ** 20 * 0.95 - 1.56e12 / 8 - 8 * 2 ** 30
+    state = 69 * (96 * 128 * 128 * 4 + 9 * 96 * 128 * 2) / 8.0
+    assert kv.pool_tokens == int(free // (24 * 576))
+    assert kv.kv_tokens == int(free / (1048576 * 24 * 576 + state) * 1048576) == 5730331
     assert kv.max_model_len == 1048576
     _model, v2, _explicit = parse("m -tp 8 --kv-cache-dtype auto --gpu-memory-utilization 0.95")
     kv2 = config.KVBudget(config.Deployment("m", v2, snap()), v2)
-    assert abs(kv2.kv_tokens * 2 - kv.kv_tokens) <= 2
+    assert abs(kv2.pool_tokens * 2 - kv.pool_tokens) <= 2  # twice the bytes per token: half the pool
     # DEP16 spreads the weights over 16 GPUs: more room per GPU
     _model, v3, _explicit = parse("m " + DEP + " --kv-cache-dtype fp8 --gpu-memory-utilization 0.95")
     kv3 = config.KVBudget(config.Deployment("m", v3, snap()), v3)
     assert kv3.kv_tokens > kv.kv_tokens
     _model, v4, _explicit = parse("m -tp 8 --max-model-len auto --kv-cache-dtype auto --gpu-memory-utilization 0.75")
     kv4 = config.KVBudget(config.Deployment("m", v4, snap()), v4)
-    assert kv4.max_model_len == kv4.kv_tokens < 1048576
+    # auto: the longest length whose one sequence (tokens and state) fits, which the pool then holds once
+    assert kv4.max_model_len <= kv4.kv_tokens <= kv4.max_model_len + 1 and kv4.max_model_len < 1048576

@@ -78,7 +78,17 @@ def test_serving_fault_switches():
     assert f.reasoning_leak and f.decode_recompute
     none = faults.Faults({"VLLM_STANDIN_WRONG_ANSWERS_ABOVE": "x"})
     assert not none.answers_wrong(10 ** 6) and none.status_of(400) == 400
+    lost = faults.Faults({"VLLM_STANDIN_NEEDLE_LOST_ABOVE": "1000"})
+    assert (lost.needle_lost(1000), lost.needle_lost(1001), none.needle_lost(10 ** 6)) == (False, True, False)
     assert none.served_names(["a", "b"]) == ["a", "b"]
+
+
+def test_only_the_needle_question_is_marked_for_the_needle_fault(monkeypatch):
+    beh = behaviour(monkeypatch)
+    needle = answer(beh, [{"role": "user", "content": corr.needle_prompt(4, "K3-7731")}])
+    arith = answer(beh, [{"role": "user", "content": "What is 2 * 3 + 1?"}])
+    assert (needle.needle, needle.answer, arith.needle, arith.answer) == (True, "K3-7731", False, "7")
+    assert solver.NO_NEEDLE and not solver.solve(solver.NO_NEEDLE)
 
 
 def test_reasoning_leak_puts_think_text_and_end_marker_into_content(monkeypatch):

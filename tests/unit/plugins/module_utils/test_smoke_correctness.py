@@ -140,3 +140,46 @@ def test_number_and_needle_edges():
         c.fit_tokens_per_rep(10, 300, 20, 300)
     assert c.needle_reps(1000, 10.0, 0.0, answer_tokens=0) == 91
     assert c.needle_reps(1000, 10.0, 5000.0) == 1
+
+
+@pytest.mark.parametrize("text, value", [
+    ("1\u202f250", 1250),                   # narrow no-break space between digit groups
+    ("1\u00a0250\u00a0000", 1250000),
+    ("\u22127", -7),                        # Unicode minus
+    ("The result: **2,500**.", 2500),
+    ("3.0", 3.0),
+    ("12 apples, then 4 pears", 4),
+    ("1 25", 25),                           # a plain space separates numbers, it groups none
+    ("9" * 5000, float("9" * 5000)),        # past int()'s digit limit: a float, no exception
+    ("", None),
+])
+def test_last_number_exact(text, value):
+    assert c.last_number(text) == value
+
+
+@pytest.mark.parametrize("text, value", [
+    ("Tomás", "TOMAS"), ("qx-4417", "QX4417"), ("\uff31\uff38\uff0d\uff14\uff14\uff11\uff17", "QX4417"),
+    ("  Ravi's code is AB-1234. ", "RAVISCODEISAB1234."), (None, ""), ("ß", "SS"),
+])
+def test_normalise_name_exact(text, value):
+    assert c.normalise_name(text) == value
+
+
+def test_huge_and_deep_answers_are_judged_not_raised():
+    assert c.judge({"kind": "number", "expected": 7}, "1" * 4400) == {"ok": False, "value": float("1" * 4400)}
+    assert c.judge({"kind": "number", "expected": 7}, "7.0") == {"ok": True, "value": 7.0}
+    assert c.parse_json_answer("{" * 5000 + "}" * 5000) is None  # no object in the first 64 tries; fast
+    assert c.judge({"kind": "json", "expected": {"a": 1}}, '{"a": %s}' % ("9" * 4000))["ok"] is False
+
+
+@given(st.integers(min_value=-10 ** 12, max_value=10 ** 12), st.sampled_from([",", "\u202f", "\u00a0", ""]))
+def test_last_number_reads_grouped_integers(n, sep):
+    grouped = "{:,}".format(n).replace(",", sep)
+    assert c.last_number("The answer is %s." % grouped.replace("-", "\u2212")) == n
+
+
+@given(st.text(max_size=300))
+def test_normalisers_never_raise(text):
+    for kind in (c.NUMBER, c.FACT, c.JSON_KIND, c.OCR):
+        c.normalised_answer(kind, text)
+    assert set(c.normalise_name(text)) <= set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ.")

@@ -8,13 +8,21 @@ The tests at the bottom check the fake's own wire format so the other tests stan
 """
 import base64
 import json
+import os
 import re
+import sys
 import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
+
+# the stand-in's solver answers the checkable prompts: an implementation independent of the smoke's judges
+from vllm_standin import solver  # noqa: E402
 
 
 def png_text_chunks(data):
@@ -43,6 +51,9 @@ class FakeVLLM(object):
         self.max_model_len, self.kv_tokens = max_model_len, kv_tokens
         self.tool_fault = tool_fault  # None | no_call | invalid_json | schema_violation | unknown_tool | leak | empty
         self.tool_fault_times = None  # fault only the first N tool requests (None = always)
+        self.wrong_answers = False     # checkable prompts get the solver's answer + 1
+        self.think_in_content = False  # "</think>" lands in content (reasoning parser not wired)
+        self.response_model = None     # the model name responses carry (None: the requested one)
         self.status = status
         self.api_key = api_key
         self.with_cache_info = with_cache_info
@@ -139,8 +150,9 @@ class FakeVLLM(object):
                     m = re.match(r"data:[^;]+;base64,(.*)", url, re.S)
                     if m:
                         return png_text_chunks(base64.b64decode(m.group(1))).get("kimi-sim-ocr", "unreadable")
-        if "secret code" in str(last):
-            return "K3-7731"
+        answer = solver.solve(str(last))
+        if answer is not None:
+            return solver.corrupt(answer) if self.wrong_answers else answer
         return " ".join("word%d" % i for i in range(self.tokens))
 
     def _tool_call(self, body):
@@ -189,6 +201,9 @@ class FakeVLLM(object):
     def _chat(self, handler, body):
         tools = body.get("tools")
         content, call = (self._tool_call(body) if tools else (self._answer_text(body), None))
+        if self.think_in_content and not tools:
+            content = "thinking</think> " + content
+        model = self.response_model or body.get("model")
         words = content.split(" ") if content else []
         pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
         prompt_tokens = max(1, len(json.dumps(body.get("messages"))) // 4)
@@ -201,7 +216,7 @@ class FakeVLLM(object):
             if call:
                 msg["tool_calls"] = [{"id": "call_0", "type": "function",
                                       "function": {"name": call[0], "arguments": call[1]}}]
-            resp = {"id": "x", "object": "chat.completion", "created": 0, "model": body.get("model"),
+            resp = {"id": "x", "object": "chat.completion", "created": 0, "model": model,
                     "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if call else "stop"}],
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out_tokens,
                               "total_tokens": prompt_tokens + out_tokens}}
@@ -212,7 +227,7 @@ class FakeVLLM(object):
         handler.end_headers()
 
         def ev(delta, finish=None, usage=None, choices=True):
-            obj = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": body.get("model"),
+            obj = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": model,
                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []}
             if usage:
                 obj["usage"] = usage

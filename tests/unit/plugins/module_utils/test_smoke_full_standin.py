@@ -113,3 +113,35 @@ def test_random_weights_model_is_not_judged(servers):
     assert c["judged"] is False and c["note"].startswith("accuracy not judged")
     assert "accuracy" not in c["targets"]["endpoint"]
     assert facts["policy"]["passed"] is True, facts["policy"]["violations"]
+
+
+def quick(base_url, **kw):
+    return params(base_url, profile="quick", groups=list(sr.QUICK_GROUPS), max_tokens=256, **kw)
+
+
+def test_healthy_stand_in_passes_the_default_profile(servers):
+    s = servers()
+    t0 = time.perf_counter()
+    facts = sr.run_smoke(quick(s.url))
+    print("quick profile against one stand-in: %.1f s" % (time.perf_counter() - t0))
+    assert facts["policy"] == {"passed": True, "violations": []}, facts["policy"]
+    g = facts["groups"]
+    assert g["text"]["answers"] == {"judged": True, "right": 4, "n": 4, "problems": []}
+    assert g["long_context"]["needle_found"] is True and g["vision"]["ocr"]["ok"] is True
+    assert g["tool_calling"]["tool_calls"]["first_attempt"]["n"] == 12
+
+
+@pytest.mark.parametrize("env, failed, needle", [
+    # 0: every checkable answer is wrong, the needle's too (1 would spare a request alone in flight)
+    ({"VLLM_STANDIN_WRONG_ANSWERS_ABOVE": "0"}, ["long_context", "text"], "wrong answer to "),
+    ({"VLLM_STANDIN_REASONING_LEAK": "1"}, ["long_context", "text", "vision"], "reasoning markers </think> in content"),
+    ({"VLLM_STANDIN_NEEDLE_LOST_ABOVE": "2000"}, ["long_context"], "needle K3-7731 not found"),
+    ({"VLLM_STANDIN_SERVED_NAME": "someone/else"}, ["long_context", "text", "vision"],
+     "the response names model 'someone/else', the plan serves 'moonshotai/Kimi-K3'"),
+])
+def test_each_serving_fault_fails_the_default_profile(servers, env, failed, needle):
+    s = servers(**env)
+    facts = sr.run_smoke(quick(s.url))
+    violations = facts["policy"]["violations"]
+    assert sorted(n for n, g in facts["groups"].items() if g["status"] != "ok") == failed, violations
+    assert any(v.startswith("group %s failed: " % failed[-1]) and needle in v for v in violations), violations

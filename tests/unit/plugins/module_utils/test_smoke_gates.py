@@ -20,11 +20,13 @@ def correctness(acc=(32, 32), agr=(32, 32), needle_ok=True, judged=True):
     return {"status": "ok", "correctness": c}
 
 
-def tool_verifier(schema=1.0, f1=1.0, no_call=(0, 106), comparison=None):
+def tool_verifier(schema=(90, 90), f1=1.0, no_call=(0, 106), comparison=None):
+    """``schema``: (valid calls, responses that ended in tool calls)."""
     return {"status": "ok", "tool_verifier": {
-        "cases": 106, "attempts": 106, "schema_accuracy": schema, "tool_call_f1": f1, "tool_call_precision": 1.0,
+        "cases": 106, "attempts": 106, "schema_accuracy": round(schema[0] / float(schema[1]), 6) if schema[1] else None,
+        "tool_call_f1": f1, "tool_call_precision": 1.0,
         "tool_call_recall": 1.0, "trigger": {"tp": 90, "fp": 0, "fn": 0, "tn": 16},
-        "k2vv": {"successful_tool_call_count": 90, "finish_tool_calls": 90},
+        "k2vv": {"successful_tool_call_count": schema[0], "finish_tool_calls": schema[1]},
         "retry_rates": {"first_attempt": rate(106, 106), "after_retry": rate(106, 106)},
         "failure_rates": {"no_call": rate(*no_call), "schema_violation": rate(0, 106)},
         "comparison": comparison or {}}}
@@ -66,11 +68,21 @@ def test_api_and_pd_gates():
 
 
 def test_tool_verifier_gates_default_to_the_verifier_pass_marks():
-    assert g._tool_verifier(facts(tool_verifier=tool_verifier(schema=1.0, f1=0.73)), {}) == []
-    assert g._tool_verifier(facts(tool_verifier=tool_verifier(schema=0.9872, f1=0.7299)), {}) == [
-        "tool_verifier: schema_accuracy 0.9872 below 1.0", "tool_verifier: tool_call_f1 0.7299 below 0.73"]
-    assert g._tool_verifier(facts(tool_verifier=tool_verifier(schema=None)), {"min_tool_call_f1": 0})[0] == (
-        "tool_verifier: schema_accuracy None below 1.0")
+    assert g._tool_verifier(facts(tool_verifier=tool_verifier(schema=(90, 90), f1=0.73)), {}) == []
+    # at the official API's 1.0 any invalid call fails: the upper bound of 89/90 is below 1
+    assert g._tool_verifier(facts(tool_verifier=tool_verifier(schema=(89, 90), f1=0.7299)), {}) == [
+        "tool_verifier: schema_accuracy 0.988889 (89/90, 95 % Wilson interval 0.939716..0.998036) below 1.0",
+        "tool_verifier: tool_call_f1 0.7299 below 0.73"]
+    assert g._tool_verifier(facts(tool_verifier=tool_verifier(schema=(0, 0))), {"min_tool_call_f1": 0}) == [
+        "tool_verifier: schema_accuracy None (0/0, 95 % Wilson interval None..None) below 1.0"]
+
+
+def test_schema_accuracy_fails_only_when_the_upper_bound_is_below_the_recipe_pass_mark():
+    policy = {"min_schema_accuracy": 0.95}
+    # 84/90 = 0.933 is below the mark, but 90 responses do not show it: the upper bound is 0.969091
+    assert g._tool_verifier(facts(tool_verifier=tool_verifier(schema=(84, 90))), policy) == []
+    assert g._tool_verifier(facts(tool_verifier=tool_verifier(schema=(79, 90))), policy) == [
+        "tool_verifier: schema_accuracy 0.877778 (79/90, 95 % Wilson interval 0.794263..0.930364) below 0.95"]
 
 
 def test_failure_rate_and_regression_gates():

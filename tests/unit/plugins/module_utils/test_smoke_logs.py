@@ -192,6 +192,28 @@ def test_finalise_keeps_earlier_findings_when_no_log_is_given():
     assert facts["policy"]["violations"] == ["2 error line(s) in the container log of h"]
 
 
+def test_gpu_memory_is_what_the_nodes_said_during_the_window_not_the_probe():
+    reads = [{"item": "tray01", "changed": False, "gpu_memory": {
+                 "read_at": "2026-12-06T10:00:00Z", "read_epoch": 1.0, "vendor": "nvidia", "errors": [],
+                 "gpus": [{"index": i, "memory_used_mib": 270000, "memory_total_mib": 284208} for i in range(4)]}},
+             {"item": "tray02", "failed": True, "msg": "Failed to connect to the host via ssh"}]
+    probes = {"tray01": {"gpus": [{"index": 0, "memory_used_mib": 0, "memory_total_mib": 284208}]}}
+    facts = smoke_finalise.finalise({"groups": {}}, node_probes=probes, gpu_reads=reads)
+    gm = facts["gpu_memory"]
+    assert gm["tray01"] == {"gpus": 4, "used_mib": 1080000, "total_mib": 1136832, "used_frac": 0.95,
+                            "per_gpu": [{"index": i, "used_mib": 270000, "total_mib": 284208} for i in range(4)],
+                            "read_at": "2026-12-06T10:00:00Z", "errors": [], "source": "read during the smoke window"}
+    assert gm["tray02"] == {"gpus": 0, "used_mib": None, "total_mib": 0, "used_frac": None, "per_gpu": [],
+                            "read_at": None, "errors": ["Failed to connect to the host via ssh"],
+                            "source": "read during the smoke window"}
+    md = smoke_report.render_markdown(facts)
+    assert "| tray01 | 4 | 1080000 | 1136832 | 0.950 | 2026-12-06T10:00:00Z |  |" in md
+    assert facts["kv_check"]["observed"]["gpu_memory_used_mib"] == 270000.0
+    # without reads (a caller that passes only probes) the figure says where it is from
+    assert smoke_finalise.finalise({"groups": {}}, node_probes=probes)["gpu_memory"]["tray01"]["source"] == (
+        "node probe (before the launch)")
+
+
 def test_read_failure_messages():
     long = "x" * 400
     _logs, unreadable = smoke_logs.logs_from_script_results([

@@ -276,18 +276,20 @@ def test_parse_number(text, value):
 
 RESULT_KEYS = {"ok", "error", "stream", "ttft_s", "ttft_content_s", "ttft_reasoning_s", "e2e_s", "itl_s", "chunks",
                "content", "reasoning", "tool_calls", "prompt_tokens", "output_tokens", "finish_reason",
-               "client_queue_s", "done", "reasoning_keys"}
+               "client_queue_s", "done", "reasoning_keys", "model"}
 
 
 def test_result_shape():
     r = measure(REASONING_FIRST)
     assert set(r) == RESULT_KEYS and r["stream"] is True and r["client_queue_s"] is None
+    assert r["model"] == "m"  # the served name of the first chunk that carries one
     plain = sm.new_result(False)
     assert set(plain) == RESULT_KEYS
     assert plain == {"ok": False, "error": None, "stream": False, "ttft_s": None, "ttft_content_s": None,
                      "ttft_reasoning_s": None, "e2e_s": None, "itl_s": [], "chunks": 0, "content": "",
                      "reasoning": "", "tool_calls": [], "prompt_tokens": None, "output_tokens": None,
-                     "finish_reason": None, "client_queue_s": None, "done": False, "reasoning_keys": []}
+                     "finish_reason": None, "client_queue_s": None, "done": False, "reasoning_keys": [],
+                     "model": None}
 
 
 def test_no_events_at_all():

@@ -4,13 +4,13 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import policy as sp
 
 
-def facts(ttft=(0.5, 1.0), status="ok", rate=1.0, findings=None, preemptions=0):
-    """Two groups (text, tool_calling) with mean TTFTs ``ttft``."""
+def facts(ttft=(0.5, 1.0), status="ok", rate=(12, 12), findings=None, preemptions=0):
+    """Two groups (text, tool_calling) with mean TTFTs ``ttft``; ``rate``: (first attempts right, cases)."""
     return {
         "groups": {"text": {"status": status, "error": "boom" if status != "ok" else None,
                             "ttft_s": {"mean": ttft[0]}},
                    "tool_calling": {"status": "ok", "ttft_s": {"mean": ttft[1]},
-                                    "tool_calls": {"attempt_success_rate": rate}}},
+                                    "tool_calls": {"first_attempt": {"k": rate[0], "n": rate[1]}}}},
         "log_findings": {"tray01": {"readable": True, "errors": 0}} if findings is None else findings,
         "server": {"window": {"num_preemptions": preemptions}},
     }
@@ -34,11 +34,17 @@ def test_a_group_without_status_counts_as_failed():
 
 
 @pytest.mark.parametrize("rate,limit,violations", [
-    (0.8, 0.9, ["tool-call success rate 0.8 below 0.9"]),
-    (0.9, 0.9, []),                     # at the limit: passes
-    (1.0, 0.9, []),
-    (None, 0.5, ["tool-call success rate None below 0.5"]),
-    (0.0, None, []),                    # no limit given: off
+    ((3, 4), 0.9, []),                  # one recovered hiccup in 4 cases: the upper bound 0.954 is above
+    ((11, 12), 0.9, []),
+    ((40, 50), 0.9, ["group tool_calling: first-attempt tool-call success 40/50 (0.8, 95 % Wilson interval "
+                     "0.669629..0.887562): even the upper bound is below 0.9"]),
+    ((41, 50), 0.9, []),                # upper bound 0.902: passes
+    ((2, 4), 0.9, ["group tool_calling: first-attempt tool-call success 2/4 (0.5, 95 % Wilson interval "
+                   "0.150039..0.849961): even the upper bound is below 0.9"]),
+    ((0, 0), 0.5, ["group tool_calling: first-attempt tool-call success 0/0 (None, 95 % Wilson interval "
+                   "None..None): even the upper bound is below 0.5"]),
+    ((0, 12), None, []),                # no limit given: off
+    ((0, 12), 0.0, []),                 # 0 = every rate passes (the cpu rehearsal's random weights)
 ])
 def test_tool_call_success_rate(rate, limit, violations):
     policy = {} if limit is None else {"min_tool_call_success_rate": limit}
@@ -102,12 +108,13 @@ def test_preemptions():
 
 
 def test_violations_come_in_a_fixed_order():
-    f = facts(status="failed", rate=0.5, preemptions=1,
+    f = facts(status="failed", rate=(2, 4), preemptions=1,
               findings={"tray01": {"readable": True, "errors": 1}})
     policy = {"min_tool_call_success_rate": 0.9, "max_ttft_s": 0.75, "fail_on_log_errors": True,
               "fail_on_preemptions": True}
     assert sp.evaluate_policy(f, policy) == [
-        "group text failed: boom", "tool-call success rate 0.5 below 0.9",
+        "group text failed: boom", "group tool_calling: first-attempt tool-call success 2/4 (0.5, 95 % Wilson "
+        "interval 0.150039..0.849961): even the upper bound is below 0.9",
         "group tool_calling mean TTFT 1.000s above 0.750s", "1 error line(s) in the container log of tray01",
         "1 preemption(s) during the smoke window"]
 

@@ -34,6 +34,33 @@ def test_wilson_interval_exact_values():
         v.wilson_interval(11, 10)
 
 
+# (k, n) -> 95 % Wilson bounds and the verdict of the tool-call gate at 0.9 (bounds from an independent computation)
+@pytest.mark.parametrize("k, n, bounds, passed", [
+    (4, 4, [0.510109, 1.0], True),
+    (3, 4, [0.300642, 0.954413], True),      # one recovered hiccup in the old 4 cases: passes
+    (2, 4, [0.150039, 0.849961], False),
+    (12, 12, [0.757506, 1.0], True),
+    (11, 12, [0.64612, 0.985135], True),     # one hiccup in the quick profile's 12 cases
+    (9, 12, [0.467695, 0.911058], True),
+    (8, 12, [0.390622, 0.86188], False),
+    (45, 50, [0.786398, 0.956524], True),
+    (41, 50, [0.692039, 0.902298], True),
+    (40, 50, [0.669629, 0.887562], False),   # 10 first-attempt failures in 50: fails
+    (190, 200, [0.910422, 0.972617], True),
+    (172, 200, [0.805101, 0.90133], True),
+    (171, 200, [0.799513, 0.897106], False),
+])
+def test_interval_gate_exact_values(k, n, bounds, passed):
+    gate = v.interval_gate(k, n, 0.9)
+    assert gate == {"k": k, "n": n, "rate": round(k / float(n), 6), "ci95": bounds, "threshold": 0.9,
+                    "passed": passed}
+
+
+def test_interval_gate_without_a_measurement_does_not_pass():
+    assert v.interval_gate(0, 0, 0.0) == {"k": 0, "n": 0, "rate": None, "ci95": [None, None], "threshold": 0.0,
+                                          "passed": False}
+
+
 @given(st.integers(min_value=1, max_value=5000), st.data())
 def test_wilson_interval_contains_the_point_estimate(n, data):
     k = data.draw(st.integers(min_value=0, max_value=n))

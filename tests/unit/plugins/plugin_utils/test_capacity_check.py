@@ -260,7 +260,7 @@ def test_the_stand_ins_refusal_reads_like_vllms(monkeypatch):
     from vllm_standin import config  # noqa: E402
 
     class Dep(object):
-        world_size = 8
+        world_size, tp, pp = 8, 8, 1
 
     monkeypatch.setenv("VLLM_STANDIN_KV_TOKENS", "466032")
     budget = config.KVBudget(Dep(), {"max_model_len": "524288"})

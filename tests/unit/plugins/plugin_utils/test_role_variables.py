@@ -71,6 +71,18 @@ def test_a_smoke_ca_file_missing_on_the_controller(tmp_path):
     assert problems(smoke_ca_path=str(tmp_path / "ca.pem"), smoke_validate_certs=True) == []
 
 
+def test_a_custom_smoke_image_needs_its_expected_strings():
+    (p,) = problems(smoke_image="/srv/receipt.png")
+    assert (p["host"], p["variable"]) == ("tray01", "smoke_image")
+    assert p["message"] == ("'/srv/receipt.png' comes without smoke_image_expected_strings: the vision group could "
+                            "not judge its transcription.")
+    assert p["fix"].startswith("set smoke_image_expected_strings to strings the image's text contains")
+    assert problems(smoke_image="/srv/receipt.png", smoke_image_expected_strings=["NORTHWIND"]) == []
+    assert problems(smoke_image="", smoke_image_expected_strings=[]) == []
+    (typed,) = problems(smoke_image_expected_strings={"text": "NORTHWIND"})
+    assert typed["variable"] == "smoke_image_expected_strings"
+
+
 def test_a_smoke_tls_switch_that_is_no_boolean():
     (p,) = problems(smoke_validate_certs="maybe")
     assert p["variable"] == "smoke_validate_certs" and "not a valid boolean" in p["message"]
