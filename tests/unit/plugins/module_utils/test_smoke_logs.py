@@ -193,9 +193,9 @@ def test_finalise_keeps_earlier_findings_when_no_log_is_given():
 
 
 def test_gpu_memory_is_what_the_nodes_said_during_the_window_not_the_probe():
-    reads = [{"item": "tray01", "changed": False, "gpu_memory": {
-                 "read_at": "2026-12-06T10:00:00Z", "read_epoch": 1.0, "vendor": "nvidia", "errors": [],
-                 "gpus": [{"index": i, "memory_used_mib": 270000, "memory_total_mib": 284208} for i in range(4)]}},
+    gpus = [{"index": i, "memory_used_mib": 270000, "memory_total_mib": 284208} for i in range(4)]
+    memory = {"read_at": "2026-12-06T10:00:00Z", "read_epoch": 1.0, "vendor": "nvidia", "errors": [], "gpus": gpus}
+    reads = [{"item": "tray01", "changed": False, "gpu_memory": memory},
              {"item": "tray02", "failed": True, "msg": "Failed to connect to the host via ssh"}]
     probes = {"tray01": {"gpus": [{"index": 0, "memory_used_mib": 0, "memory_total_mib": 284208}]}}
     facts = smoke_finalise.finalise({"groups": {}}, node_probes=probes, gpu_reads=reads)
