@@ -45,6 +45,27 @@ pick_oldest_python() {
 
 core_version() { "$OLDEST_VENV/bin/python" -c 'import ansible.release; print(ansible.release.__version__)'; }
 
+# Install into a venv with uv (parallel downloads; the byte code compiled once, here, because the test runs never
+# write any: PYTHONDONTWRITEBYTECODE), from the sources and with the certificate and constraints pip is configured
+# with on this machine (sim/kimisim/pipconf.py), the lock as constraints; with pip when uv cannot.
+#   venv_install VENV LOCK PIP-ARGS...
+venv_install() {
+  local venv="$1" lock="$2"; shift 2
+  local uvpin cert src=()
+  uvpin="$(grep -E '^uv==' requirements-lock.txt | head -1)"
+  if [ -n "$uvpin" ] && "$venv/bin/python" -m pip install -q "$uvpin" 2>/dev/null; then
+    mapfile -t src < <("$venv/bin/python" -m pip config list 2>/dev/null | "$venv/bin/python" sim/kimisim/pipconf.py args)
+    cert="$("$venv/bin/python" -m pip config list 2>/dev/null | "$venv/bin/python" sim/kimisim/pipconf.py cert)"
+    if SSL_CERT_FILE="${SSL_CERT_FILE:-$cert}" "$venv/bin/python" -m uv pip install --quiet --python "$venv/bin/python" \
+         --compile-bytecode --index-strategy unsafe-best-match -c "$lock" "${src[@]}" "$@"; then
+      return 0
+    fi
+    log "uv could not install into $venv: pip instead"
+  fi
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -c "$lock" "$@"
+}
+
 setup_oldest() {
   local py stamp want sp note
   py="$(pick_oldest_python)" || { log "no Python 3.11-3.12 with venv/ensurepip for ansible-core $OLDEST_CORE (install python3.12-venv, or pyenv 3.12; PYTHON_OLDEST=...)"; exit 1; }
@@ -57,10 +78,8 @@ setup_oldest() {
   log "creating $OLDEST_VENV with $py ($("$py" --version 2>&1)), ansible-core $OLDEST_CORE"
   rm -rf "$OLDEST_VENV"
   "$py" -m venv "$OLDEST_VENV"
-  "$OLDEST_VENV/bin/python" -m pip install -q --upgrade pip
   log "installing requirements.txt + requirements-test.txt + ansible-core==$OLDEST_CORE with $note"
-  "$OLDEST_VENV/bin/python" -m pip install -q -c "$OLDEST_LOCK" -r requirements.txt -r requirements-test.txt \
-    "ansible-core==$OLDEST_CORE"
+  venv_install "$OLDEST_VENV" "$OLDEST_LOCK" -r requirements.txt -r requirements-test.txt "ansible-core==$OLDEST_CORE"
   mkdir -p build/cache
   "$OLDEST_VENV/bin/python" -m pip download -q --no-deps -d build/cache "$OLDEST_DOCKER_FROM"
   sp="$("$OLDEST_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -110,9 +129,8 @@ stamp=".venv/.requirements.sha256"
 want="$(cat requirements.txt requirements-test.txt requirements-dev.txt "$lock" | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   [ -x .venv/bin/python ] || "$py" -m venv .venv
-  .venv/bin/python -m pip install -q --upgrade pip
   log "installing requirements-dev.txt with $note"
-  .venv/bin/python -m pip install -q -c "$lock" -r requirements-dev.txt
+  venv_install .venv "$lock" -r requirements-dev.txt
   echo "$want" > "$stamp"
   log "venv ready"
 else

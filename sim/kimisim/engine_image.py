@@ -1,5 +1,4 @@
 """The real vLLM engine (CPU build) images and the rehearsal model of the cpu cluster."""
-import ast
 import hashlib
 import os
 import shutil
@@ -8,6 +7,7 @@ import time
 
 from kimisim.cachekey import hash_paths
 from kimisim.images import build_image, pinned_version, push_by_digest
+from kimisim.pipconf import pip_settings, uv_source_args
 from kimisim.registry import registry_has
 from kimisim.router_image import PIP_TARGET
 from kimisim.settings import CACHE, CONTROL, REGISTRY, REPO, SIM_DIR, STATE
@@ -72,39 +72,6 @@ def _engine_trim(site):
 ENGINE_PYTHON = "3.11"
 # uv's name for the tag set of bookworm's glibc 2.36 (every manylinux tag up to 2_36, as ENGINE_PIP_TARGET).
 ENGINE_UV_PLATFORM = "x86_64-manylinux_2_36"
-
-
-def pip_settings(listing, command="install"):
-    """pip's effective settings for `pip <command>` from the output of `pip config list`: {key: value}, the
-    environment (PIP_*, listed as `:env:`) over the command's section over [global], as pip ranks them."""
-    rank = {"global": 0, command: 1, ":env:": 2}
-    found = {}
-    for line in listing.splitlines():
-        name, sep, value = line.strip().partition("=")
-        section, dot, key = name.rpartition(".")
-        if not sep or not dot or section not in rank:
-            continue
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            continue
-        if key not in found or rank[section] >= found[key][0]:
-            found[key] = (rank[section], str(value))
-    return {k: ranked[1] for k, ranked in found.items()}
-
-
-def uv_source_args(settings):
-    """uv's options for the package sources pip is configured with; pip's list settings are whitespace-separated."""
-    args = []
-    if settings.get("index-url"):
-        args += ["--index-url", settings["index-url"]]
-    for opt, key in (("--extra-index-url", "extra-index-url"), ("--find-links", "find-links"),
-                     ("--constraint", "constraint")):
-        for value in settings.get(key, "").split():
-            args += [opt, value]
-    if settings.get("no-index", "").lower() in ("1", "true", "yes", "on"):
-        args.append("--no-index")
-    return args
 
 
 def uv_install_cmd(uv, python, target, reqs, settings, cache_dir):
