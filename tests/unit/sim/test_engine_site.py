@@ -47,6 +47,20 @@ def test_uv_gets_every_source_of_pip():
     assert ei.uv_source_args({"no-index": "false"}) == []
 
 
+def test_setup_sh_reads_pips_sources_and_certificate_from_the_script(tmp_path):
+    """scripts/setup.sh pipes `pip config list` into sim/kimisim/pipconf.py: one uv option or value per line."""
+    import subprocess
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))),
+                          "sim", "kimisim", "pipconf.py")
+    run = [sys.executable, script]
+    args = subprocess.run(run + ["args"], input=LISTING, capture_output=True, text=True, check=True).stdout
+    assert args.splitlines() == _simctl("engine_image").uv_source_args(_simctl("engine_image").pip_settings(LISTING))
+    cert = subprocess.run(run + ["cert"], input=LISTING, capture_output=True, text=True, check=True).stdout
+    assert cert == "/etc/ssl/certs/ca-certificates.crt\n"
+    assert subprocess.run(run + ["cert"], input="", capture_output=True, text=True, check=True).stdout == ""
+    assert subprocess.run(run, input="", capture_output=True, text=True, check=False).returncode == 2
+
+
 def test_the_uv_command_installs_for_the_images_python_and_glibc():
     ei = _simctl("engine_image")
     cmd = ei.uv_install_cmd("/v/bin/uv", "/usr/bin/python3.11", "/c/site-x.tmp", "/r/requirements.txt",
