@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import rende
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import role_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
@@ -97,15 +98,22 @@ class ActionModule(ActionBase):
             return plan
         return dict(plan, ok=False, errors=problems, plans={}, cluster={})
 
-    def _write(self, dest, plan, scripts):
-        """Write <dest>/<host>.json and .sh (and the copy kept by plan id); what the result says about them."""
-        files = {}
+    def _write(self, dest, plan, scripts, secrets):
+        """Write <dest>/<host>.json and .sh and plan.md (and the copy kept by plan id); what the result says about
+        them, with --diff the latest rendering's files before and after. ``secrets``: the inventory's secret values,
+        hidden in plan.md and the diff."""
+        files = {"plan.md": (plan_render.plan_markdown(plan, secrets), PLAN_FILE_MODE)}
         for host, node_plan in plan["plans"].items():
             # Owner only: the plan names the cluster's addresses, ports and secret file paths.
             files["%s.json" % host] = (plan_render.plan_json(node_plan), PLAN_FILE_MODE)
             files["%s.sh" % host] = (scripts[host], PLAN_SCRIPT_MODE)
+        # read before the write; the copies under plans/<id>/ are the same texts, so they are not shown twice
+        diff = plan_files.file_diffs(dest, files, lambda text: redaction.redact(text, secrets)) if self._task.diff else None
         plan_id, written = plan_files.write_plan(dest, files, plan["plans"], check_mode=self._task.check_mode)
-        return {"plan_id": plan_id, "changed": bool(written), "written": written, "dest": dest}
+        out = {"plan_id": plan_id, "changed": bool(written), "written": written, "dest": dest}
+        if diff:
+            out["diff"] = diff
+        return out
 
     @staticmethod
     def _outcome(plan):
@@ -138,7 +146,7 @@ class ActionModule(ActionBase):
         result.update(self._outcome(plan))
         scripts = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
         if plan["ok"] and args["dest"]:
-            result.update(self._write(args["dest"], plan, scripts))
+            result.update(self._write(args["dest"], plan, scripts, topology.inventory_secrets(recipe, nodes + routers)))
         else:
             # Written to <dest>/<host>.sh otherwise: 2 KB per node that every later task would carry in plan_result
             # (issue #17: 2.3 MB at 1,152 nodes, walked by register, the callback and every task's variables).

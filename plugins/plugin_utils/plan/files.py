@@ -6,6 +6,7 @@
 Layout under ``plan_dir``::
 
     <host>.json, <host>.sh      the latest rendering (what plan.yml shows; not necessarily running)
+    plan.md                     the latest rendering for people (plugin_utils.plan.render.plan_markdown)
     plans/<plan_id>/<host>.*    every rendered plan, kept by id (never rewritten: same id = same content)
     deployed -> plans/<id>      symlink to the plan that last became ready (see state.json)
     state.json                  the deployment state record (plugin_utils/rollout/state.py)
@@ -35,6 +36,27 @@ def _atomic_write(path, text, mode):
     os.replace(tmp, path)
 
 
+def _read_text(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+
+
+def file_diffs(dest, files, hide):
+    """--diff of ``{name: (text, mode)}`` against what is under ``dest`` now (nothing for a new file), one entry per
+    file whose text differs, as ansible's file modules return it; ``hide``: text -> text as it may be shown."""
+    dest = os.path.abspath(os.path.expanduser(dest))
+    out = []
+    for name, (text, _mode) in sorted(files.items()):
+        path = os.path.join(dest, name)
+        before = _read_text(path) or ""
+        if before != text:
+            out.append(dict(before=hide(before), after=hide(text), before_header=path, after_header=path))
+    return out
+
+
 def write_files(dest, files, check_mode=False):
     """Write ``{name: (text, mode)}`` under ``dest``; return the sorted names that changed (or would)."""
     dest = os.path.abspath(os.path.expanduser(dest))
@@ -42,8 +64,7 @@ def write_files(dest, files, check_mode=False):
     for name, (text, mode) in sorted(files.items()):
         path = os.path.join(dest, name)
         try:
-            with open(path) as handle:
-                same = handle.read() == text and (os.stat(path).st_mode & 0o777) == mode
+            same = _read_text(path) == text and (os.stat(path).st_mode & 0o777) == mode
         except (IOError, OSError):
             same = False
         if same:

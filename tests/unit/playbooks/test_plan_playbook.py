@@ -57,6 +57,32 @@ def test_second_run_changes_nothing(tmp_path):
     assert sum(h for h in r.stats["changed"].values()) == 0
 
 
+def test_diff_after_changing_one_value_shows_the_changed_flag(tmp_path):
+    """--diff shows the files the plan rewrites: --max-model-len's old and new value in each node's .json, .sh
+    and plan.md; the API key the inventory holds is in none of them. A second run with --diff shows nothing."""
+    extravars = {"plan_dir": str(tmp_path)}
+    key = {"KIMI_K3_API_KEY": "zQcanary-diff-key"}
+    run_playbook("plan.yml", EXAMPLES[0], extravars=extravars, envvars=key)
+    assert (tmp_path / "plan.md").is_file() and (tmp_path / "plan.md").stat().st_mode & 0o777 == 0o600
+    r = run_playbook("plan.yml", EXAMPLES[0], extravars=dict(extravars, kimi_k3_max_model_len=131072), envvars=key,
+                     diff=True)
+    assert r.status == "successful", failed_tasks(r)
+    (res,) = [ev["event_data"]["res"] for ev in r.events if ev.get("event") == "runner_on_ok"
+              and ev["event_data"].get("task_action") == "gpufleet.kimi_k3.cluster_plan"]
+    shown = dict((os.path.basename(d["after_header"]), d) for d in res["diff"])
+    assert "plan.md" in shown and any(n.endswith(".sh") for n in shown) and any(n.endswith(".json") for n in shown)
+    for d in shown.values():
+        assert "131072" in d["after"] and "131072" not in d["before"], d["after_header"]
+    sh = [d for n, d in shown.items() if n.endswith(".sh")][0]
+    assert "--max-model-len 131072" in sh["after"] and "--max-model-len 131072" not in sh["before"]
+    assert "zQcanary" not in json.dumps(res) and "zQcanary" not in (tmp_path / "plan.md").read_text()
+    again = run_playbook("plan.yml", EXAMPLES[0], extravars=dict(extravars, kimi_k3_max_model_len=131072),
+                         envvars=key, diff=True)
+    (res,) = [ev["event_data"]["res"] for ev in again.events if ev.get("event") == "runner_on_ok"
+              and ev["event_data"].get("task_action") == "gpufleet.kimi_k3.cluster_plan"]
+    assert not res.get("diff") and not res["changed"]
+
+
 def test_invalid_inventory_refused_with_every_problem_and_no_files(tmp_path):
     inv = os.path.join(REPO, "tests/unit/fixtures/inventories/invalid-gb300")
     out = tmp_path / "plan"
