@@ -20,15 +20,17 @@ import json
 import os
 import tempfile
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import artifacts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import state as deploy_state
 
 KEEP_PLANS = 20
+# the modes of every controller-side artifact (module_utils.common.artifacts says why)
+ARTIFACT_FILE_MODE = artifacts.ARTIFACT_FILE_MODE
 
 
 def _atomic_write(path, text, mode):
     directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+    artifacts.make_dirs(directory)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
@@ -116,7 +118,7 @@ def read_state(dest):
 
 def write_state(dest, record):
     """Write the record and point ``deployed`` at its deployed plan's directory."""
-    _atomic_write(state_path(dest), json.dumps(record, indent=2, sort_keys=True) + "\n", 0o644)
+    _atomic_write(state_path(dest), json.dumps(record, indent=2, sort_keys=True) + "\n", ARTIFACT_FILE_MODE)
     pid = (record.get("deployed") or {}).get("plan_id")
     link = os.path.join(os.path.abspath(dest), "deployed")
     if pid and os.path.isdir(os.path.join(os.path.abspath(dest), "plans", pid)):
