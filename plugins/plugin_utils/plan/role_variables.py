@@ -119,16 +119,30 @@ def _type_problem(host, name, value, role, spec):
         return None
     # A key the spec does not take is named (a misspelt 'pasword'): the message holds key names, no value.
     unsupported = next((m for m, names_only in errors if names_only), None)
+    fix = "set %s as roles/%s/meta/argument_specs.yml declares it (docs: ansible-doc -t role gpufleet.kimi_k3.%s)." % (
+        name, role, role)
     if unsupported:
         key, supported = (unsupported.split(". ", 1) + [""])[:2]
-        message = "%s is not a key role %s takes (%s)" % (key, role, supported.rstrip(".").lower())
+        verb = "are not keys" if "," in key else "is not a key"
+        message = "%s %s role %s takes (%s)" % (key, verb, role, supported.rstrip(".").lower())
+        fix = _renames(key, supported) + fix
     elif _hides_value(name, spec):
         message = "is not what role %s takes (%s)" % (role, spec.get("type", "str"))
     else:
         message = _plain_types(" ".join(errors[0][0].split()))
-    return _problem(host, name, message.rstrip(".") + ".",
-                    "set %s as roles/%s/meta/argument_specs.yml declares it (docs: ansible-doc -t role "
-                    "gpufleet.kimi_k3.%s)." % (name, role, role))
+    return _problem(host, name, message.rstrip(".") + ".", fix)
+
+
+def _renames(keys, supported):
+    """'rename pasword to password; ' for each unsupported key (validator text ``a.pasword, a.usr``) close to a
+    supported one (``Supported parameters include: password, registry, username.``); key names only."""
+    names = [n.strip() for n in supported.split(":", 1)[-1].rstrip(".").split(",") if n.strip()]
+    out = []
+    for key in (k.strip().rsplit(".", 1)[-1] for k in keys.split(",")):
+        close = difflib.get_close_matches(key.lower(), names, n=1, cutoff=0.6)
+        if close:
+            out.append("rename %s to %s" % (key, close[0]))
+    return "; ".join(out) + ("; otherwise " if out else "")
 
 
 def _plain_types(message):
