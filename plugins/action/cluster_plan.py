@@ -19,6 +19,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topol
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import role_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
@@ -38,7 +39,13 @@ class ActionModule(ActionBase):
     def _node(host, hv, head, overrides, role_vars):
         """A host as topology.build_cluster_plan takes it: its kimi_k3_* variables and ansible_host, and the role
         variables the plan hands over derived (image_mirror)."""
-        node_vars = dict((key, to_plain(hv[key])) for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
+        # An oversized value (a YAML alias bomb: 10^6 leaves from ten lines) is handed over as the inventory holds
+        # it, untemplated: templating would expand every leaf (minutes, gigabytes), and the plan refuses it by its
+        # size, counted through the shared references (plan_variables.size_problems). HostVarsVars keeps the
+        # untemplated variables in _vars (ansible-core 2.17 to 2.21); without it every value is templated.
+        raw, memo = getattr(hv, "_vars", None) or {}, {}
+        node_vars = dict((key, raw[key] if key in raw and plan_variables.oversized(raw[key], memo) else to_plain(hv[key]))
+                         for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
         node_vars.update(overrides)
         node = {"host": host, "head": head, "vars": node_vars}
         node.update((key, role_vars[key]) for key in HANDED_OVER_ROLE_VARS if key in role_vars)
