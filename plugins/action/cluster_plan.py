@@ -32,6 +32,16 @@ PLAN_FILE_MODE = 0o600
 PLAN_SCRIPT_MODE = 0o700
 
 
+def _untemplated_if_oversized(hv):
+    """``key -> value`` of a host's variables (``hv``: hostvars[host]): templated and plain, except an oversized one
+    (a YAML alias bomb: 10^6 leaves from ten lines), handed over as the inventory holds it. Templating would expand
+    every leaf (minutes, gigabytes); the plan refuses it by its size, counted through the shared references
+    (plan_variables.size_problems). HostVarsVars keeps the untemplated variables in _vars (ansible-core 2.17 to
+    2.21); without it every value is templated."""
+    raw, memo = getattr(hv, "_vars", None) or {}, {}
+    return lambda key: raw[key] if key in raw and plan_variables.oversized(raw[key], memo) else to_plain(hv[key])
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -39,16 +49,13 @@ class ActionModule(ActionBase):
     def _node(host, hv, head, overrides, role_vars):
         """A host as topology.build_cluster_plan takes it: its kimi_k3_* variables and ansible_host, and the role
         variables the plan hands over derived (image_mirror)."""
-        # An oversized value (a YAML alias bomb: 10^6 leaves from ten lines) is handed over as the inventory holds
-        # it, untemplated: templating would expand every leaf (minutes, gigabytes), and the plan refuses it by its
-        # size, counted through the shared references (plan_variables.size_problems). HostVarsVars keeps the
-        # untemplated variables in _vars (ansible-core 2.17 to 2.21); without it every value is templated.
-        raw, memo = getattr(hv, "_vars", None) or {}, {}
-        node_vars = dict((key, raw[key] if key in raw and plan_variables.oversized(raw[key], memo) else to_plain(hv[key]))
-                         for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
+        value = _untemplated_if_oversized(hv)
+        node_vars = dict((key, value(key)) for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
         node_vars.update(overrides)
         node = {"host": host, "head": head, "vars": node_vars}
-        node.update((key, role_vars[key]) for key in HANDED_OVER_ROLE_VARS if key in role_vars)
+        # an oversized one is left to role_variable_problems, which refuses it by its size
+        node.update((key, role_vars[key]) for key in HANDED_OVER_ROLE_VARS
+                    if key in role_vars and not plan_variables.oversized(role_vars[key]))
         return node
 
     @staticmethod
@@ -81,11 +88,11 @@ class ActionModule(ActionBase):
     def _role_vars(hv, options):
         """The role variables set for a host, templated; one whose template needs a run's facts is the role's to
         judge."""
-        out = {}
+        out, value = {}, _untemplated_if_oversized(hv)
         for key in hv:
             if key in options or key.startswith(role_variables.ROLE_PREFIXES):
                 try:
-                    out[key] = to_plain(hv[key])
+                    out[key] = value(key)
                 except Exception:  # pylint: disable=broad-except  # templating errors have no common base class
                     continue
         return out

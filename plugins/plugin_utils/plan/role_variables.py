@@ -27,6 +27,7 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 
 _COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES_DIR = os.path.join(_COLLECTION_ROOT, "roles")
@@ -242,6 +243,10 @@ def role_variable_problems(hosts, plans, roles_dir=ROLES_DIR):
     shares (group_vars/all) is reported once. The problems pass the plan's redaction: a variable whose spec hides
     its value (no_log, a secret's name) is a secret as a whole."""
     options, seen, out = role_options(roles_dir), set(), []
+    # first: the validator and the redaction's search for secrets walk every leaf (an alias bomb's 10^6)
+    oversized = plan_variables.size_problems([{"host": h, "vars": v} for h, v in hosts], judged=lambda n: n in options)
+    if oversized:
+        return oversized
     for host, node_vars in hosts:
         for issue in host_problems(host, node_vars, plans.get(host), options):
             key = (issue["variable"], issue["message"])

@@ -541,13 +541,13 @@ def oversized(value, memo=None):
     return value_items(value, MAX_VALUE_ITEMS, memo) > MAX_VALUE_ITEMS
 
 
-def size_problems(hosts):
-    """One problem per ``kimi_k3_*`` variable holding more than MAX_VALUE_ITEMS leaves, naming the hosts that hold
-    it; ``hosts``: nodes and routers ({host, vars}). Judged before anything else reads a value: every later check,
-    and the redaction's search for secrets, would walk all of it."""
+def size_problems(hosts, judged=lambda name: name.startswith(PREFIX)):
+    """One problem per variable (``kimi_k3_*``, or those ``judged`` names) holding more than MAX_VALUE_ITEMS leaves,
+    naming the hosts that hold it; ``hosts``: nodes and routers ({host, vars}). Judged before anything else reads a
+    value: every later check, and the redaction's search for secrets, would walk all of it."""
     memo, found = {}, {}
     for host in hosts:
-        for name in sorted(n for n in host["vars"] if n.startswith(PREFIX)):
+        for name in sorted(n for n in host["vars"] if judged(n)):
             if oversized(host["vars"][name], memo):
                 found.setdefault(name, []).append(host["host"])
     return [problem(", ".join(where[:3]) + (" and %d more" % (len(where) - 3) if len(where) > 3 else ""), name,

@@ -83,20 +83,22 @@ def test_diff_after_changing_one_value_shows_the_changed_flag(tmp_path):
     assert not res.get("diff") and not res["changed"]
 
 
-def test_an_alias_bomb_in_the_inventory_is_refused_by_its_size(tmp_path):
-    """kimi_k3_extra_args built from nested YAML aliases (10^6 leaves from seven lines) is refused naming the
-    variable; the action hands the value over untemplated (templating it took minutes), so the run stays short."""
+@pytest.mark.parametrize("variable, leaf", [("kimi_k3_extra_args", '"--x"'),
+                                            ("image_registry_credentials", "{registry: docker.io, username: u, password: p}")])
+def test_an_alias_bomb_in_the_inventory_is_refused_by_its_size(tmp_path, variable, leaf):
+    """A variable built from nested YAML aliases (10^6 leaves from seven lines) is refused naming the variable; the
+    action hands the value over untemplated (templating it took 38 s here), so the run stays short."""
     import shutil
     inv = tmp_path / "inv"
     shutil.copytree(os.path.join(REPO, EXAMPLES[0]), str(inv))
-    anchors = ['  - &l0 [%s]' % ", ".join(['"--x"'] * 10)]
+    anchors = ['  - &l0 [%s]' % ", ".join([leaf] * 10)]
     anchors += ["  - &l%d [%s]" % (i, ", ".join(["*l%d" % (i - 1)] * 10)) for i in range(1, 6)]
     with open(str(inv / "group_vars" / "vllm_cluster.yml"), "a") as handle:
-        handle.write("operator_anchors:\n%s\nkimi_k3_extra_args: *l5\n" % "\n".join(anchors))
+        handle.write("operator_anchors:\n%s\n%s: *l5\n" % ("\n".join(anchors), variable))
     r = run_playbook("plan.yml", str(inv), extravars={"plan_dir": str(tmp_path / "plan")}, envvars=API_KEY_ENV)
     assert r.status == "failed"
     msgs = " ".join(m for _h, _t, m in failed_tasks(r))
-    assert "kimi_k3_extra_args: holds more than 10000 items" in msgs and "refused before it is expanded" in msgs
+    assert "%s: holds more than 10000 items" % variable in msgs and "refused before it is expanded" in msgs
     assert not (tmp_path / "plan").exists()
 
 
