@@ -28,7 +28,7 @@ NODE_VARS = ("ansible_host",)
 # role variables the plan turns into values it hands the roles (plan_handover: image_pull)
 HANDED_OVER_ROLE_VARS = ("image_mirror",)
 WORKER_GROUP = "vllm_workers"
-PLAN_FILE_MODE = 0o600
+PLAN_FILE_MODE = plan_files.ARTIFACT_FILE_MODE  # owner only, like every artifact
 PLAN_SCRIPT_MODE = 0o700
 
 
