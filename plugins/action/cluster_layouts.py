@@ -24,7 +24,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recip
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.variables import PREFIX
 
-REPORT_MODE = 0o644
+REPORT_MODE = plan_files.ARTIFACT_FILE_MODE
 
 
 class ActionModule(PlanAction):

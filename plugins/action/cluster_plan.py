@@ -18,6 +18,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import rende
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import role_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
@@ -26,8 +28,18 @@ NODE_VARS = ("ansible_host",)
 # role variables the plan turns into values it hands the roles (plan_handover: image_pull)
 HANDED_OVER_ROLE_VARS = ("image_mirror",)
 WORKER_GROUP = "vllm_workers"
-PLAN_FILE_MODE = 0o600
+PLAN_FILE_MODE = plan_files.ARTIFACT_FILE_MODE  # owner only, like every artifact
 PLAN_SCRIPT_MODE = 0o700
+
+
+def _untemplated_if_oversized(hv):
+    """``key -> value`` of a host's variables (``hv``: hostvars[host]): templated and plain, except an oversized one
+    (a YAML alias bomb: 10^6 leaves from ten lines), handed over as the inventory holds it. Templating would expand
+    every leaf (minutes, gigabytes); the plan refuses it by its size, counted through the shared references
+    (plan_variables.size_problems). HostVarsVars keeps the untemplated variables in _vars (ansible-core 2.17 to
+    2.21); without it every value is templated."""
+    raw, memo = getattr(hv, "_vars", None) or {}, {}
+    return lambda key: raw[key] if key in raw and plan_variables.oversized(raw[key], memo) else to_plain(hv[key])
 
 
 class ActionModule(ActionBase):
@@ -37,10 +49,13 @@ class ActionModule(ActionBase):
     def _node(host, hv, head, overrides, role_vars):
         """A host as topology.build_cluster_plan takes it: its kimi_k3_* variables and ansible_host, and the role
         variables the plan hands over derived (image_mirror)."""
-        node_vars = dict((key, to_plain(hv[key])) for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
+        value = _untemplated_if_oversized(hv)
+        node_vars = dict((key, value(key)) for key in hv if key.startswith(topology.PREFIX) or key in NODE_VARS)
         node_vars.update(overrides)
         node = {"host": host, "head": head, "vars": node_vars}
-        node.update((key, role_vars[key]) for key in HANDED_OVER_ROLE_VARS if key in role_vars)
+        # an oversized one is left to role_variable_problems, which refuses it by its size
+        node.update((key, role_vars[key]) for key in HANDED_OVER_ROLE_VARS
+                    if key in role_vars and not plan_variables.oversized(role_vars[key]))
         return node
 
     @staticmethod
@@ -73,11 +88,11 @@ class ActionModule(ActionBase):
     def _role_vars(hv, options):
         """The role variables set for a host, templated; one whose template needs a run's facts is the role's to
         judge."""
-        out = {}
+        out, value = {}, _untemplated_if_oversized(hv)
         for key in hv:
             if key in options or key.startswith(role_variables.ROLE_PREFIXES):
                 try:
-                    out[key] = to_plain(hv[key])
+                    out[key] = value(key)
                 except Exception:  # pylint: disable=broad-except  # templating errors have no common base class
                     continue
         return out
@@ -97,15 +112,22 @@ class ActionModule(ActionBase):
             return plan
         return dict(plan, ok=False, errors=problems, plans={}, cluster={})
 
-    def _write(self, dest, plan, scripts):
-        """Write <dest>/<host>.json and .sh (and the copy kept by plan id); what the result says about them."""
-        files = {}
+    def _write(self, dest, plan, scripts, secrets):
+        """Write <dest>/<host>.json and .sh and plan.md (and the copy kept by plan id); what the result says about
+        them, with --diff the latest rendering's files before and after. ``secrets``: the inventory's secret values,
+        hidden in plan.md and the diff."""
+        files = {"plan.md": (plan_render.plan_markdown(plan, secrets), PLAN_FILE_MODE)}
         for host, node_plan in plan["plans"].items():
             # Owner only: the plan names the cluster's addresses, ports and secret file paths.
             files["%s.json" % host] = (plan_render.plan_json(node_plan), PLAN_FILE_MODE)
             files["%s.sh" % host] = (scripts[host], PLAN_SCRIPT_MODE)
+        # read before the write; the copies under plans/<id>/ are the same texts, so they are not shown twice
+        diff = plan_files.file_diffs(dest, files, lambda text: redaction.redact(text, secrets)) if self._task.diff else None
         plan_id, written = plan_files.write_plan(dest, files, plan["plans"], check_mode=self._task.check_mode)
-        return {"plan_id": plan_id, "changed": bool(written), "written": written, "dest": dest}
+        out = {"plan_id": plan_id, "changed": bool(written), "written": written, "dest": dest}
+        if diff:
+            out["diff"] = diff
+        return out
 
     @staticmethod
     def _outcome(plan):
@@ -138,7 +160,7 @@ class ActionModule(ActionBase):
         result.update(self._outcome(plan))
         scripts = dict((h, plan_render.run_script(p)) for h, p in plan["plans"].items())
         if plan["ok"] and args["dest"]:
-            result.update(self._write(args["dest"], plan, scripts))
+            result.update(self._write(args["dest"], plan, scripts, topology.inventory_secrets(recipe, nodes + routers)))
         else:
             # Written to <dest>/<host>.sh otherwise: 2 KB per node that every later task would carry in plan_result
             # (issue #17: 2.3 MB at 1,152 nodes, walked by register, the callback and every task's variables).

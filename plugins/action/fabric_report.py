@@ -17,9 +17,11 @@ import os
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import report as report_action
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
+REPORT_MODE = plan_files.ARTIFACT_FILE_MODE
 PREFLIGHT_FILES = ("preflight-report.json", "preflight-report.md")
 _NOT_SET = object()
 
@@ -41,12 +43,12 @@ def _read(path):
 
 
 def _files(dest, report):
-    files = {"fabric-report.json": (json.dumps(report, indent=2, sort_keys=True) + "\n", 0o644),
-             "fabric-report.md": (R.render_markdown(report), 0o644)}
+    files = {"fabric-report.json": (json.dumps(report, indent=2, sort_keys=True) + "\n", REPORT_MODE),
+             "fabric-report.md": (R.render_markdown(report), REPORT_MODE)}
     texts = [_read(os.path.join(dest, name)) for name in PREFLIGHT_FILES]
     if texts[0] is not None:
         merged = R.merge_into_preflight(texts[0], texts[1], report)
-        files.update(dict((name, (text, 0o644)) for name, text in zip(PREFLIGHT_FILES, merged)))
+        files.update(dict((name, (text, REPORT_MODE)) for name, text in zip(PREFLIGHT_FILES, merged)))
     return files
 
 

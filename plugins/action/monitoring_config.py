@@ -46,7 +46,7 @@ def serialize(files):
                 yaml.safe_dump(doc, default_flow_style=False, sort_keys=False)
         else:
             text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
-        out[name] = (text, 0o644)
+        out[name] = (text, plan_files.ARTIFACT_FILE_MODE)
     return out
 
 

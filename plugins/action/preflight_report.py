@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import sp
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import contract as plan_contract
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import expect as E
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import report as R
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 
@@ -61,7 +62,8 @@ class ActionModule(report_action.ReportAction):
                 failures[host] = failure
         report = R.build_report(hosts, probes, expected, to_plain(args["thresholds"]), failures)
         outputs = self._outputs(report, args["show_pass"])
-        files = {"preflight-report.json": (outputs["json"], 0o644), "preflight-report.md": (outputs["markdown"], 0o644)}
+        mode = plan_files.ARTIFACT_FILE_MODE
+        files = {"preflight-report.json": (outputs["json"], mode), "preflight-report.md": (outputs["markdown"], mode)}
         if args["dest"]:
             # The files hold them: not also carried in the registered result (440 KB at 32 nodes, walked by every
             # later task's variables).

@@ -58,8 +58,10 @@ options:
     default: {}
   dest:
     description:
-      - Controller directory that receives C(<host>.json) and C(<host>.sh) for every node. Files are only
-        rewritten when their content changes; nothing is written when the inventory is refused or in check mode.
+      - Controller directory that receives C(<host>.json) and C(<host>.sh) for every node and C(plan.md), the plan
+        for people (each node's arguments, the capacity prediction, the timeouts and the warnings as tables; the
+        inventory's secret values hidden). Files (mode 0600, scripts 0700) are only rewritten when their content
+        changes; nothing is written when the inventory is refused or in check mode.
     type: path
   return_plans:
     description:
@@ -74,6 +76,10 @@ author:
 attributes:
   check_mode:
     details: Validates and renders the plans; no file is written under O(dest) in check mode.
+  diff_mode:
+    support: full
+    details: Shows each file under O(dest) whose text changes (or would), before and after, with the inventory's
+      secret values hidden; the copies kept by plan id are the same texts and are not shown again.
 """
 
 EXAMPLES = r"""

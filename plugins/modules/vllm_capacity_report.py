@@ -33,7 +33,7 @@ options:
     type: float
     default: 0
   dest:
-    description: Directory for the three files (created).
+    description: Directory for the three files (created 0700 where missing; the files are written 0600).
     type: path
     required: true
   meta:
@@ -93,6 +93,7 @@ from ansible.module_utils.basic import AnsibleModule
 try:
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as capacity
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import artifacts
 
     IMPORT_ERROR = None
 except ImportError:  # pragma: no cover
@@ -134,15 +135,18 @@ def render_png(curve):
 
 
 def _write(path, data, check):
+    """Write ``data`` owner-only (artifacts.ARTIFACT_FILE_MODE); whether it changed (or would), mode included."""
     old = None
     if os.path.exists(path):
         with open(path, "rb") as fh:
             old = fh.read()
-    if old == data:
+    if old == data and (os.stat(path).st_mode & 0o777) == artifacts.ARTIFACT_FILE_MODE:
         return False
     if not check:
-        with open(path, "wb") as fh:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, artifacts.ARTIFACT_FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(path, artifacts.ARTIFACT_FILE_MODE)  # an earlier release's 0644 file keeps its mode through open()
     return True
 
 
@@ -169,7 +173,7 @@ def main():
     if HAS_MPL:
         files["capacity.png"] = render_png(curve)
     if not module.check_mode:
-        os.makedirs(p["dest"], exist_ok=True)
+        artifacts.make_dirs(p["dest"])
     changed = False
     for name, data in files.items():
         changed = _write(os.path.join(p["dest"], name), data, module.check_mode) or changed

@@ -14,7 +14,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def run_playbook(playbook, inventory, extravars=None, tags=None, skip_tags=None, limit=None, check=False,
-                 verbosity=0, forks=None, envvars=None, ident=None, timeout=None, quiet=True):
+                 verbosity=0, forks=None, envvars=None, ident=None, timeout=None, quiet=True, diff=False):
     """Run ``playbooks/<playbook>`` (or an absolute path) against ``inventory`` (path relative to the repo).
 
     Returns the ``ansible_runner.Runner``; ``runner.elapsed_s`` holds the wall time.
@@ -36,6 +36,8 @@ def run_playbook(playbook, inventory, extravars=None, tags=None, skip_tags=None,
     cmdline = []
     if check:
         cmdline.append("--check")
+    if diff:
+        cmdline.append("--diff")
     if forks:
         cmdline += ["--forks", str(forks)]
     start = time.monotonic()

@@ -26,7 +26,7 @@ LOCAL_ONLY = (".venv/", "build/", "sim/", "artifacts/", ".git/", ".ci/", "script
 # Everything an installed collection needs, and nothing else: each shipped file is one of these or under one of the
 # directories (names ending in /). The operator docs ship; the rehearsal cluster's pages and the developer docs not.
 SHIPPED_FILES = {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "execution-environment.yml", "requirements.txt",
-                 "requirements.yml", "meta/runtime.yml", "changelogs/changelog.yaml"}
+                 "requirements.yml", "meta/runtime.yml", "changelogs/changelog.yaml", "CHANGELOG.rst"}
 SHIPPED_DIRS = ("plugins/", "roles/", "playbooks/", "data/", "docs/runbooks/", "tests/sanity/")
 SHIPPED_DOCS = {"access.md", "awx.md", "capacity.md", "deployments.md", "image.md", "install.md", "layouts.md", "monitoring.md",
                 "preflight.md", "secrets.md", "smoke.md", "variables.md", "weights.md"}
@@ -79,6 +79,20 @@ def test_tarball_contains(built, prefix):
     names = built[1]
     assert any(n == prefix or n.startswith(prefix) and n != prefix.rstrip("/") for n in names), \
         "%s missing from the tarball; top level: %s" % (prefix, sorted({n.split("/")[0] for n in names}))
+
+
+def test_tarball_carries_the_changelog_of_its_release(built):
+    """CHANGELOG.rst (antsibull-changelog release) ships and names the version galaxy.yml builds, and
+    changelogs/changelog.yaml records that release."""
+    import yaml
+
+    with open(os.path.join(REPO, "galaxy.yml")) as f:
+        version = str(yaml.safe_load(f)["version"])
+    with tarfile.open(built[2]) as tar:
+        rst = tar.extractfile("CHANGELOG.rst").read().decode("utf-8")
+        record = yaml.safe_load(tar.extractfile("changelogs/changelog.yaml"))
+    assert ("\nv%s\n" % version) in rst and "Release Summary" in rst
+    assert version in record["releases"] and record["releases"][version]["changes"]["release_summary"]
 
 
 def test_tarball_has_flag_snapshots(built):

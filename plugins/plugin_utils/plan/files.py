@@ -6,6 +6,7 @@
 Layout under ``plan_dir``::
 
     <host>.json, <host>.sh      the latest rendering (what plan.yml shows; not necessarily running)
+    plan.md                     the latest rendering for people (plugin_utils.plan.render.plan_markdown)
     plans/<plan_id>/<host>.*    every rendered plan, kept by id (never rewritten: same id = same content)
     deployed -> plans/<id>      symlink to the plan that last became ready (see state.json)
     state.json                  the deployment state record (plugin_utils/rollout/state.py)
@@ -19,20 +20,43 @@ import json
 import os
 import tempfile
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import artifacts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import state as deploy_state
 
 KEEP_PLANS = 20
+# the modes of every controller-side artifact (module_utils.common.artifacts says why)
+ARTIFACT_FILE_MODE = artifacts.ARTIFACT_FILE_MODE
 
 
 def _atomic_write(path, text, mode):
     directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+    artifacts.make_dirs(directory)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+def _read_text(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+
+
+def file_diffs(dest, files, hide):
+    """--diff of ``{name: (text, mode)}`` against what is under ``dest`` now (nothing for a new file), one entry per
+    file whose text differs, as ansible's file modules return it; ``hide``: text -> text as it may be shown."""
+    dest = os.path.abspath(os.path.expanduser(dest))
+    out = []
+    for name, (text, _mode) in sorted(files.items()):
+        path = os.path.join(dest, name)
+        before = _read_text(path) or ""
+        if before != text:
+            out.append(dict(before=hide(before), after=hide(text), before_header=path, after_header=path))
+    return out
 
 
 def write_files(dest, files, check_mode=False):
@@ -42,8 +66,7 @@ def write_files(dest, files, check_mode=False):
     for name, (text, mode) in sorted(files.items()):
         path = os.path.join(dest, name)
         try:
-            with open(path) as handle:
-                same = handle.read() == text and (os.stat(path).st_mode & 0o777) == mode
+            same = _read_text(path) == text and (os.stat(path).st_mode & 0o777) == mode
         except (IOError, OSError):
             same = False
         if same:
@@ -95,7 +118,7 @@ def read_state(dest):
 
 def write_state(dest, record):
     """Write the record and point ``deployed`` at its deployed plan's directory."""
-    _atomic_write(state_path(dest), json.dumps(record, indent=2, sort_keys=True) + "\n", 0o644)
+    _atomic_write(state_path(dest), json.dumps(record, indent=2, sort_keys=True) + "\n", ARTIFACT_FILE_MODE)
     pid = (record.get("deployed") or {}).get("plan_id")
     link = os.path.join(os.path.abspath(dest), "deployed")
     if pid and os.path.isdir(os.path.join(os.path.abspath(dest), "plans", pid)):

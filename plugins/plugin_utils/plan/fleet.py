@@ -133,31 +133,41 @@ def _router_scope_problems(nodes, routers):
     return []
 
 
-def _serving_scope_problems(nodes, routers):
-    """vLLM-node variables set on the router host (and not merely shared with the nodes)."""
-    for decl in (d for d in plan_variables.VARIABLES if not d["on_router"] and d["plan"]):
+# The vLLM engine's own arguments and environment: no plan override reaches them (upgrade and capacity steps
+# override the image and max-model-len only), so one set on the router host alone was put there by hand, for
+# vllm-router - which takes neither. Refused; the other vLLM-node variables there are warnings (scope_warnings).
+REFUSED_ON_ROUTER = (PREFIX + "extra_args", PREFIX + "extra_env", PREFIX + "extra_env_not_secret")
+
+
+def _serving_scope_problems(nodes, routers, refused):
+    """vLLM-node variables set on the router host (and not merely shared with the nodes): those of
+    REFUSED_ON_ROUTER when ``refused``, the others otherwise."""
+    for decl in (d for d in plan_variables.VARIABLES if not d["on_router"] and d["plan"]
+                 and (d["name"] in REFUSED_ON_ROUTER) == refused):
         wanted = [n["vars"].get(decl["name"]) for n in nodes]
         for router in routers:
             value = router["vars"].get(decl["name"])
             if value is not None and value not in wanted:
                 where = "group_vars/vllm_cluster.yml" if decl["scope"] == plan_variables.CLUSTER else \
                     "the vllm_cluster hosts or their deployment's group_vars"
+                why = " vllm-router takes no extra arguments or environment." if refused else ""
                 return [problem(router["host"], decl["name"], "is a %s variable (scope %s: read on the vllm_cluster "
-                                "hosts); set on the router host it does nothing." % (decl["scope"], decl["scope"]),
+                                "hosts); set on the router host it does nothing.%s" % (decl["scope"], decl["scope"], why),
                                 "move %s to %s, or remove it from the router host." % (decl["name"], where))]
     return []
 
 
 def scope_problems(nodes, routers):
-    """A router variable set on a vLLM node, where nothing reads it (refused); the declaration's scope says so."""
-    return _router_scope_problems(nodes, routers)
+    """A router variable set on a vLLM node, or the engine's arguments or environment on the router host, where
+    nothing reads them (refused); the declaration's scope says so."""
+    return _router_scope_problems(nodes, routers) or _serving_scope_problems(nodes, routers, refused=True)
 
 
 def scope_warnings(nodes, routers):
-    """A vLLM-node variable on the router host, where nothing reads it: warned, not refused - extra vars reach every
-    host (``upgrade.yml -e kimi_k3_image=...``) and a rolling upgrade plans the deployments with different values
-    while the router keeps the one given. A value both kinds share (group_vars/all) is no mistake."""
-    return _serving_scope_problems(nodes, routers)
+    """Another vLLM-node variable on the router host, where nothing reads it: warned, not refused - extra vars reach
+    every host (``upgrade.yml -e kimi_k3_image=...``) and a rolling upgrade plans the deployments with different
+    values while the router keeps the one given. A value both kinds share (group_vars/all) is no mistake."""
+    return _serving_scope_problems(nodes, routers, refused=False)
 
 
 def _mode(ctxs):

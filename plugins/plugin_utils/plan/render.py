@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Output of a cluster plan (pure functions): problem lines, the ``docker run`` script, the summary table and
-the ``<host>.json`` serialisation. Nothing here decides anything; plugin_utils.plan.topology builds the plan."""
+"""Output of a cluster plan (pure functions): problem lines, the ``docker run`` script, the summary table,
+``plan.md`` and the ``<host>.json`` serialisation. Nothing here decides anything; plugin_utils.plan.topology builds the plan."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,6 +12,7 @@ import hashlib
 import json
 import shlex
 
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import sizing as plan_sizing
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
 
@@ -128,6 +129,21 @@ def summary_table(result):
         lines += ["  - " + format_problem(p) for p in result["errors"]]
         return "\n".join(lines)
     c = result["cluster"]
+    lines = _headline(c)
+    header = ("host", "rank", "role", "address", "http", "args")
+    rows = [header] + [_host_row(result["plans"][host]) for host in c["order"]]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip())
+    for d in _sized_deployments(c):
+        lines += plan_sizing.capacity_lines(d["name"], d.get("capacity"), d.get("timeouts"))
+    for w in result["warnings"]:
+        lines.append("warning: " + format_problem(w))
+    return "\n".join(lines)
+
+
+def _headline(c):
+    """The plan's first lines: strategy and sizes, image, API access, deployments, auto strategy choices."""
     lines = ["Kimi-K3 plan: %s on %d x %s (%d GPUs), TP %d x PP %d x DP %d%s, vLLM %s"
              % (c["strategy"], c["nnodes"], c["accelerator"], c["total_gpus"], c["tensor_parallel_size"],
                 c["pipeline_parallel_size"], c["data_parallel_size"],
@@ -137,16 +153,65 @@ def summary_table(result):
     for choice in c.get("strategy_choice") or []:
         lines.append("strategy %s: auto chose %s for %s: %s" % (choice["deployment"], choice["strategy"],
                                                                 choice["objective"], choice["reason"]))
+    return lines
+
+
+def _sized_deployments(c):
+    """Each deployment's name, capacity and timeouts (a single deployment's are the cluster's)."""
+    return c.get("deployments") or [{"name": "main", "capacity": c.get("capacity"), "timeouts": c.get("timeouts")}]
+
+
+def _md_cell(text):
+    """A Markdown table cell: code, with the table's separator escaped (a value may hold '|')."""
+    return "`%s`" % str(text).replace("|", "\\|") if text != "" else ""
+
+
+def _md_table(header, rows):
+    lines = ["| %s |" % " | ".join(header), "|" + "---|" * len(header)]
+    return lines + ["| %s |" % " | ".join(row) for row in rows]
+
+
+def _argv_table(argv):
+    """``vllm serve`` (or ``vllm-router``) argv as rows of option and value, the positional words first."""
+    positional, units = vllm_flags.split_units(argv)
+    rows = [["(positional)", _md_cell(" ".join(positional))]] if positional else []
+    return rows + [[_md_cell(name), _md_cell(" ".join(values))] for name, values in units]
+
+
+def _node_section(p):
+    if p["role"] == "router":
+        title, argv = "%s (vllm-router, %s mode)" % (p["host"], p["router"]["mode"]), p["router"]["argv"]
+    else:
+        title, argv = "%s (%s, node rank %d)" % (p["host"], p["role"], p["node_rank"]), p["vllm_args"]
+    lines = ["### " + title, ""] + _md_table(("option", "value"), _argv_table(argv))
+    if p.get("secret_env"):
+        lines += ["", "Secrets passed by name only: %s." % ", ".join("`%s`" % k for k in p["secret_env"])]
+    return lines + [""]
+
+
+def plan_markdown(result, secrets=()):
+    """``plan.md``: the accepted plan for people - argv per node, capacity prediction, timeouts and warnings as
+    tables. ``secrets``: the inventory's secret values (topology.inventory_secrets); the text passes the plan's
+    one redaction path, so neither a secret value nor a URL's userinfo reaches the file or a --diff of it."""
+    c = result["cluster"]
+    lines = ["# Kimi-K3 plan", ""] + ["- %s" % line.strip() for line in _headline(c)] + ["", "## Nodes", ""]
     header = ("host", "rank", "role", "address", "http", "args")
-    rows = [header] + [_host_row(result["plans"][host]) for host in c["order"]]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip())
-    for d in c.get("deployments") or [{"name": "main", "capacity": c.get("capacity"), "timeouts": c.get("timeouts")}]:
-        lines += plan_sizing.capacity_lines(d["name"], d.get("capacity"), d.get("timeouts"))
-    for w in result["warnings"]:
-        lines.append("warning: " + format_problem(w))
-    return "\n".join(lines)
+    lines += _md_table(header, [[_md_cell(cell) for cell in _host_row(result["plans"][h])] for h in c["order"]])
+    lines += ["", "## Arguments per node", ""]
+    for host in c["order"]:
+        lines += _node_section(result["plans"][host])
+    lines += ["## Capacity", ""]
+    for d in _sized_deployments(c):
+        cap = plan_sizing.capacity_lines(d["name"], d.get("capacity"))
+        lines += (["```"] + cap + ["```"]) if cap else ["%s: no capacity prediction (see docs/capacity.md)" % d["name"]]
+        lines.append("")
+    lines += ["## Timeouts", ""]
+    lines += _md_table(("deployment", "engine ready (s)", "launch ready (s)", "stall (s)", "basis"), [
+        [d["name"], str(t["engine_ready_timeout_s"]), str(t["launch_ready_timeout_s"]), str(t["stall_timeout_s"]), t["basis"]]
+        for d in _sized_deployments(c) for t in [d.get("timeouts")] if t])
+    lines += ["", "## Warnings", ""]
+    lines += ["- " + format_problem(w) for w in result["warnings"]] or ["none"]
+    return redaction.redact("\n".join(lines) + "\n", secrets)
 
 
 def plan_hash(plan):

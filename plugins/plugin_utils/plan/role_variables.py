@@ -27,6 +27,7 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 
 _COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES_DIR = os.path.join(_COLLECTION_ROOT, "roles")
@@ -119,16 +120,30 @@ def _type_problem(host, name, value, role, spec):
         return None
     # A key the spec does not take is named (a misspelt 'pasword'): the message holds key names, no value.
     unsupported = next((m for m, names_only in errors if names_only), None)
+    fix = "set %s as roles/%s/meta/argument_specs.yml declares it (docs: ansible-doc -t role gpufleet.kimi_k3.%s)." % (
+        name, role, role)
     if unsupported:
         key, supported = (unsupported.split(". ", 1) + [""])[:2]
-        message = "%s is not a key role %s takes (%s)" % (key, role, supported.rstrip(".").lower())
+        verb = "are not keys" if "," in key else "is not a key"
+        message = "%s %s role %s takes (%s)" % (key, verb, role, supported.rstrip(".").lower())
+        fix = _renames(key, supported) + fix
     elif _hides_value(name, spec):
         message = "is not what role %s takes (%s)" % (role, spec.get("type", "str"))
     else:
         message = _plain_types(" ".join(errors[0][0].split()))
-    return _problem(host, name, message.rstrip(".") + ".",
-                    "set %s as roles/%s/meta/argument_specs.yml declares it (docs: ansible-doc -t role "
-                    "gpufleet.kimi_k3.%s)." % (name, role, role))
+    return _problem(host, name, message.rstrip(".") + ".", fix)
+
+
+def _renames(keys, supported):
+    """'rename pasword to password; ' for each unsupported key (validator text ``a.pasword, a.usr``) close to a
+    supported one (``Supported parameters include: password, registry, username.``); key names only."""
+    names = [n.strip() for n in supported.split(":", 1)[-1].rstrip(".").split(",") if n.strip()]
+    out = []
+    for key in (k.strip().rsplit(".", 1)[-1] for k in keys.split(",")):
+        close = difflib.get_close_matches(key.lower(), names, n=1, cutoff=0.6)
+        if close:
+            out.append("rename %s to %s" % (key, close[0]))
+    return "; ".join(out) + ("; otherwise " if out else "")
 
 
 def _plain_types(message):
@@ -228,6 +243,10 @@ def role_variable_problems(hosts, plans, roles_dir=ROLES_DIR):
     shares (group_vars/all) is reported once. The problems pass the plan's redaction: a variable whose spec hides
     its value (no_log, a secret's name) is a secret as a whole."""
     options, seen, out = role_options(roles_dir), set(), []
+    # first: the validator and the redaction's search for secrets walk every leaf (an alias bomb's 10^6)
+    oversized = plan_variables.size_problems([{"host": h, "vars": v} for h, v in hosts], judged=lambda n: n in options)
+    if oversized:
+        return oversized
     for host, node_vars in hosts:
         for issue in host_problems(host, node_vars, plans.get(host), options):
             key = (issue["variable"], issue["message"])

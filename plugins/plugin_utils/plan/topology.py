@@ -515,6 +515,10 @@ def build_cluster_plan(nodes, recipe, snapshots, routers=None, model_facts=None)
     ``routers``: the hosts of group vllm_router, in the shape of ``nodes`` (plugin_utils.plan.fleet).
     ``model_facts``: what the controller finds in the model cache (plugin_utils.plan.model_facts), or None.
     Every problem and warning passes the redaction (plugin_utils.plan.redaction) before it is returned."""
+    # first: every later step, the redaction's search for secrets included, walks the values (an alias bomb's 10^6)
+    oversized = plan_variables.size_problems(list(nodes) + list(routers or []))
+    if oversized:
+        return _refused(oversized, [])
     plan = _cluster_plan(nodes, recipe, snapshots, routers or [], model_facts)
     secrets = inventory_secrets(recipe, list(nodes) + list(routers or []))
     return dict(plan, errors=redaction.redact_problems(plan["errors"], secrets),

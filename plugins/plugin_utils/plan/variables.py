@@ -491,6 +491,72 @@ def problem(host, variable, message, fix):
     return {"host": host, "variable": variable, "message": message, "fix": fix}
 
 
+# The most items (leaves: strings, numbers, ...) one kimi_k3_* value may hold. The largest real one, an extra_args
+# list, holds a few dozen; a YAML alias bomb (aliases of aliases: 10^6 leaves from ten lines) held 10^6 and took the
+# plan two minutes and 765 MB to expand. Counted through shared references without expanding them.
+MAX_VALUE_ITEMS = 10000
+
+
+def _children(node):
+    """The items of a list or mapping, None for a leaf."""
+    if isinstance(node, dict) or hasattr(node, "items"):
+        return node.values()
+    return node if isinstance(node, (list, tuple)) else None
+
+
+def value_items(value, limit=MAX_VALUE_ITEMS, memo=None):
+    """How many leaves ``value`` holds, a list or mapping that appears several times (a YAML alias: the same object)
+    counted at each appearance but walked once; stops past ``limit`` (the answer is then > limit). A value that
+    contains itself (a recursive alias) or nests deeper than Python's recursion limit counts as limit + 1.
+    ``memo``: {id: count} shared between calls over values that share parts (the hosts of one group_vars)."""
+    memo = {} if memo is None else memo
+
+    def count(node, path):
+        children = _children(node)
+        if children is None:
+            return 1
+        key = id(node)
+        if key in memo:
+            return memo[key]
+        if key in path:
+            return limit + 1
+        path.add(key)
+        total = 0
+        for child in children:
+            total += count(child, path)
+            if total > limit:
+                break
+        path.discard(key)
+        memo[key] = total
+        return total
+
+    try:
+        return count(value, set())
+    except RecursionError:
+        return limit + 1
+
+
+def oversized(value, memo=None):
+    """Whether a value holds more than MAX_VALUE_ITEMS leaves (the action leaves such a value untemplated)."""
+    return value_items(value, MAX_VALUE_ITEMS, memo) > MAX_VALUE_ITEMS
+
+
+def size_problems(hosts, judged=lambda name: name.startswith(PREFIX)):
+    """One problem per variable (``kimi_k3_*``, or those ``judged`` names) holding more than MAX_VALUE_ITEMS leaves,
+    naming the hosts that hold it; ``hosts``: nodes and routers ({host, vars}). Judged before anything else reads a
+    value: every later check, and the redaction's search for secrets, would walk all of it."""
+    memo, found = {}, {}
+    for host in hosts:
+        for name in sorted(n for n in host["vars"] if judged(n)):
+            if oversized(host["vars"][name], memo):
+                found.setdefault(name, []).append(host["host"])
+    return [problem(", ".join(where[:3]) + (" and %d more" % (len(where) - 3) if len(where) > 3 else ""), name,
+                    "holds more than %d items (nested lists or mappings counted through their YAML aliases); "
+                    "refused before it is expanded." % MAX_VALUE_ITEMS,
+                    "give %s its items one by one (a few dozen at most); an alias (*name) of a list nested inside "
+                    "another multiplies it." % name) for name, where in sorted(found.items())]
+
+
 def unknown_variables(nodes):
     """Problems for ``kimi_k3_*`` names that no declaration knows (a typo silently does nothing)."""
     problems, seen = [], set()

@@ -57,7 +57,7 @@ def summary(stage, plan_result, artifacts_dir, inventory, exists=os.path.exists,
     lines = ["artifacts: %s" % _rel(artifacts_dir, cwd)]
     plan_dir = plan_result.get("dest")
     if plan_dir and exists(plan_dir):
-        lines.append("plans: %s/<host>.json and <host>.sh (%d node(s))"
+        lines.append("plans: %s/<host>.json and <host>.sh (%d node(s)), plan.md to read"
                      % (_rel(plan_dir, cwd), plan_result.get("nodes", len(plan_result.get("plans") or {}))))
     for rel in REPORTS[stage]:
         path = os.path.join(artifacts_dir, rel.replace("<head>", head))

@@ -6,7 +6,7 @@ deleted from group_vars; ``rename``: host renamed; ``head``: new vllm_head membe
 vllm_router host's vars; ``no_router``: the vllm_router group removed; ``groups``: {host: its deployment groups};
 ``group_vars``: merged into a deployment group's vars; ``role_vars``: role variables set on a host or "all") and
 what the refusal must name
-(``variable``, optionally ``host`` and a fragment of ``fix``). One mistake gives one problem. Bases with several
+(``variable``, optionally ``host`` and fragments of ``fix`` and ``message``: a misspelt key's name, say). One mistake gives one problem. Bases with several
 deployments (inventories/gb300-pd, gb300-fleet) keep each deployment's group_vars (group_vars/<group>.yml or the
 group's ``vars:``) under its hosts, as Ansible resolves them (a group's variables override vllm_cluster's).
 Secrets a case plants hold the word "canary", which no refusal may repeat. Templated values
@@ -165,6 +165,7 @@ def test_mistake_is_refused_naming_the_variable(path):
     if "host" in want:
         assert e["host"] == want["host"], lines
     assert want.get("fix", "") in e["fix"], lines
+    assert want.get("message", "") in e["message"], lines
     assert e["fix"] and e["message"]
     # the corpus writes every secret it plants with "canary" in it: no refusal may repeat one
     assert "canary" not in "\n".join(lines).lower(), lines

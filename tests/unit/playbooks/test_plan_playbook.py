@@ -57,6 +57,51 @@ def test_second_run_changes_nothing(tmp_path):
     assert sum(h for h in r.stats["changed"].values()) == 0
 
 
+def test_diff_after_changing_one_value_shows_the_changed_flag(tmp_path):
+    """--diff shows the files the plan rewrites: --max-model-len's old and new value in each node's .json, .sh
+    and plan.md; the API key the inventory holds is in none of them. A second run with --diff shows nothing."""
+    extravars = {"plan_dir": str(tmp_path)}
+    key = {"KIMI_K3_API_KEY": "zQcanary-diff-key"}
+    run_playbook("plan.yml", EXAMPLES[0], extravars=extravars, envvars=key)
+    assert (tmp_path / "plan.md").is_file() and (tmp_path / "plan.md").stat().st_mode & 0o777 == 0o600
+    r = run_playbook("plan.yml", EXAMPLES[0], extravars=dict(extravars, kimi_k3_max_model_len=131072), envvars=key,
+                     diff=True)
+    assert r.status == "successful", failed_tasks(r)
+    (res,) = [ev["event_data"]["res"] for ev in r.events if ev.get("event") == "runner_on_ok"
+              and ev["event_data"].get("task_action") == "gpufleet.kimi_k3.cluster_plan"]
+    shown = dict((os.path.basename(d["after_header"]), d) for d in res["diff"])
+    assert "plan.md" in shown and any(n.endswith(".sh") for n in shown) and any(n.endswith(".json") for n in shown)
+    for d in shown.values():
+        assert "131072" in d["after"] and "131072" not in d["before"], d["after_header"]
+    sh = [d for n, d in shown.items() if n.endswith(".sh")][0]
+    assert "--max-model-len 131072" in sh["after"] and "--max-model-len 131072" not in sh["before"]
+    assert "zQcanary" not in json.dumps(res) and "zQcanary" not in (tmp_path / "plan.md").read_text()
+    again = run_playbook("plan.yml", EXAMPLES[0], extravars=dict(extravars, kimi_k3_max_model_len=131072),
+                         envvars=key, diff=True)
+    (res,) = [ev["event_data"]["res"] for ev in again.events if ev.get("event") == "runner_on_ok"
+              and ev["event_data"].get("task_action") == "gpufleet.kimi_k3.cluster_plan"]
+    assert not res.get("diff") and not res["changed"]
+
+
+@pytest.mark.parametrize("variable, leaf", [("kimi_k3_extra_args", '"--x"'),
+                                            ("image_registry_credentials", "{registry: docker.io, username: u, password: p}")])
+def test_an_alias_bomb_in_the_inventory_is_refused_by_its_size(tmp_path, variable, leaf):
+    """A variable built from nested YAML aliases (10^6 leaves from seven lines) is refused naming the variable; the
+    action hands the value over untemplated (templating it took 38 s here), so the run stays short."""
+    import shutil
+    inv = tmp_path / "inv"
+    shutil.copytree(os.path.join(REPO, EXAMPLES[0]), str(inv))
+    anchors = ['  - &l0 [%s]' % ", ".join([leaf] * 10)]
+    anchors += ["  - &l%d [%s]" % (i, ", ".join(["*l%d" % (i - 1)] * 10)) for i in range(1, 6)]
+    with open(str(inv / "group_vars" / "vllm_cluster.yml"), "a") as handle:
+        handle.write("operator_anchors:\n%s\n%s: *l5\n" % ("\n".join(anchors), variable))
+    r = run_playbook("plan.yml", str(inv), extravars={"plan_dir": str(tmp_path / "plan")}, envvars=API_KEY_ENV)
+    assert r.status == "failed"
+    msgs = " ".join(m for _h, _t, m in failed_tasks(r))
+    assert "%s: holds more than 10000 items" % variable in msgs and "refused before it is expanded" in msgs
+    assert not (tmp_path / "plan").exists()
+
+
 def test_invalid_inventory_refused_with_every_problem_and_no_files(tmp_path):
     inv = os.path.join(REPO, "tests/unit/fixtures/inventories/invalid-gb300")
     out = tmp_path / "plan"

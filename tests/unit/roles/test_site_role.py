@@ -38,7 +38,7 @@ def site(tmp_path_factory):
 
 def test_site_files(site):
     s, out = site[0], site[1]
-    assert sorted(os.listdir(str(s))) == ["README.md", "ansible.cfg", "capacity.yml", "deploy.yml", "fabric.yml",
+    assert sorted(os.listdir(str(s))) == [".gitignore", "README.md", "ansible.cfg", "capacity.yml", "deploy.yml", "fabric.yml",
                                           "image.yml", "inventories", "launch.yml", "layouts.yml", "monitoring.yml",
                                           "plan.yml", "preflight.yml",
                                           "recover.yml", "requirements.yml", "smoke.yml", "status.yml",
@@ -60,6 +60,8 @@ def test_site_files(site):
     req = yaml.safe_load((s / "requirements.yml").read_text())
     assert req["collections"] == [{"name": "gpufleet.kimi_k3", "version": meta["version"]},
                                   {"name": "community.docker", "version": meta["dependencies"]["community.docker"]}]
+    ignored = [line for line in (s / ".gitignore").read_text().splitlines() if line and not line.startswith("#")]
+    assert ignored[:3] == ["/artifacts/", "/collections/", "*.retry"] and ".vault_pass*" in ignored
     # the next-steps message may be wrapped where the site path is long (pytest-xdist's temporary directories)
     assert "deploy.yml -i inventories/gb300-cluster" in " ".join(out.split())
 
@@ -72,6 +74,28 @@ def test_second_run_changes_nothing_and_keeps_edits(site):
     assert rc == 0, out
     assert _recap_changed(out) == 0, out
     assert edited.read_text().endswith("# operator edit\n")
+
+
+def test_the_gitignore_keeps_artifacts_and_secrets_out_of_git(site, tmp_path):
+    """git itself reads the site's .gitignore: the artifacts (plans, state, reports), retry files and vault password
+    files are ignored; the inventories, wrappers and the site's own files are not."""
+    import shutil
+    import subprocess
+    git = shutil.which("git")
+    if not git:
+        pytest.skip("no git")
+    s = tmp_path / "s"
+    shutil.copytree(str(site[0]), str(s))
+    for rel in ("artifacts/plan/gb300-tray01.json", "artifacts/plan/state.json", "deploy.retry", ".vault_pass",
+                "collections/ansible_collections/x/MANIFEST.json"):
+        (s / rel).parent.mkdir(parents=True, exist_ok=True)
+        (s / rel).write_text("x")
+    subprocess.run([git, "init", "-q", str(s)], check=True)
+    out = subprocess.run([git, "-C", str(s), "status", "--porcelain", "--untracked-files=all"], check=True,
+                         stdout=subprocess.PIPE, universal_newlines=True).stdout
+    listed = sorted(line[3:] for line in out.splitlines())
+    assert ".gitignore" in listed and "deploy.yml" in listed and "inventories/gb300-cluster/hosts.yml" in listed
+    assert not [p for p in listed if p.startswith(("artifacts/", "collections/")) or p in ("deploy.retry", ".vault_pass")]
 
 
 def test_check_mode_shows_the_site_and_writes_nothing(tmp_path):

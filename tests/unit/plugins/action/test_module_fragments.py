@@ -39,7 +39,7 @@ def merged_doc(name):
 
 
 # the modules that show --diff (their own diff_mode attribute overrides the shared "none")
-DIFF = {"site_files"}
+DIFF = {"site_files", "cluster_plan"}
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -126,7 +126,7 @@ def hosts_and_router(node_vars=None, router_vars=None):
 
 
 @pytest.mark.parametrize("name, value, scope", [("kimi_k3_max_model_len", 32768, "cluster"),
-                                                ("kimi_k3_extra_args", ["--max-num-seqs", "8"], "deployment"),
+                                                ("kimi_k3_tensor_parallel_size", 8, "deployment"),
                                                 ("kimi_k3_node_rank", 0, "host"), ("kimi_k3_hf_token", "hf_x", "cluster")])
 def test_a_serving_variable_on_the_router_host_is_warned_naming_its_scope(name, value, scope):
     # a warning: extra vars (upgrade.yml -e kimi_k3_image=...) reach the router host too
@@ -137,6 +137,21 @@ def test_a_serving_variable_on_the_router_host_is_warned_naming_its_scope(name, 
                             "does nothing." % (scope, scope))
     assert p["fix"].startswith("move %s to " % name) and p["fix"].endswith(", or remove it from the router host.")
     assert "hf_x" not in p["message"] + p["fix"]
+
+
+@pytest.mark.parametrize("name, value", [("kimi_k3_extra_args", ["--max-num-seqs", "8"]),
+                                         ("kimi_k3_extra_env", {"RUST_LOG": "debug"}),
+                                         ("kimi_k3_extra_env_not_secret", ["MY_TOKENS"])])
+def test_the_engine_arguments_or_environment_on_the_router_host_are_refused(name, value):
+    # no plan override reaches them: set on the router host alone, they were meant for vllm-router, which takes neither
+    assert plan_fleet.scope_warnings(*hosts_and_router(router_vars={name: value})) == []
+    (p,) = plan_fleet.scope_problems(*hosts_and_router(router_vars={name: value}))
+    assert (p["host"], p["variable"]) == ("r1", name)
+    assert p["message"].endswith("set on the router host it does nothing. vllm-router takes no extra arguments or "
+                                 "environment.")
+    assert p["fix"] == ("move %s to the vllm_cluster hosts or their deployment's group_vars, or remove it from the "
+                        "router host." % name)
+    assert plan_fleet.scope_problems(*hosts_and_router({name: value}, {name: value})) == []
 
 
 def test_a_router_variable_on_a_node_is_refused_naming_its_scope():

@@ -12,6 +12,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.action import cluster_plan as 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import checks
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import extras
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from tests.unit.plan_mistakes import test_corpus as corpus
 
 RECIPE = recipe_data.load_recipe()
 SNAPSHOTS = recipe_data.load_snapshots()
@@ -171,10 +172,12 @@ def test_reserved_names_are_refused_in_any_case():
 
 def test_plan_files_are_written_for_the_owner_only(tmp_path):
     action = object.__new__(cluster_plan_action.ActionModule)
-    action._task = types.SimpleNamespace(check_mode=False)
-    plan = {"plans": {"node0": {"host": "node0", "image": "i", "container": {"labels": {}}}}}
-    action._write(str(tmp_path), plan, {"node0": "#!/bin/sh\n"})
-    for name, mode in (("node0.json", 0o600), ("node0.sh", 0o700)):
+    action._task = types.SimpleNamespace(check_mode=False, diff=False)
+    plan = corpus.plan(*corpus.nodes_of(*corpus.base_inventory("mi355x-cluster")))
+    (host,) = plan["plans"]
+    out = action._write(str(tmp_path), plan, {host: "#!/bin/sh\n"}, secrets=[])
+    assert "diff" not in out and sorted(out["written"])[:3] == ["%s.json" % host, "%s.sh" % host, "plan.md"]
+    for name, mode in (("%s.json" % host, 0o600), ("%s.sh" % host, 0o700), ("plan.md", 0o600)):
         assert stat.S_IMODE(os.stat(str(tmp_path / name)).st_mode) == mode, name
 
 

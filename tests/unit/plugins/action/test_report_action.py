@@ -49,7 +49,7 @@ class Judged(RA.ReportAction):
 
     def judge(self, args, task_vars):
         self.seen = (args, task_vars)
-        return {"ok": False, "msg": "x failed on n1"}, {"x-report.md": ("# x\n", 0o644)}
+        return {"ok": False, "msg": "x failed on n1"}, {"x-report.md": ("# x\n", 0o600)}
 
 
 @pytest.fixture

@@ -69,22 +69,22 @@ def test_restart_reasons():
 def test_plan_files_keep_every_plan_and_point_at_the_deployed_one(tmp_path):
     d = str(tmp_path)
     p1, p2 = {"h": plan(h="a")}, {"h": plan(h="b", image="img@b")}
-    pid1, changed = plan_files.write_plan(d, {"h.json": (json.dumps(p1["h"]), 0o644)}, p1)
+    pid1, changed = plan_files.write_plan(d, {"h.json": (json.dumps(p1["h"]), 0o600)}, p1)
     assert changed == ["h.json", "plans/%s/h.json" % pid1]
     plan_files.write_state(d, ds.mark_ready(plan_files.read_state(d), pid1, "img@a", "T"))
-    pid2 = plan_files.write_plan(d, {"h.json": (json.dumps(p2["h"]), 0o644)}, p2)[0]
+    pid2 = plan_files.write_plan(d, {"h.json": (json.dumps(p2["h"]), 0o600)}, p2)[0]
     # a later (failed) rendering does not touch the deployed record or its files
     assert plan_files.read_state(d)["deployed"]["plan_id"] == pid1
     assert os.readlink(os.path.join(d, "deployed")) == os.path.join("plans", pid1)
     assert plan_files.read_plans(d, pid1)["h"]["image"] == "img@sha256:a"
     assert plan_files.read_plans(d, pid2)["h"]["image"] == "img@b"
     assert set(plan_files.plans_by_hash(d)["h"]) == {"a", "b"}
-    assert plan_files.write_plan(d, {"h.json": (json.dumps(p2["h"]), 0o644)}, p2) == (pid2, [])
+    assert plan_files.write_plan(d, {"h.json": (json.dumps(p2["h"]), 0o600)}, p2) == (pid2, [])
 
 
 def test_check_mode_writes_nothing(tmp_path):
     d = str(tmp_path / "x")
-    pid, changed = plan_files.write_plan(d, {"h.json": ("{}", 0o644)}, {"h": plan()}, check_mode=True)
+    pid, changed = plan_files.write_plan(d, {"h.json": ("{}", 0o600)}, {"h": plan()}, check_mode=True)
     assert changed and not os.path.exists(d)
 
 
@@ -92,7 +92,7 @@ def test_prune_keeps_the_deployed_plan(tmp_path):
     d = str(tmp_path)
     ids = []
     for i in range(5):
-        pid = plan_files.write_plan(d, {"h.json": (str(i), 0o644)}, {"h": plan(h=str(i))})[0]
+        pid = plan_files.write_plan(d, {"h.json": (str(i), 0o600)}, {"h": plan(h=str(i))})[0]
         os.utime(os.path.join(d, "plans", pid), (i, i))
         ids.append(pid)
     plan_files.write_state(d, ds.mark_ready(None, ids[0], "img", "T"))

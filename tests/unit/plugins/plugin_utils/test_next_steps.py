@@ -18,7 +18,7 @@ def test_deploy_summary():
                                    "/site/artifacts/monitoring/prometheus.yml"))
     assert lines == [
         "artifacts: artifacts",
-        "plans: artifacts/plan/<host>.json and <host>.sh (2 node(s))",
+        "plans: artifacts/plan/<host>.json and <host>.sh (2 node(s)), plan.md to read",
         "report: artifacts/smoke/smoke-t1.md",
         "report: artifacts/monitoring/prometheus.yml",
         "endpoint: http://10.0.0.11:8000/v1 (OpenAI API; model kimi-k3)",
@@ -56,6 +56,6 @@ def test_plan_summary_counts_the_nodes_of_a_result_without_plans():
     """plan.yml registers the node count, not the plans (plan_return_plans: false)."""
     files_only = {"dest": "/site/artifacts/plan", "nodes": 1152, "cluster": PLAN["cluster"]}
     lines = summary("plan", files_only, "/site/artifacts", None, cwd="/site", exists=_exists("/site/artifacts/plan"))
-    assert lines[1] == "plans: artifacts/plan/<host>.json and <host>.sh (1152 node(s))"
+    assert lines[1] == "plans: artifacts/plan/<host>.json and <host>.sh (1152 node(s)), plan.md to read"
     assert summary("plan", PLAN, "/site/artifacts", None, cwd="/site",
-                   exists=_exists("/site/artifacts/plan"))[1].endswith("(2 node(s))")
+                   exists=_exists("/site/artifacts/plan"))[1].endswith("(2 node(s)), plan.md to read")

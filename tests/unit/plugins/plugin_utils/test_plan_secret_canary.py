@@ -3,7 +3,7 @@ any value and position, appears in no message, no plan file, no script and no re
 
 The plan is driven as the cluster_plan action drives it (the mistakes corpus' inventories and helpers: topology,
 then the role variables), and everything the action returns or writes is searched: the result's errors,
-problems, warnings, summary and msg, each node's <host>.json and <host>.sh."""
+problems, warnings, summary and msg, each node's <host>.json and <host>.sh, plan.md."""
 import json
 
 import pytest
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpufleet.kimi_k3.plugins.action import cluster_plan as cluster_plan_action
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 from tests.unit.plan_mistakes import test_corpus as corpus
 
 # Characters of a secret that stay inside one URL userinfo or JSON string (a '/', '@' or ':' would end it).
@@ -82,12 +83,15 @@ PLACE_BASE = {"api_key_differs": "gb300-cluster", "router_api_key_differs": "gb3
 PLACES = sorted(_places("zQcanary", u"\x85", 3, "HF_TOKEN", "password", False))
 
 
-def everything_written(r):
-    """The action's result (errors, problems, warnings, summary, msg) and every file it writes, as one text."""
+def everything_written(r, secrets):
+    """The action's result (errors, problems, warnings, summary, msg) and every file it writes (plan.md with the
+    inventory's ``secrets`` as the action hides them), as one text."""
     out = cluster_plan_action.ActionModule._outcome(r)
     parts = [json.dumps(out, sort_keys=True, default=str)]
     for plan in r["plans"].values():
         parts += [plan_render.plan_json(plan), plan_render.run_script(plan)]
+    if r["ok"]:
+        parts.append(plan_render.plan_markdown(r, secrets))
     return "\n".join(parts)
 
 
@@ -101,7 +105,7 @@ def _check(base, place, canary, forbidden, at, env_name, key, nested):
     else:
         assert not r["ok"], place
         assert all(e["host"] and e["variable"] and e["fix"] for e in r["errors"])
-    assert canary not in everything_written(r)
+    assert canary not in everything_written(r, topology.inventory_secrets(corpus.RECIPE, nodes + routers))
 
 
 @settings(max_examples=600, deadline=None)
