@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import routed
 from tests.helpers import smoke_gates as sg
-from tests.helpers.runner import failed_tasks, run_playbook
+from tests.helpers.runner import run_playbook
 
 pytestmark = [pytest.mark.sim]
 TIMES = {}
@@ -76,43 +76,6 @@ def test_tool_parser_failure_rate_is_measured_within_its_interval(gb300, art):
     r = t["failure_rates"]["schema_violation"]
     print("\ninjected 0.08, measured %s/%s = %s, 95 %% CI %s" % (r["k"], r["n"], r["rate"], r["ci95"]))
     assert r["ci95"][0] <= 0.08 <= r["ci95"][1]
-
-
-def _quick(sim, art):
-    """smoke.yml as deploy.yml runs it: the default (quick) profile."""
-    return run_playbook("smoke.yml", sim.inventory, extravars=dict(sg.SIM, kimi_k3_artifacts_dir=art), timeout=1200)
-
-
-def _named(violations, group):
-    return [v for v in violations if v.startswith("group %s" % group)]
-
-
-def test_the_default_profile_fails_wrong_answers_and_tool_failures_naming_their_groups(gb300, art):
-    # every answer wrong, and half the tool calls schema-invalid on their first attempt (the needle, a reasoning leak
-    # and another served name are judged alike: tests/unit/plugins/module_utils/test_smoke_quick.py on the stand-in)
-    sg.launch(gb300, art, "all", {"VLLM_STANDIN_WRONG_ANSWERS_ABOVE": "0", "VLLM_STANDIN_TOOL_FAULT": "schema_violation",
-                                  "VLLM_STANDIN_TOOL_FAULT_RATE": "0.5"})
-    run = _quick(gb300, art)
-    violations = sg.facts(art, "gb300-tray01")["policy"]["violations"]
-    assert run.status == "failed", violations
-    for group in ("text", "long_context"):
-        assert [v for v in _named(violations, group) if "wrong answer to" in v], (group, violations)
-    assert [v for v in _named(violations, "tool_calling") if "first-attempt tool-call success" in v], violations
-    msgs = " ".join(m for _h, _t, m in failed_tasks(run))
-    assert "group text failed" in msgs and "wrong answer to" in msgs, failed_tasks(run)
-
-
-def test_one_recovered_tool_hiccup_passes_with_its_retry_counted(gb300, art):
-    # seed 7 at rate 0.05 faults the 7th tool request alone among the first 40: one case's first attempt
-    sg.launch(gb300, art, "all", {"VLLM_STANDIN_TOOL_FAULT": "schema_violation", "VLLM_STANDIN_TOOL_FAULT_RATE": "0.05",
-                                  "VLLM_STANDIN_SEED": "7"})
-    run = _quick(gb300, art)
-    facts = sg.facts(art, "gb300-tray01")
-    assert run.status == "successful", facts["policy"]
-    group = facts["groups"]["tool_calling"]
-    first = group["tool_calls"]["first_attempt"]
-    assert (first["k"], first["n"]) == (11, 12) and group["tool_calls"]["final_success_rate"] == 1.0, group
-    assert group["retries"] == {"schema_violation": 1}, group
 
 
 # On a fleet of its own: run on test_router_fleet's deployment, the smoke it leaves on the router's hosts made that
