@@ -103,4 +103,6 @@ def test_setup_installs_with_the_locks():
     with open(os.path.join(REPO, "scripts", "setup.sh")) as f:
         setup = f.read()
     assert 'lock="requirements-lock.txt"' in setup and 'OLDEST_LOCK="requirements-lock-oldest.txt"' in setup
-    assert setup.count('pip install -q -c "$') == 2
+    # both venvs through venv_install (uv with the lock as constraints, pip with it when uv cannot)
+    assert setup.count('-c "$lock"') == 2 and 'venv_install .venv "$lock"' in setup
+    assert 'venv_install "$OLDEST_VENV" "$OLDEST_LOCK"' in setup

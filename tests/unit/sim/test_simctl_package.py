@@ -102,7 +102,7 @@ def test_down_removes_only_the_files_up_wrote(tmp_path, monkeypatch):
 
 
 # The rows of the package table in docs/dev/architecture.md: a module imports modules of its own row or above.
-LAYERS = (("settings",), ("util", "cachekey"), ("clusters",), ("engines", "devices"), ("registry", "hfmirror"),
+LAYERS = (("settings",), ("util", "cachekey", "pipconf"), ("clusters",), ("engines", "devices"), ("registry", "hfmirror"),
           ("images", "router_image", "engine_image"), ("nodes", "inventories"),
           ("up", "down", "status", "faults", "check", "cli"))
 
