@@ -174,7 +174,8 @@ def test_plan_files_are_written_for_the_owner_only(tmp_path):
     action = object.__new__(cluster_plan_action.ActionModule)
     action._task = types.SimpleNamespace(check_mode=False, diff=False)
     plan = corpus.plan(*corpus.nodes_of(*corpus.base_inventory("mi355x-cluster")))
-    (host,) = plan["plans"]
+    host = list(plan["plans"])[0]
+    assert list(plan["plans"]) == [host]
     out = action._write(str(tmp_path), plan, {host: "#!/bin/sh\n"}, secrets=[])
     assert "diff" not in out and sorted(out["written"])[:3] == ["%s.json" % host, "%s.sh" % host, "plan.md"]
     for name, mode in (("%s.json" % host, 0o600), ("%s.sh" % host, 0o700), ("plan.md", 0o600)):

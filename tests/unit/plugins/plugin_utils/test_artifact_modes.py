@@ -41,7 +41,7 @@ def test_every_controller_writer_makes_owner_only_files_and_directories(tmp_path
     try:
         art = tmp_path / "artifacts"
         plan_dir = str(art / "plan")
-        pid, _ = plan_files.write_plan(plan_dir, {"t1.json": ("{}\n", 0o600), "plan.md": ("# plan\n", 0o600)}, PLANS)
+        pid = plan_files.write_plan(plan_dir, {"t1.json": ("{}\n", 0o600), "plan.md": ("# plan\n", 0o600)}, PLANS)[0]
         plan_files.write_state(plan_dir, dict(deploy_state.empty(), deployed={"plan_id": pid}))
         plan_files.write_files(str(art), {"preflight-report.json": ("{}\n", 0o600), "preflight-report.md": ("", 0o600)})
         # the fabric action's files merged into an existing preflight report, as ReportAction writes them
@@ -91,13 +91,11 @@ CONTROLLER_DIRS = ("artifacts_dir", "smoke_report_dir", "plan_dir", "capacity_re
 def _tasks(node):
     if isinstance(node, list):
         for item in node:
-            for task in _tasks(item):
-                yield task
+            yield from _tasks(item)
     elif isinstance(node, dict):
         yield node
         for key in ("block", "rescue", "always", "tasks"):
-            for task in _tasks(node.get(key) or []):
-                yield task
+            yield from _tasks(node.get(key) or [])
 
 
 def _writers():

@@ -7,7 +7,7 @@ from tests.unit.plan_mistakes import test_corpus as corpus
 def bomb(levels=6, width=10):
     """What a YAML loader makes of nested aliases: one list shared by reference at every level (cheap to build)."""
     node = ["--x"] * width
-    for _ in range(levels - 1):
+    for _level in range(levels - 1):
         node = [node] * width
     return node
 
@@ -32,7 +32,7 @@ def test_a_value_that_contains_itself_or_nests_past_the_recursion_limit_is_overs
     recursive.append(recursive)
     assert plan_variables.oversized(recursive)
     deep = "--x"
-    for _ in range(50000):
+    for _level in range(50000):
         deep = [deep]
     assert plan_variables.oversized(deep)
 
