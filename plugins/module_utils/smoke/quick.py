@@ -7,7 +7,8 @@ smoke that only asked for a non-empty answer:
 - the answer: the prompts are the correctness suite's checkable ones (numbers and names, ``smoke_correctness``),
   compared by normalised value; garbage output (vLLM issues 51798, 52442) fails here. Not judged when the plan says
   the weights are not meaningful (``judge_accuracy: false``, the rehearsal's random-weight model);
-- the reasoning split: no think marker in ``content`` (a reasoning parser that is not wired, ``smoke_api``);
+- the reasoning split: no think marker in ``content`` (a reasoning parser that is not wired, ``smoke_api``); not
+  judged either for weights that are not meaningful (a random model emits think markers as any other token);
 - the served name: the response's ``model`` is the plan's served name (a response can name another model than
   ``/v1/models`` lists when a router or a wrong container answers);
 - ``usage.prompt_tokens`` is plausible for the prompt's length (``smoke_api.judge_prompt_tokens``).
@@ -47,12 +48,15 @@ def expected_names(expected):
     return [str(expected)] if expected else []
 
 
-def response_problems(group, prompt, res, served_name=None, text_only=True):
+def response_problems(group, prompt, res, served_name=None, text_only=True, judge_content=True):
     """What is wrong with one successful response besides its answer: think markers in ``content``, another served
     name, an implausible ``usage.prompt_tokens`` (``text_only``: the prompt was ``prompt`` alone; an image's tokens
-    depend on the vision encoder, so an image prompt is not counted). ``prompt``: the user text sent."""
+    depend on the vision encoder, so an image prompt is not counted). ``prompt``: the user text sent.
+    ``judge_content``: False for weights that are not meaningful (``judge_accuracy: false``): a random-weight model
+    emits any token of its vocabulary, think markers included (seen on the real engine's rehearsal model)."""
     out = []
-    markers = [m for m in smoke_api.REASONING_MARKERS if m in (res.get("content") or "")]
+    content = (res.get("content") or "") if judge_content else ""
+    markers = [m for m in smoke_api.REASONING_MARKERS if m in content]
     if markers:
         out.append("%s: reasoning markers %s in content (the reasoning parser is not wired) for prompt %r: %r"
                    % (group, ", ".join(markers), shown(prompt, PROMPT_SHOWN), shown(res.get("content"), ANSWER_SHOWN)))
@@ -86,7 +90,8 @@ def judge_text(items, results, judge_answers=True, served_name=None):
         n += 1
         wrong = answer_problem("text", item, res) if judge_answers else None
         right += 0 if wrong else 1
-        problems += ([wrong] if wrong else []) + response_problems("text", item["prompt"], res, served_name)
+        problems += ([wrong] if wrong else []) + response_problems("text", item["prompt"], res, served_name,
+                                                                   judge_content=judge_answers)
     return {"judged": bool(judge_answers), "right": right if judge_answers else None, "n": n, "problems": problems}
 
 
