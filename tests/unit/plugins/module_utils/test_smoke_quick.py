@@ -50,6 +50,16 @@ def test_unjudged_answers_still_check_the_response():
         "Answer with the number only.')"]}
 
 
+def test_random_weights_may_say_think_markers_the_name_and_usage_are_still_judged():
+    # the real engine's random-weight rehearsal model put "<think>" into an answer: any token can come out
+    got = q.judge_text([ITEM], [res("1897 <think> 316", model="other/model")], judge_answers=False, served_name=SERVED)
+    assert got["problems"] == ["text: the response names model 'other/model', the plan serves 'moonshotai/Kimi-K3' "
+                               "(prompt 'What is 37 * 24 + 5? Answer with the number only.')"]
+    assert q.response_problems("long_context", "p" * 40, res("a <think> b"), SERVED, judge_content=False) == []
+    assert q.response_problems("long_context", "p" * 40, res("a <think> b"), SERVED)[0].startswith(
+        "long_context: reasoning markers <think> in content")
+
+
 def test_shown_keeps_the_end_and_summary_counts():
     assert q.shown("a" * 10 + "question?", 12) == "...question?"
     assert q.summary_error([]) is None
