@@ -51,11 +51,12 @@ core_version() { "$OLDEST_VENV/bin/python" -c 'import ansible.release; print(ans
 #   venv_install VENV LOCK PIP-ARGS...
 venv_install() {
   local venv="$1" lock="$2"; shift 2
-  local uvpin cert src=()
+  local uvpin conf cert src=()
   uvpin="$(grep -E '^uv==' requirements-lock.txt | head -1)"
   if [ -n "$uvpin" ] && "$venv/bin/python" -m pip install -q "$uvpin" 2>/dev/null; then
-    mapfile -t src < <("$venv/bin/python" -m pip config list 2>/dev/null | "$venv/bin/python" sim/kimisim/pipconf.py args)
-    cert="$("$venv/bin/python" -m pip config list 2>/dev/null | "$venv/bin/python" sim/kimisim/pipconf.py cert)"
+    conf="$("$venv/bin/python" -m pip config list 2>/dev/null)"
+    mapfile -t src < <("$venv/bin/python" sim/kimisim/pipconf.py args <<< "$conf")
+    cert="$("$venv/bin/python" sim/kimisim/pipconf.py cert <<< "$conf")"
     if SSL_CERT_FILE="${SSL_CERT_FILE:-$cert}" "$venv/bin/python" -m uv pip install --quiet --python "$venv/bin/python" \
          --compile-bytecode --index-strategy unsafe-best-match -c "$lock" "${src[@]}" "$@"; then
       return 0

@@ -56,14 +56,20 @@ def _start_control():
     start_engine(CONTROL)
 
 
-def _ensure_images(clusters, timings):
-    """Every image the clusters run: (node image, images by flavor, router image record)."""
+def _ensure_gpu_images(timings, router):
+    """The base, node, stand-in and mirror images, and the router's when ``router`` (else its record as built
+    before): (base tag, node image, images by flavor, router image record)."""
     base = ensure_base_image(timings)
     node_img = _timed(timings, "node_image_s", ensure_node_image, base)
     images, _built = ensure_standin_images(base, timings)
     images = ensure_mirror_images(images)
-    router = ensure_router_image(base, timings) if any(c.get("router") for c in clusters) else \
-        read_json(os.path.join(STATE, "router_image.json"))
+    rec = ensure_router_image(base, timings) if router else read_json(os.path.join(STATE, "router_image.json"))
+    return base, node_img, images, rec
+
+
+def _ensure_images(clusters, timings):
+    """Every image the clusters run: (node image, images by flavor, router image record)."""
+    base, node_img, images, router = _ensure_gpu_images(timings, any(c.get("router") for c in clusters))
     images["cpu"] = _ensure_engine(base, timings) if any(c["vendor"] == "cpu" for c in clusters) \
         else read_json(os.path.join(STATE, "engine_images.json"))
     return node_img, images, router
@@ -89,10 +95,7 @@ def cmd_images(_a):
     with locked():
         _host_setup()
         _timed(timings, "control_s", _start_control)
-        base = ensure_base_image(timings)
-        _timed(timings, "node_image_s", ensure_node_image, base)
-        ensure_mirror_images(ensure_standin_images(base, timings)[0])
-        ensure_router_image(base, timings)
+        _ensure_gpu_images(timings, router=True)
     with locked():
         _start_control()
         _ensure_engine(ensure_base_image(timings), timings)
