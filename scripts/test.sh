@@ -11,7 +11,6 @@
 #   unit      pytest tests/unit (no Docker)
 #   lint      ansible-lint --profile production; antsibull-changelog lint
 #   sanity    ansible-test sanity, offline (scripts/sanity.sh: copy under ansible_collections/, get-pip stand-in)
-#   units     ansible-test units, offline (same copy)
 #   build     ansible-galaxy collection build + install into a temp collections path + the plan playbook by FQCN
 #             from that installed copy only
 #   matrix    version matrix: the unit tests on the OLDEST supported ansible-core (2.17, build/venv-2.17 made by
@@ -22,6 +21,8 @@
 #             (its engine site is built in the background from the first stage after setup on: sim/simctl
 #             prefetch-engine at low priority, log build/test-logs/prefetch-engine.log, row `prefetch` of the summary)
 # Optional stages (only with --stage NAME, never in the default run):
+#   units     ansible-test units, offline (the sanity stage's copy): the same test files the unit stage runs with
+#             pytest on the same ansible-core, so the default run does not run them twice
 #   mutation  mutmut over the smoke figures/fail policy and the plan validators (scripts/mutation.sh; slow:
 #             ~10-20 min per scope on 2 cores). KIMI_K3_MUTATION_SCOPE=smoke|plan|validators|all (default all)
 #   ee        build the execution environment (execution-environment.yml) with ansible-builder on the sim's control
@@ -43,8 +44,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
-ALL_STAGES=(setup unit lint sanity units build matrix sim realengine)
-OPTIONAL_STAGES=(mutation ee realparser)
+ALL_STAGES=(setup unit lint sanity build matrix sim realengine)
+OPTIONAL_STAGES=(units mutation ee realparser)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
 logdir="$here/build/test-logs"

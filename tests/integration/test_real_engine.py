@@ -70,6 +70,12 @@ FAST = {"launch_poll_interval_s": 2, "launch_progress_every_s": 15, "preflight_m
         "preflight_min_shm": "32m"}
 
 
+# The lifecycle tests (d-f) judge what an upgrade, a rollback and a recovery do to the containers and the record;
+# the smoke gate they pass through still runs against the real server, but only its text group with short answers:
+# the whole default smoke on this server (185 s of random-weight generation, mostly forced tool calls) is (a)'s.
+GATE_SMOKE = {"smoke_groups": ["text"], "smoke_max_tokens": 16}
+
+
 # one artifacts directory for the module: the deployment's state record (upgrade in progress, deployed plan) lives there
 ART = tempfile.mkdtemp(prefix="real-engine-art-")
 
@@ -313,7 +319,7 @@ def _first_failure_s(run):
 def test_d_upgrade_to_the_second_real_image(deployed):
     sim, _r = deployed
     target = sim.images["engine-b"]
-    r = _run(sim, "upgrade.yml", {"kimi_k3_image": target})
+    r = _run(sim, "upgrade.yml", dict(GATE_SMOKE, kimi_k3_image=target))
     assert r.status == "successful", failed_tasks(r)
     assert _images(sim) == [target, target]
     assert _http(HEAD_URL + "/health") == 200
@@ -324,7 +330,7 @@ def test_e_engine_that_fails_at_start_is_rolled_back_within_90s(deployed):
     sim, _r = deployed
     before = _images(sim)
     broken = sim.images["engine-broken"]
-    r = _run(sim, "upgrade.yml", {"kimi_k3_image": broken})
+    r = _run(sim, "upgrade.yml", dict(GATE_SMOKE, kimi_k3_image=broken))
     assert r.status == "failed"
     msgs = [m for _h, t, m in failed_tasks(r) if t == "Fail the upgrade after a successful rollback"]
     assert len(msgs) == 1, failed_tasks(r)
@@ -370,7 +376,7 @@ def test_f_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     target = sim.images["engine-a"] if before[0] != sim.images["engine-a"] else sim.images["engine-b"]
     fd, vars_file = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w") as handle:
-        json.dump(dict(FAST, kimi_k3_artifacts_dir=ART, kimi_k3_image=target), handle)
+        json.dump(dict(FAST, **GATE_SMOKE, kimi_k3_artifacts_dir=ART, kimi_k3_image=target), handle)
     proc = _popen_with_sigint([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", sim.inventory,
                                os.path.join(REPO, "playbooks", "upgrade.yml"), "-e", "@" + vars_file],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
@@ -388,7 +394,7 @@ def test_f_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     st = _state()
     assert st["upgrade"] and st["upgrade"]["to_image"] == target, st
     # the operator's next deploy, with the image the inventory holds for what was deployed before the upgrade
-    r = _run(sim, "deploy.yml", {"kimi_k3_image": before[0]}, skip_tags="preflight")
+    r = _run(sim, "deploy.yml", dict(GATE_SMOKE, kimi_k3_image=before[0]), skip_tags="preflight")
     assert r.status == "successful", failed_tasks(r)
     with open(os.path.join(r.config.artifact_dir, "stdout")) as handle:
         out = " ".join(handle.read().split())

@@ -10,6 +10,9 @@
   the next deploy restarts replica-2 alone (replica-1's containers are not restarted);
 - a rolling upgrade (upgrade.yml) replaces one replica at a time with a request loop against the router at zero
   failed requests; an upgrade to a crashing image rolls back replica-1 alone and leaves replica-2 untouched;
+- one replica relaunched with wrong answers: the full smoke through the router fails the correctness gate alone and
+  names that replica's backend (the smoke gate faults of test_smoke_gates_sim.py, behind the router); it runs last,
+  because the smoke it leaves on the router's hosts would make a later deploy report a change;
 - teardown removes the router first.
 
 Needs `sim/simctl up --cluster fleet` (or KIMI_SIM_AUTO_UP=1).
@@ -19,6 +22,7 @@ import time
 import pytest
 
 from tests.helpers import routed
+from tests.helpers import smoke_gates as sg
 from tests.helpers.runner import failed_tasks
 
 pytestmark = [pytest.mark.sim, pytest.mark.sim_group(routed.ROUTER_GROUP)]
@@ -124,6 +128,17 @@ def test_rolling_upgrade_keeps_serving_and_rolls_back_a_crashing_replica_alone(s
     assert _started(sim, R2_HEAD, "vllm-kimi-k3") == r2_started
     assert loop.failed == [], "%d of %d requests through the router failed" % (len(loop.failed), len(loop.results))
     assert routed.chat(ROUTER) == 200
+
+
+def test_wrong_answers_on_one_replica_fail_correctness_for_that_backend(sim, art, deployed):
+    # replica-2 only; the teardown test comes next, so the fault is not relaunched away
+    sg.launch(sim, art, "gb300-tray53,gb300-tray54", {"VLLM_STANDIN_WRONG_ANSWERS_ABOVE": sg.WRONG_ABOVE})
+    sg.smoke(sim, art)
+    facts = sg.facts(art, "kimi-router55")
+    targets = facts["groups"]["correctness"]["correctness"]["targets"]
+    assert targets["http://127.0.0.51:8000"]["accuracy"]["rate"] == 1.0
+    assert targets["http://127.0.0.53:8000"]["accuracy"]["rate"] < 1.0
+    assert sg.gates(facts) == ["correctness"], facts["policy"]
 
 
 def test_teardown_removes_the_router_first(sim, art, deployed):
