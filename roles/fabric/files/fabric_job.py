@@ -13,7 +13,9 @@ Phases, all bounded by the spec's ``timeout_s``:
    handshake, and this node connects to every peer's ports (a TCP connect from the other side); the head's
    master-port listener is also the start barrier: it sends ``GO`` once every peer has connected, so nobody
    dials the torch rendezvous while the listener still holds that port;
-3. provenance: vLLM, torch and its CUDA / HIP build read in this image;
+3. provenance: vLLM, torch and its CUDA / HIP build read in this image; with ``image_check`` in the spec
+   (kimi_k3_vllm_version: image) the image's own ``vllm serve`` parser judges the node's argv and its vllm/envs.py
+   the plan's VLLM_* names (before the timeout's clock starts, like provenance);
 4. collective: one torch.distributed group with the plan's layout (one process per local rank, each killed at
    the deadline), an all-reduce and an all-to-all at the plan's sizes, pairwise send/recv between node leaders;
    "not run: no torch in image" where torch is absent;
@@ -709,6 +711,141 @@ def ep_kernel_phase(spec, deadline, runner=None, exists=os.path.exists):
             "detail": None if code == 0 else "exit %s: %s" % (code, _tail(out, 6))}
 
 
+# ----------------------------------------------------------------------------- the image judges its own flags
+# With kimi_k3_vllm_version: image (a development build such as the kimi-k3 images) the plan cannot know the image's
+# release: the image's own `vllm serve` parser judges every node's final argv here, before any vLLM container starts.
+# The parser is built as `vllm` builds it (vllm/entrypoints/cli/main.py: a FlexibleArgumentParser from
+# vllm/utils/argparse_utils.py - vllm/utils/__init__.py before 0.28 - with the subcommands added;
+# ServeSubcommand.subparser_init in vllm/entrypoints/cli/serve.py adds make_arg_parser's flags, from
+# vllm/entrypoints/openai/cli_args.py, vllm/entrypoints/launchers/cli_args.py in 0.32), and ServeSubcommand.validate
+# (validate_parsed_serve_args) runs after the parse, as main.py does before it dispatches. The same steps as the
+# realparser stage (tests/realparser/parse_plans.py). The engine is never started. It runs in a child process: the
+# import takes seconds to a minute, and a hang is cut at the spec's timeout_s.
+
+
+def serve_cli():
+    """(top-level parser, ServeSubcommand) of the image's vLLM, as `vllm serve` builds them."""
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser  # pylint: disable=import-error
+    except ImportError:  # releases before the argparse helpers moved
+        from vllm.utils import FlexibleArgumentParser  # pylint: disable=import-error
+    from vllm.entrypoints.cli.serve import ServeSubcommand  # pylint: disable=import-error
+    top = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
+    subparsers = top.add_subparsers(required=False, dest="subparser")
+    command = ServeSubcommand()
+    command.subparser_init(subparsers)
+    return top, command
+
+
+def parse_argv(top, command, argv):
+    """(accepted, message): argparse's own refusal line ("vllm serve: error: unrecognized arguments: --x") or
+    validate()'s exception, never a SystemExit."""
+    import contextlib
+    import io
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = top.parse_args(["serve"] + list(argv))
+            command.validate(args)
+    except SystemExit as exc:
+        lines = [row for row in err.getvalue().splitlines() if "error:" in row] or err.getvalue().splitlines()
+        return False, (lines[-1].strip() if lines else "exit %s" % exc.code)
+    except Exception as exc:  # pylint: disable=broad-except  # validate() raises TypeError/ValueError with the reason
+        return False, ("%s: %s" % (type(exc).__name__, exc))[:600]
+    return True, None
+
+
+def unknown_env(names, known):
+    """The plan's VLLM_* names the image's vllm/envs.py does not read (vLLM itself only logs such a name)."""
+    return sorted(n for n in names if n.startswith("VLLM_") and n not in known)
+
+
+def _platform():
+    """The image's platform; where it resolves none (no accelerator visible) the CPU one, as vLLM's own `vllm bench`
+    entry point does: the parser cannot be built without a platform, and which flags exist does not depend on it."""
+    from vllm import platforms  # pylint: disable=import-error
+    if platforms.current_platform.is_unspecified():
+        from vllm.platforms.cpu import CpuPlatform  # pylint: disable=import-error
+        platforms.current_platform = CpuPlatform()
+    return type(platforms.current_platform).__name__
+
+
+def image_check_main():
+    """The child process: the image's version, its parser's verdict on the argv, the env names it does not know."""
+    check = json.loads(os.environ["KIMI_FABRIC_SPEC"])["image_check"]
+    report = {"status": "failed", "stage": "import vllm", "version": None}
+    try:
+        import vllm  # pylint: disable=import-error
+        report["version"] = str(vllm.__version__)
+        report["stage"] = "platform"
+        report["platform"] = _platform()
+        report["stage"] = "build the vllm serve parser"
+        began = time.time()
+        top, command = serve_cli()
+        report["build_s"] = round(time.time() - began, 2)
+        report["parser"] = "vllm.entrypoints.cli.serve.ServeSubcommand"
+        report["stage"] = "parse"
+        report["accepted"], report["error"] = parse_argv(top, command, check["argv"])
+        report["stage"] = "env names"
+        import vllm.envs as envs  # pylint: disable=import-error
+        known = set(getattr(envs, "environment_variables", None) or {})
+        report["env_known"] = len(known)
+        report["unknown_env"] = unknown_env(check.get("env_names") or [], known) if known else []
+        report["status"], report["stage"] = "ok", None
+    except Exception as exc:  # pylint: disable=broad-except  # reported with its stage, never a bare traceback
+        report["error"] = ("%s: %s" % (type(exc).__name__, exc))[:600]
+    sys.stdout.write(RESULT_PREFIX + json.dumps(report) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def image_check_command(spec, base_env, executable=None):
+    """(argv, env) of the child: the container's env (the plan's VLLM_* settings reach the parser) plus the spec."""
+    env = dict(base_env)
+    env["KIMI_FABRIC_SPEC"] = json.dumps(spec, sort_keys=True)
+    return [executable or sys.executable, os.path.abspath(__file__), "--image-check"], env
+
+
+def parse_image_check(out, returncode, timeout_s=None):
+    """The child's report: its last ``FABRIC_RESULT {...}`` line, else a failure with the exit status and the
+    output's tail (``returncode`` None: killed at ``timeout_s``)."""
+    text = out.decode("utf-8", "replace") if isinstance(out, bytes) else (out or "")
+    for row in reversed(text.splitlines()):
+        if row.startswith(RESULT_PREFIX):
+            try:
+                report = json.loads(row[len(RESULT_PREFIX):])
+            except ValueError as exc:
+                return {"status": "failed", "error": "unreadable report (%s)" % exc}
+            if isinstance(report, dict):
+                return report
+    if returncode is None:
+        return {"status": "timeout", "error": "the image's parser gave no verdict within %ss: %s" % (
+            timeout_s, _tail(text, 3))}
+    return {"status": "failed", "error": "exited %s without a report: %s" % (returncode, _tail(text, 6))}
+
+
+def image_check_phase(spec, runner=None):
+    """The image's own judgement of the argv and env names (None when the plan pinned a release)."""
+    check = spec.get("image_check")
+    if not check:
+        return None
+    argv, env = image_check_command(spec, os.environ)
+    code, out = (runner or _run_with_env)(argv, env, float(check.get("timeout_s") or 180))
+    return parse_image_check(out, code, check.get("timeout_s"))
+
+
+def _run_with_env(argv, env, timeout):
+    """(exit status or None when killed at ``timeout``, stdout and stderr together)."""
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=timeout,
+                              check=False)
+        return proc.returncode, proc.stdout.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired as exc:
+        return None, (exc.stdout or b"").decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 127, str(exc)
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -729,6 +866,8 @@ def run_job(spec):
               "node_rank": spec["node_rank"], "address": spec["address"]}
     # First, as it imports torch (seconds): the timeout then counts from when every node can answer its peers.
     result["provenance"] = provenance(spec)
+    # Also before the clock: building the image's parser imports vLLM's engine arguments (seconds to a minute).
+    result["image_check"] = image_check_phase(spec)
     started = time.time()
     marks = [("provenance", started - began)]
     deadline = started + float(spec["timeout_s"])
@@ -751,7 +890,10 @@ def main(argv=None):
     parser.add_argument("--out")
     parser.add_argument("--worker", type=int)
     parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--image-check", action="store_true")
     args = parser.parse_args(argv)
+    if args.image_check:
+        return image_check_main()
     if args.worker is not None:
         return worker_main(args.worker, args.budget)
     with open(args.spec) as handle:

@@ -40,7 +40,7 @@ def test_sim_gb300_pd_specs_per_deployment():
     assert worker["sizes"] == {"all_reduce": 458752, "all_to_all": 229376, "pair": 229376, "iterations": 5,
                                "tokens": 32, "capped_at": None}
     assert worker["ifnames"] == {"GLOO_SOCKET_IFNAME": ["lo"], "NCCL_SOCKET_IFNAME": ["lo"]}
-    assert worker["expect"] == {"vllm_version": "0.28.0", "vendor": "nvidia", "torch_build": "cuda",
+    assert worker["expect"] == {"vllm_version": "0.28.0", "vendor": "nvidia", "torch_build": "cuda", "version_from_image": False,
                                 "image": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64}
     assert worker["ep_kernel"] is None and worker["names"] == [] and worker["timeout_s"] == 60.0
     prefill = out["specs"]["gb300-tray31"]
