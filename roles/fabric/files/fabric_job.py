@@ -697,6 +697,10 @@ def ep_kernel_phase(spec, deadline, runner=None, exists=os.path.exists):
                 "detail": "the image has no %s package (import %s failed: %s): the %s kernels were not tested"
                           % (kernel["module"], kernel["module"], _tail(out, 1), kernel["backend"])}
     tests = [p for p in kernel.get("tests") or [] if exists(p)]
+    if not kernel.get("tests"):
+        return {"backend": kernel["backend"], "status": "not_tested",
+                "detail": "no test of its own is known for %s (FlashInfer ships none in its wheel): the %s dispatch "
+                          "and combine were not tested" % (kernel["module"], kernel["backend"])}
     if not tests:
         return {"backend": kernel["backend"], "status": "not_tested",
                 "detail": "%s is installed but its tests are not in the image (looked for %s): the %s dispatch "

@@ -42,7 +42,10 @@ def test_sim_gb300_pd_specs_per_deployment():
     assert worker["ifnames"] == {"GLOO_SOCKET_IFNAME": ["lo"], "NCCL_SOCKET_IFNAME": ["lo"]}
     assert worker["expect"] == {"vllm_version": "0.28.0", "vendor": "nvidia", "torch_build": "cuda", "version_from_image": False,
                                 "image": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64}
-    assert worker["ep_kernel"] is None and worker["names"] == [] and worker["timeout_s"] == 60.0
+    # FlashInfer's NVLink all-to-all has no test of its own: the job reports it as a warning (#35).
+    assert worker["ep_kernel"] == {"backend": "flashinfer_nvlink_one_sided", "module": "flashinfer",
+                                   "runner": "script", "scope": "internode", "tests": []}
+    assert worker["names"] == [] and worker["timeout_s"] == 60.0
     prefill = out["specs"]["gb300-tray31"]
     # TEP: no DP RPC
     assert prefill["nodes"][0]["ports"] == [{"port": 5557, "name": "nixl_side_channel"}, {"port": 29501, "name": "master"}]
@@ -256,11 +259,28 @@ def test_interface_that_does_not_exist_and_one_without_the_address():
     assert f["fix"].startswith("set kimi_k3_socket_ifname to bond0 (the interface that carries 10.0.0.1 on n0)")
 
 
-def test_ep_kernel_not_tested_is_a_skip_that_says_what():
+def test_ep_kernel_not_tested_is_a_visible_warning_that_says_what():
     n0 = good("n0", 0)
     n0["ep_kernel"] = {"backend": "deepep_v2", "status": "not_tested", "detail": "the image has no deep_ep package"}
     (f,) = R.check_ep_kernel("n0", n0)
-    assert (f["status"], f["observed"]) == ("skip", "deepep_v2: the image has no deep_ep package")
+    assert (f["status"], f["observed"]) == ("warn", "deepep_v2: the image has no deep_ep package")
+    assert f["fix"].startswith("the plan's all-to-all (--all2all-backend deepep_v2) runs untested")
+    report = R.build_report(SPECS, {"n0": n0, "n1": good("n1", 1)})
+    assert report["summary"]["ok"] and report["summary"]["warn"] == 1
+    assert R.failure_message(report) == ("fabric passed on 2 hosts with 1 WARNING(s): n0 ep_kernel: deepep_v2: the "
+                                         "image has no deep_ep package")
+
+
+def test_flashinfer_nvlink_is_named_untested():
+    from tests.unit.roles.test_fabric_job import job_module
+    plan = {"vllm_args": ["m", "--all2all-backend", "flashinfer_nvlink_one_sided"]}
+    kernel = fabric.ep_kernel(plan, 2, recipe_data.load_recipe()["fabric"])
+    assert kernel == {"backend": "flashinfer_nvlink_one_sided", "module": "flashinfer", "runner": "script",
+                      "scope": "internode", "tests": []}
+    got = job_module().ep_kernel_phase({"ep_kernel": kernel}, 0, runner=lambda argv, t: (0, ""))
+    assert got == {"backend": "flashinfer_nvlink_one_sided", "status": "not_tested",
+                   "detail": "no test of its own is known for flashinfer (FlashInfer ships none in its wheel): the "
+                             "flashinfer_nvlink_one_sided dispatch and combine were not tested"}
 
 
 def test_merge_into_preflight_replaces_an_earlier_fabric_section():
