@@ -174,16 +174,26 @@ def check_collective(host, spec, result, results):
                         "latency %.1f us" % (col["join_s"], col["all_reduce"]["busbw_gbps"],
                                              col["all_to_all"]["busbw_gbps"], col["latency_us"]), expected)]
     pairs = _failed_pairs_of(host, results)
-    observed = "%s: %s" % ("did not join within %ds" % spec["timeout_s"] if status == "timeout" else "failed",
-                           col.get("reason") or "no report")
+    observed = "%s%s: %s" % ("did not join within %ds" % spec["timeout_s"] if status == "timeout" else "failed",
+                             where(col), col.get("reason") or "no report")
     if pairs:
         fix = "the failing pair(s) %s: fix them first (see the port findings)" % "; ".join(pairs)
+    elif col.get("phase") == "rendezvous":
+        fix = ("the master port answered the port check, so the head's rank served its store late or not at all: "
+               "see %s's collective finding; on a busy machine raise fabric_timeout_s" % spec["master_host"])
     else:
         fix = ("every planned port answered, so %s's own connections between the ranks failed: check the interface "
                "findings (kimi_k3_socket_ifname) and allow all TCP between the nodes (gloo and NCCL open random "
                "ports)" % spec["backend"])
     return [finding(host, "collective", "fail", observed, expected, fix, "kimi_k3_socket_ifname",
                     pair=[host, spec["master_host"], spec["master_port"]])]
+
+
+def where(col):
+    """' in phase P (peer X)' of a failed collective: the job's phase and the peer it waited for, when it said."""
+    if not col.get("phase"):
+        return ""
+    return " in phase %s (peer %s)" % (col["phase"], col.get("peer") or "unknown")
 
 
 def _collective_output(col):

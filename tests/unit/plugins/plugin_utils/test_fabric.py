@@ -302,3 +302,28 @@ def test_release(version, want):
 def test_release_never_raises_and_drops_the_local_part(value):
     out = R.release(value)
     assert isinstance(out, str) and "+" not in out
+
+
+def test_a_rank_that_gave_up_names_its_phase_and_peer_in_the_message():
+    n0, n1 = good("n0", 0), good("n1", 1)
+    n1["collective"] = {"status": "timeout", "phase": "rendezvous", "peer": "n0 (10.0.0.1:29501)",
+                        "reason": "local rank 0: rendezvous with n0 (10.0.0.1:29501) failed after 7 attempt(s) in "
+                                  "29.5s: RuntimeError: The client socket has timed out"}
+    n0["collective"] = {"status": "timeout", "phase": "join", "peer": "n1 10.0.0.2 (rank 1)",
+                        "reason": "local rank 0: killed at the deadline"}
+    report = R.build_report(SPECS, {"n0": n0, "n1": n1})
+    assert fails(report) == [("n0", "collective"), ("n1", "collective")]
+    col = dict((f["host"], f) for f in report["findings"] if f["check"] == "collective")
+    assert col["n1"]["observed"] == (
+        "did not join within 60s in phase rendezvous (peer n0 (10.0.0.1:29501)): local rank 0: rendezvous with n0 "
+        "(10.0.0.1:29501) failed after 7 attempt(s) in 29.5s: RuntimeError: The client socket has timed out")
+    assert col["n1"]["fix"] == ("the master port answered the port check, so the head's rank served its store late "
+                                "or not at all: see n0's collective finding; on a busy machine raise "
+                                "fabric_timeout_s")
+    assert col["n0"]["observed"] == ("did not join within 60s in phase join (peer n1 10.0.0.2 (rank 1)): local rank "
+                                     "0: killed at the deadline")
+    assert R.host_failures(report)["n0"] == (
+        "Fabric failed on n0 - collective: did not join within 60s in phase join (peer n1 10.0.0.2 (rank 1)): local "
+        "rank 0: killed at the deadline (expected 2 ranks joined within 60s over gloo) - fix: every planned port "
+        "answered, so gloo's own connections between the ranks failed: check the interface findings "
+        "(kimi_k3_socket_ifname) and allow all TCP between the nodes (gloo and NCCL open random ports)")
