@@ -65,8 +65,14 @@ class ActionModule(report_action.ReportAction):
                 failures[host] = failure
             if skip:
                 skipped[host] = skip
-        rows = ((recipe_data.load_recipe() or {}).get("fabric") or {}).get("known_bad")
-        report = R.build_report(dict((h, specs[h]) for h in hosts if h in specs), results, failures, skipped, rows)
+        recipe = recipe_data.load_recipe() or {}
+        rows = (recipe.get("fabric") or {}).get("known_bad")
+        # What a development build's rules are judged by (kimi_k3_vllm_version: image): the releases with a flag
+        # snapshot and the recipe's explicit entries.
+        image_rules = {"releases": sorted(recipe_data.load_snapshots() or {}),
+                       "builds": (recipe.get("development_builds") or {}).get("builds")}
+        report = R.build_report(dict((h, specs[h]) for h in hosts if h in specs), results, failures, skipped, rows,
+                                image_rules)
         outputs = dict(ok=report["summary"]["ok"], report=report, failure_message=R.failure_message(report),
                        hosts=dict((h, R.host_facts(report, h)) for h in hosts), host_failures=R.host_failures(report),
                        markdown=R.render_markdown(report), msg=report_action.verdict("fabric", report["summary"]))

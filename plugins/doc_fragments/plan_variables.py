@@ -96,7 +96,9 @@ notes:
   - 'C(kimi_k3_nccl_nvls_enable) (bool, cluster scope, default true): NCCL_NVLS_ENABLE on multi-node GB trays
     (NCCL >= 2.30.4 hang hazard). Allowed: true/false.'
   - 'C(kimi_k3_vllm_version) (str, cluster scope, default recipe default (0.28.0)): Target vLLM release: flag
-    snapshot and per-release env names. Allowed: 0.27.1, 0.28.0, 0.32.0, 0.33.0.'
+    snapshot and per-release env names. `image`: the image is a development build (the kimi-k3 images); the plan
+    renders by the recipe''s development_builds.plan_release rules and the fabric step parses every node''s argv
+    with the image''s own vLLM parser and checks its env names. Allowed: 0.27.1, 0.28.0, 0.32.0, 0.33.0, image.'
   - 'C(kimi_k3_image) (str, cluster scope, default required): The vLLM image, repo@sha256:<digest>. Allowed: non-
     empty text without control characters.'
   - 'C(kimi_k3_allow_unpinned_image) (bool, cluster, router host too scope, default false): Accept an image tag

@@ -23,12 +23,21 @@ ENGINE_REPO = REGISTRY + "/vllm/vllm-openai-cpu"
 ENGINE_DROP = ("torchvision", "torchaudio", "torchcodec", "triton")
 # What uv --target leaves beside the packages and pip --target does not (see _engine_trim).
 TARGET_EXTRAS = ("lib", ".lock")
+DEV_VERSION = "0.32.1.dev7+g5f76ae224.cpu"
 # Image variants: (version label, Dockerfile lines). The broken one really fails at start: its engine cannot
 # import the model class of the rehearsal model (DeepseekV3ForCausalLM lives in deepseek_v2.py).
 ENGINE_VARIANTS = {
     "engine-a": ("0.32.0+cpu.a", []),
     "engine-b": ("0.32.0+cpu.b", []),
     "engine-broken": ("0.32.0+cpu.broken", ["RUN rm /opt/vllm/site/vllm/model_executor/models/deepseek_v2.py"]),
+    # A development build (#35, kimi_k3_vllm_version: image): the same engine reporting a setuptools-scm dev version
+    # in vllm.__version__ (vllm/_version.py, its later assignment wins) and in the distribution's metadata (what
+    # `vllm --version` and the CLI read). Its base 0.32.1 has no snapshot: it follows 0.32.0's rules.
+    "engine-dev": (DEV_VERSION, [
+        "RUN printf \"\\n__version__ = version = '%s'\\n__version_tuple__ = version_tuple = (0, 32, 1, 'dev7', "
+        "'g5f76ae224.cpu')\\n\" >> /opt/vllm/site/vllm/_version.py "
+        "&& sed -i 's/^Version: .*/Version: %s/' /opt/vllm/site/vllm-*.dist-info/METADATA"
+        % (DEV_VERSION, DEV_VERSION)]),
 }
 # The rehearsal model of the cpu cluster (sim/engine/make_model.py), in its own cache directory: the GPU
 # clusters' stand-in checkpoint has the same model id at another commit.

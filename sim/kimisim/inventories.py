@@ -7,7 +7,7 @@ from kimisim.util import write_file
 
 
 # Per image flavor: the variants written to sim_image.yml as (kimi_k3_image, sim_image_alt, sim_image_broken).
-SIM_IMAGE_ROLES = {"nvidia": VARIANTS, "rocm": VARIANTS, "cpu": tuple(ENGINE_VARIANTS)}
+SIM_IMAGE_ROLES = {"nvidia": VARIANTS, "rocm": VARIANTS, "cpu": tuple(ENGINE_VARIANTS)[:3]}
 SIM_IMAGE_WHAT = {"nvidia": "The stand-in vLLM image", "rocm": "The stand-in vLLM image",
                   "cpu": "The real vLLM engine (vLLM's CPU build)"}
 
@@ -29,6 +29,9 @@ def write_sim_image(cluster, images, router=None):
             "sim_image_alt: %s\n"
             "# An image whose engine fails at start (failed-start tests).\n"
             "sim_image_broken: %s\n" % (SIM_IMAGE_WHAT[flavor], image, alt, broken))
+    if refs.get("engine-dev"):
+        text += ("# The same engine reporting a development version (kimi_k3_vllm_version: image).\n"
+                 "sim_image_dev: %s\n" % refs["engine-dev"])
     if cluster.get("router") and router:
         text += ("# The real vllm-router %s (PyPI wheel) built by simctl, pinned by digest.\n"
                  "kimi_k3_router_image: %s\n" % (router["version"], router["ref"]))

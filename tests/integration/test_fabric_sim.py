@@ -10,7 +10,9 @@
   interface other than lo: the nodes share the host's network namespace and their 127.x addresses are on lo; the
   collective is not started on it, so no traffic leaves loopback), the master port blocked by a packet filter (sim
   fault `fabric_port_blocked`: an iptables REJECT for the head's address and port 29501), and an image whose vLLM
-  release differs from the plan's (-e kimi_k3_vllm_version=0.33.0 against the 0.32.0 image).
+  release differs from the plan's (-e kimi_k3_vllm_version=0.33.0 against the 0.32.0 image); and (#35) the
+  engine-dev variant, a development build, accepted with kimi_k3_vllm_version: image while an extra arg its own
+  parser does not know is refused in this step, naming flag and digest.
 
 Needs the cluster up (KIMI_SIM_AUTO_UP=1 brings it up).
 """
@@ -146,4 +148,29 @@ def test_cpu_image_of_another_vllm_release_is_refused(cpu):
     assert [c for _h, c in failing(report)] == ["vllm_version"] * len(cpu.nodes)
     f = [x for x in report["findings"] if x["check"] == "vllm_version"][0]
     assert "carries vLLM 0.32.0" in f["observed"] and f["variable"] == "kimi_k3_vllm_version"
+    nothing_left(cpu)
+
+
+@pytest.mark.sim_group("cpu")
+def test_cpu_dev_build_with_image_passes_and_an_unknown_extra_arg_is_refused_by_its_own_parser(cpu):
+    """#35: the engine-dev variant reports 0.32.1.dev7+g5f76ae224.cpu. With kimi_k3_vllm_version: image the fabric step
+    accepts the development build (it follows 0.32.0's rules, the nearest release at or below 0.32.1), and the image's
+    own vllm serve parser refuses an extra arg it does not know, naming the flag and the digest, in this step (no vLLM
+    container has started). One fabric.yml run, no deploy."""
+    image = cpu.images["engine-dev"]
+    r, report, _took = fabric(cpu, extra={"kimi_k3_image": image, "kimi_k3_vllm_version": "image",
+                                          "kimi_k3_extra_args": ["--no-such-flag-k3", "1"]})
+    assert r.status == "failed"
+    assert failing(report) == sorted((n["name"], "image_argv") for n in cpu.nodes)
+    by = dict(((f["host"], f["check"]), f) for f in report["findings"])
+    for n in cpu.nodes:
+        assert by[(n["name"], "vllm_version")]["status"] == "pass"
+        version = by[(n["name"], "image_version")]
+        assert version["status"] == "pass" and "reports vLLM 0.32.1.dev7+g5f76ae224.cpu" in version["observed"]
+        assert "follows vLLM 0.32.0's rules" in version["observed"]
+        argv = by[(n["name"], "image_argv")]["observed"]
+        assert "--no-such-flag-k3" in argv and image.split("@", 1)[1] in argv and n["name"] in argv
+    for n in cpu.nodes:
+        out = cpu.docker(n["name"], "ps", "-a", "--filter", "name=vllm-kimi-k3", "--format", "{{.Names}}")
+        assert "vllm-kimi-k3\n" not in out.stdout + "\n", out.stdout
     nothing_left(cpu)

@@ -64,6 +64,14 @@ VLLM_WAIT = dict(
     ca_path=dict(type="path"),
 )
 
+FABRIC_WAIT = dict(
+    container_spec(),
+    timeout=dict(type="float", required=True),
+    interval=dict(type="float", default=2),
+    progress_every=dict(type="float", default=15),
+    tail=dict(type="int", default=40),
+)
+
 DEPLOYMENT_STATE = dict(
     plan_dir=dict(type="path", required=True),
     op=dict(type="str", default="read",

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import known_bad
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import image_version, known_bad
 
 SCHEMA = 1
 TORCH_BUILDS = {"cuda": "a CUDA build", "hip": "a ROCm (HIP) build", "cpu": "a CPU-only build"}
@@ -113,12 +113,14 @@ def check_provenance(host, spec, result):
             image, "; ".join(prov.get("errors") or []) or "import vllm and vllm --version failed"),
             want["vllm_version"], "use an image that carries vLLM %s (kimi_k3_image)" % want["vllm_version"],
             "kimi_k3_image"))
+    elif want.get("version_from_image"):
+        # kimi_k3_vllm_version: image - the image's own parser judges the plan (image_version / image_argv).
+        out.append(finding(host, "vllm_version", "pass", "vLLM %s (kimi_k3_vllm_version: image)" % prov["vllm"],
+                           "the image's own version"))
     elif release(prov["vllm"]) != release(want["vllm_version"]):
         out.append(finding(host, "vllm_version", "fail", "image %s carries vLLM %s (%s)" % (
             image, prov["vllm"], prov.get("vllm_source")), want["vllm_version"],
-            "the plan was rendered for vLLM %s (flags and env of that release): set kimi_k3_vllm_version: \"%s\" if "
-            "the collection supports it (data/vllm_flags/), or pin an image with vLLM %s in kimi_k3_image"
-            % (want["vllm_version"], release(prov["vllm"]), want["vllm_version"]), "kimi_k3_vllm_version"))
+            _version_fix(want["vllm_version"], prov["vllm"]), "kimi_k3_vllm_version"))
     else:
         out.append(finding(host, "vllm_version", "pass", "vLLM %s" % prov["vllm"], want["vllm_version"]))
     if prov.get("torch"):
@@ -132,6 +134,18 @@ def check_provenance(host, spec, result):
         else:
             out.append(finding(host, "torch_build", "pass", observed, TORCH_BUILDS[want["torch_build"]]))
     return out
+
+
+def _version_fix(planned, found):
+    """A development build (0.1.dev19253+g5f76ae224) is no value kimi_k3_vllm_version takes: its fix is ``image``."""
+    parsed = image_version.parse(found)
+    if parsed and parsed["dev"]:
+        return ("the image is a development build of vLLM: set kimi_k3_vllm_version: image (the fabric step then "
+                "parses every node's argv with the image's own parser), or pin a release image of vLLM %s in "
+                "kimi_k3_image" % planned)
+    return ("the plan was rendered for vLLM %s (flags and env of that release): set kimi_k3_vllm_version: \"%s\" if "
+            "the collection supports it (data/vllm_flags/), or pin an image with vLLM %s in kimi_k3_image"
+            % (planned, release(found), planned))
 
 
 def _failed_pairs_of(host, results):
@@ -160,16 +174,26 @@ def check_collective(host, spec, result, results):
                         "latency %.1f us" % (col["join_s"], col["all_reduce"]["busbw_gbps"],
                                              col["all_to_all"]["busbw_gbps"], col["latency_us"]), expected)]
     pairs = _failed_pairs_of(host, results)
-    observed = "%s: %s" % ("did not join within %ds" % spec["timeout_s"] if status == "timeout" else "failed",
-                           col.get("reason") or "no report")
+    observed = "%s%s: %s" % ("did not join within %ds" % spec["timeout_s"] if status == "timeout" else "failed",
+                             where(col), col.get("reason") or "no report")
     if pairs:
         fix = "the failing pair(s) %s: fix them first (see the port findings)" % "; ".join(pairs)
+    elif col.get("phase") == "rendezvous":
+        fix = ("the master port answered the port check, so the head's rank served its store late or not at all: "
+               "see %s's collective finding; on a busy machine raise fabric_timeout_s" % spec["master_host"])
     else:
         fix = ("every planned port answered, so %s's own connections between the ranks failed: check the interface "
                "findings (kimi_k3_socket_ifname) and allow all TCP between the nodes (gloo and NCCL open random "
                "ports)" % spec["backend"])
     return [finding(host, "collective", "fail", observed, expected, fix, "kimi_k3_socket_ifname",
                     pair=[host, spec["master_host"], spec["master_port"]])]
+
+
+def where(col):
+    """' in phase P (peer X)' of a failed collective: the job's phase and the peer it waited for, when it said."""
+    if not col.get("phase"):
+        return ""
+    return " in phase %s (peer %s)" % (col["phase"], col.get("peer") or "unknown")
 
 
 def _collective_output(col):
@@ -204,10 +228,12 @@ def check_ep_kernel(host, result):
     ep = result.get("ep_kernel")
     if not ep:
         return []
-    status = {"ok": "pass", "failed": "fail", "not_tested": "skip"}.get(ep["status"], "fail")
+    # A kernel the plan uses but the image cannot test is a warning, never a quiet skip: serving runs it untested.
+    status = {"ok": "pass", "failed": "fail", "not_tested": "warn"}.get(ep["status"], "fail")
     observed = "%s: %s" % (ep["backend"], ep.get("detail") or "%s passed" % ep.get("test"))
-    fix = "" if status != "fail" else "the %s kernels fail between the nodes in this image: see the test output" \
-        % ep["backend"]
+    fix = {"fail": "the %s kernels fail between the nodes in this image: see the test output" % ep["backend"],
+           "warn": "the plan's all-to-all (--all2all-backend %s) runs untested: use an image that carries its tests "
+                   "(fabric.ep_kernels in the recipe), or watch the first requests" % ep["backend"]}.get(status, "")
     return [finding(host, "ep_kernel", status, observed, "%s's own test passes" % ep["backend"], fix)]
 
 
@@ -244,8 +270,9 @@ def check_names(specs, results):
     return out
 
 
-def judge_host(host, spec, result, results, failure=None, skipped=None, known_bad_rows=None):
-    """Every finding of one node (its job failing to produce a result is one failing finding)."""
+def judge_host(host, spec, result, results, failure=None, skipped=None, known_bad_rows=None, image_rules=None):
+    """Every finding of one node (its job failing to produce a result is one failing finding). ``image_rules``:
+    {"releases": the versions with a flag snapshot, "builds": the recipe's development_builds.builds}."""
     if skipped:
         return [finding(host, "job", "skip", "not run: %s" % skipped, "", "tear the deployment down (playbooks/"
                         "teardown.yml) and run the fabric step again to re-test it")]
@@ -258,7 +285,10 @@ def judge_host(host, spec, result, results, failure=None, skipped=None, known_ba
                         "runs %s with the plan's env, devices and network" % spec["expect"]["image"])]
     out = [finding(host, "job", "pass", "ran in %.1fs" % (result.get("duration_s") or 0), "")]
     out += check_interfaces(host, result) + check_listen(host, result) + check_pairs(host, result)
-    out += check_provenance(host, spec, result) + check_collective(host, spec, result, results)
+    rules = image_rules or {}
+    out += check_provenance(host, spec, result)
+    out += image_version.check_image(host, spec, result, rules.get("releases") or [], rules.get("builds"))
+    out += check_collective(host, spec, result, results)
     return out + check_library(host, spec, result, known_bad_rows) + check_ep_kernel(host, result)
 
 
@@ -276,15 +306,15 @@ def _node_row(spec, res):
             "provenance_s": (res.get("phases_s") or {}).get("provenance")}
 
 
-def build_report(specs, results, failures=None, skipped=None, known_bad_rows=None):
+def build_report(specs, results, failures=None, skipped=None, known_bad_rows=None, image_rules=None):
     """-> {schema, summary, findings, pairs, bandwidth, nodes, provenance}: the fabric section. ``failures``:
     {host: why its job gave no result}; ``skipped``: {host: why its deployment was not tested};
-    ``known_bad_rows``: the recipe's fabric.known_bad table."""
+    ``known_bad_rows``: the recipe's fabric.known_bad table; ``image_rules``: see judge_host."""
     failures, skipped = failures or {}, skipped or {}
     findings = []
     for host in sorted(specs, key=lambda h: (specs[h]["deployment"], specs[h]["node_rank"])):
         findings += judge_host(host, specs[host], results.get(host), results, failures.get(host), skipped.get(host),
-                               known_bad_rows)
+                               known_bad_rows, image_rules)
     findings += check_names(specs, dict((h, r) for h, r in results.items() if r))
     pairs, bandwidth = [], []
     for host in sorted(results):
@@ -339,7 +369,10 @@ def render_markdown(report):
 def failure_message(report):
     fails = [f for f in report["findings"] if f["status"] == "fail"]
     if not fails:
-        return "fabric passed on %d hosts" % report["summary"]["hosts"]
+        warns = [f for f in report["findings"] if f["status"] == "warn"]
+        return "fabric passed on %d hosts%s" % (report["summary"]["hosts"], "" if not warns else (
+            " with %d WARNING(s): %s" % (len(warns), "; ".join("%s %s: %s" % (f["host"], f["check"], f["observed"])
+                                                               for f in warns))))
     return "Fabric failed on %s - %s" % (", ".join(report["summary"]["failed_hosts"]), "; ".join(
         "%s %s: %s - fix: %s" % (f["host"], f["check"], f["observed"], f["fix"]) for f in fails))
 

@@ -21,7 +21,8 @@ IFNAME_SUFFIXES = ("_SOCKET_IFNAME", "_SOCK_IFNAME")
 COLLECTIVE_ENV_PREFIXES = ("NCCL_", "RCCL_")
 NAME_ENV = ("VLLM_NIXL_SIDE_CHANNEL_HOST", "VLLM_HOST_IP")
 NAME_FLAGS = ("--master-addr", "--data-parallel-address")
-DEFAULT_OPTIONS = {"timeout_s": 60, "port_share": 0.5, "collect_env": False, "ep_timeout_s": 300}
+DEFAULT_OPTIONS = {"timeout_s": 60, "port_share": 0.5, "collect_env": False, "ep_timeout_s": 300,
+                   "image_check_timeout_s": 180}
 
 
 class FabricSpecError(ValueError):
@@ -145,6 +146,17 @@ def ep_kernel(plan, nnodes, fabric_data):
     return None
 
 
+def image_check(plan, opts):
+    """What the image's own parser judges when kimi_k3_vllm_version is ``image``: the node's final argv (extra
+    args included) and the VLLM_* names of its env and secrets (vllm/envs.py); None when the plan pinned a release
+    (its flag snapshot judged the argv at plan time)."""
+    if not plan.get("vllm_version_from_image"):
+        return None
+    names = sorted(set(list(plan.get("env") or {}) + list(plan.get("secret_env") or [])))
+    return {"argv": list(plan.get("vllm_args") or []), "env_names": [n for n in names if n.startswith("VLLM_")],
+            "timeout_s": float(opts["image_check_timeout_s"])}
+
+
 def _node_entry(plan, is_head, fabric_data):
     return {"host": plan["host"], "address": plan["internal_address"], "node_rank": int(plan["node_rank"]),
             "ports": node_ports(plan, is_head, fabric_data)}
@@ -178,9 +190,10 @@ def _node_spec(plan, head, nodes, names, plan_result, fabric_data, opts, name):
         "sizes": message_sizes(plan, profile, fabric_data), "ep_kernel": ep_kernel(plan, len(nodes), fabric_data),
         "timeout_s": float(opts["timeout_s"]), "port_share": float(opts["port_share"]),
         "ep_timeout_s": float(opts["ep_timeout_s"]), "collect_env": bool(opts["collect_env"]),
-        "collective_env": collective_env(plan.get("env")),
+        "collective_env": collective_env(plan.get("env")), "image_check": image_check(plan, opts),
         "expect": {"vllm_version": str(plan["vllm_version"]), "vendor": plan["vendor"],
-                   "torch_build": profile["torch_build"], "image": plan["image"]},
+                   "torch_build": profile["torch_build"], "image": plan["image"],
+                   "version_from_image": bool(plan.get("vllm_version_from_image"))},
     }
 
 

@@ -181,6 +181,21 @@ def check_version(d):
     return errors
 
 
+def check_image_version(d):
+    """kimi_k3_vllm_version: image - the plan cannot know the image's version: it says which release's rules it
+    rendered by and who judges the argv (a warning, never silent)."""
+    if not d.version_from_image:
+        return []
+    return [problem(d.where, PREFIX + "vllm_version", "image: the plan cannot know the vLLM version of %s; it renders "
+                    "flags and env by vLLM %s's rules (the recipe's development_builds.plan_release) and judges "
+                    "kimi_k3_extra_args' flags only as far as that release knows them." % (d.settings["image"],
+                                                                                           d.vllm_version),
+                    "nothing to do if the image is a development build: the fabric step (fabric.yml, part of "
+                    "deploy.yml) reads the image's version, parses every node's argv with the image's own vllm serve "
+                    "parser and checks the env names against its vllm/envs.py before any vLLM container starts. "
+                    "Set kimi_k3_vllm_version to the image's release to check at plan time instead.")]
+
+
 def check_flag_values(d):
     """Variables rendered as a flag with a fixed value set: the value is one the target vLLM accepts."""
     return [problem(d.where, decl["name"], "%s is not a %s value vLLM %s accepts." % (value, decl["flag"], d.vllm_version),
@@ -513,6 +528,7 @@ CHECKS = (
     _check("host_names"),
     _check("hardware"),
     _check("version"),
+    _check("image_version", warning=True),
     _check("flag_values"),
     _check("strategy"),
     _check("deployment_kind"),

@@ -22,7 +22,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import ranks
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vendors
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import to_bool
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.coerce import to_bool, version_key
 
 PORT_KEYS = ("api_port", "master_port", "dp_rpc_port")
 
@@ -70,6 +70,7 @@ class Deployment:
     capacity: object = None
     timeouts: object = None
     parallel: object = None  # the published layout (parallel()), once the argv is rendered
+    version_from_image: bool = False  # kimi_k3_vllm_version: image (vllm_version is then the rules' release)
 
     def __getitem__(self, key):
         try:
@@ -220,9 +221,25 @@ def _placement(facts):
             "where": head["host"] if head else "vllm_cluster"}
 
 
-def _version(settings, recipe, snapshots):
+# kimi_k3_vllm_version's value for a development build: the image's own parser judges the argv (fabric step).
+FROM_IMAGE = "image"
+
+
+def image_rules_release(recipe, hw):
+    """The release whose rules the plan renders by for ``image``: the recipe's development_builds.plan_release,
+    raised to the accelerator's min_vllm_version (a CPU node has no build older than that)."""
+    plan_release = str((recipe.get("development_builds") or {}).get("plan_release")
+                       or recipe["defaults"]["vllm_version"])
+    floor = (hw or {}).get("min_vllm_version")
+    return max(plan_release, str(floor), key=version_key) if floor else plan_release
+
+
+def _version(settings, recipe, snapshots, hw=None):
     version = str(settings["vllm_version"] or recipe["defaults"]["vllm_version"])
-    return {"vllm_version": version, "snapshot": snapshots.get(version)}
+    from_image = version == FROM_IMAGE
+    if from_image:
+        version = image_rules_release(recipe, hw)
+    return {"vllm_version": version, "snapshot": snapshots.get(version), "version_from_image": from_image}
 
 
 def resolve(settings, facts, recipe):
@@ -238,7 +255,7 @@ def resolve(settings, facts, recipe):
     d.update(settings=settings, recipe=recipe, snapshots=facts["snapshots"],
              deployment=facts["deployment"]["name"], several=several, kind=kind, role_spec=role)
     d.update(_hardware(settings, facts["invalid"], recipe, d["nnodes"]))
-    d.update(_version(settings, recipe, facts["snapshots"]))
+    d.update(_version(settings, recipe, facts["snapshots"], d.get("hw")))
     refused = set(decl["key"] for decl, _value, _choices in refused_choices(settings, d["snapshot"]))
     d["invalid"] = frozenset(set(facts["invalid"]) | refused)
     d["sizes"] = _sizes(settings, d["strategy"], d["gpus_per_node"], d["nnodes"])

@@ -317,13 +317,20 @@ def _flag_fix(flag, variable, ctx):
     return "correct the value %s gives to %s (vLLM %s)." % (variable, flag or "the flag", version)
 
 
-def _check_node_args(node, args, sources, ctx, recipe, errors):
-    """Flag-snapshot and engine-rule problems of one node's argv, each naming the variable behind the flag."""
+def _check_node_args(node, args, sources, ctx, recipe, errors, warnings=None):
+    """Flag-snapshot and engine-rule problems of one node's argv, each naming the variable behind the flag. With
+    kimi_k3_vllm_version: image an operator's own flag the rules' snapshot refuses is a warning: the image's own
+    parser is its judge, in the fabric step (a development build may know flags no release has)."""
     snapshot = ctx["snapshot"]
     for issue in vllm_flags.check_argv(args, snapshot):
         flag = issue.split()[0] if issue.startswith("-") else None
         canonical = vllm_flags.canonical_flag(flag, snapshot) if flag else None
         variable = sources.get(canonical) or sources.get(flag) or PREFIX + "vllm_version"
+        if ctx.get("version_from_image") and variable == PREFIX + "extra_args" and warnings is not None:
+            warnings.append(problem(node["host"], variable, "%s (vLLM %s's rules)." % (issue, ctx["vllm_version"]),
+                                    "the fabric step parses it with the image's own parser and refuses it there if "
+                                    "the image does not accept it."))
+            continue
         errors.append(problem(node["host"], variable, issue + ".", _flag_fix(flag, variable, ctx)))
     _check_engine_rules(node, args, ctx, recipe, snapshot, errors)
     _check_vendor_choices(node, args, sources, ctx, recipe, errors)
@@ -413,6 +420,7 @@ def _node_plan(ctx, recipe, node, env, secret_env, args):
         "vendor": ctx["vendor"],
         "interconnect": ctx["interconnect"],
         "vllm_version": ctx["vllm_version"],
+        "vllm_version_from_image": bool(ctx.get("version_from_image")),
         "image": str(ctx["settings"]["image"]),
         "internal_address": node_address(node),
         "serves_http": serves_http(ctx, node),
@@ -491,7 +499,7 @@ def _build_deployment(nodes, recipe, snapshots, deployment=None, model_facts=Non
         rendered, derived = plan_derived.apply(ctx, recipe, rendered, model_facts, node_errors, warnings)
         ctx = ctx.with_(**derived)
         for node, args, sources in rendered:
-            _check_node_args(node, args, sources, ctx, recipe, node_errors)
+            _check_node_args(node, args, sources, ctx, recipe, node_errors, warnings)
             plan = _node_plan(ctx, recipe, node, node_env(ctx["env"], node), secret_env, args)
             node_errors += plan_combos.check(node, args, sources, ctx, recipe, plan["container"])
             plans[node["host"]] = plan
@@ -608,6 +616,7 @@ def _cluster_summary(ctx, plans):
         "interconnect": ctx["interconnect"],
         "all2all_backend": ctx["all2all_backend"],
         "vllm_version": ctx["vllm_version"],
+        "vllm_version_from_image": bool(ctx.get("version_from_image")),
         "image": str(ctx["settings"]["image"]),
         "head": ctx["head"]["host"],
         "head_address": node_address(ctx["head"]),

@@ -156,8 +156,11 @@ VARIABLES = (
     _v("nccl_nvls_enable", "bool", CLUSTER, "NCCL_NVLS_ENABLE on multi-node GB trays (NCCL >= 2.30.4 hang "
        "hazard).", default=True),
     # Image and release.
-    _v("vllm_version", "str", CLUSTER, "Target vLLM release: flag snapshot and per-release env names.",
-       choices="snapshots", default_doc="recipe default (0.28.0)"),
+    _v("vllm_version", "str", CLUSTER, "Target vLLM release: flag snapshot and per-release env names. `image`: the "
+       "image is a development build (the kimi-k3 images); the plan renders by the recipe's "
+       "development_builds.plan_release rules and the fabric step parses every node's argv with the image's own "
+       "vLLM parser and checks its env names.", choices="snapshots", also=["image"],
+       default_doc="recipe default (0.28.0)"),
     _v("image", "str", CLUSTER, "The vLLM image, repo@sha256:<digest>.", required=True, fmt="text"),
     _v("allow_unpinned_image", "bool", CLUSTER, "Accept an image tag instead of a digest (not recommended).",
        default=False, on_router=True),
@@ -396,7 +399,7 @@ def allowed_values(decl, recipe, snapshots, version=None):
     if isinstance(choices, list):
         return list(choices)
     if choices == "snapshots":
-        return sorted(snapshots)
+        return sorted(snapshots) + list(decl.get("also") or [])
     if isinstance(choices, str) and choices.startswith("recipe:"):
         section = recipe
         for part in choices.split(":", 1)[1].split("."):

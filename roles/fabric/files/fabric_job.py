@@ -13,7 +13,9 @@ Phases, all bounded by the spec's ``timeout_s``:
    handshake, and this node connects to every peer's ports (a TCP connect from the other side); the head's
    master-port listener is also the start barrier: it sends ``GO`` once every peer has connected, so nobody
    dials the torch rendezvous while the listener still holds that port;
-3. provenance: vLLM, torch and its CUDA / HIP build read in this image;
+3. provenance: vLLM, torch and its CUDA / HIP build read in this image; with ``image_check`` in the spec
+   (kimi_k3_vllm_version: image) the image's own ``vllm serve`` parser judges the node's argv and its vllm/envs.py
+   the plan's VLLM_* names (before the timeout's clock starts, like provenance);
 4. collective: one torch.distributed group with the plan's layout (one process per local rank, each killed at
    the deadline), an all-reduce and an all-to-all at the plan's sizes, pairwise send/recv between node leaders;
    "not run: no torch in image" where torch is absent;
@@ -41,7 +43,32 @@ HELLO = "KIMIFAB1"
 SIOCGIFCONF = 0x8912
 GO_WAIT_S = 2.0
 RESULT_PREFIX = "FABRIC_RESULT "
-RANK_KEYS = ("local_rank", "rank", "status", "stage", "join_s", "error", "stderr")
+# Lines the job prints as it goes: the role's wait shows PROGRESS lines; a rank's STAGE lines tell its parent where it
+# was when it had to be killed.
+PROGRESS_PREFIX = "FABRIC_PROGRESS "
+STAGE_PREFIX = "FABRIC_STAGE "
+RANK_KEYS = ("local_rank", "rank", "status", "stage", "phase", "peer", "attempts", "join_s", "error", "stderr")
+# A rank reports by the deadline; its parent kills it this much later (a report is worth more than a kill).
+KILL_GRACE_S = 5.0
+# Backoff between two rendezvous attempts: doubling from the first to the cap.
+BACKOFF_FIRST_S = 0.5
+BACKOFF_CAP_S = 5.0
+# No attempt is started with less time than this left (it could not connect anyway).
+MIN_ATTEMPT_S = 1.0
+# A busy or slow peer refuses (listener not up yet), resets (backlog full, store restarting) or times out: worth
+# another attempt inside the deadline. Anything else (a bad address, a library error) is final at once.
+RETRY_ERRNOS = (errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE,
+                errno.EADDRINUSE)
+RETRY_WORDS = ("connection refused", "connection reset", "reset by peer", "timed out", "timeout", "broken pipe",
+               "address already in use", "failed to connect")
+JOINED_KEY = "kimi-k3-fabric/joined/%d"
+
+
+def progress(text, stream=None):
+    """One progress line on stdout, flushed at once (the container's log is what the role's wait reads)."""
+    stream = stream or sys.stdout
+    stream.write(PROGRESS_PREFIX + text + "\n")
+    stream.flush()
 
 
 def _line(sock, limit=512):
@@ -411,12 +438,19 @@ def collective_phase(spec, deadline, torch_present=None):
     budget = deadline - time.time()
     if budget < 1:
         return {"status": "not_run", "reason": "the port phase used the whole timeout", "backend": spec["backend"]}
-    procs = [_spawn_worker(spec, local, budget) for local in range(spec["local_ranks"])]
+    progress("collective: %d local rank(s) join %s over %s, %.0fs left" % (
+        spec["local_ranks"], rendezvous_peer(spec), spec["backend"], budget))
+    procs = [_spawn_worker(spec, local, deadline) for local in range(spec["local_ranks"])]
     reports = [_collect_worker(proc, local, deadline) for local, proc in enumerate(procs)]
     return _merge_workers(spec, reports)
 
 
-def worker_command(spec, local_rank, budget, base_env, executable=None):
+def rendezvous_peer(spec):
+    """The peer every rank dials first: the head's store (torch's TCPStore on the master address and port)."""
+    return "%s (%s:%d)" % (spec["master_host"], spec["master_addr"], spec["master_port"])
+
+
+def worker_command(spec, local_rank, deadline, base_env, executable=None):
     """(argv, env) of one rank process. The env is the container's (the plan's NCCL_* / RCCL_* / GLOO_* settings
     reach the library unchanged) plus the spec, so the rank reads nothing else."""
     env = dict(base_env)
@@ -424,30 +458,43 @@ def worker_command(spec, local_rank, budget, base_env, executable=None):
     if spec["backend"] == "nccl":
         # Without it NCCL says only "unhandled system error"; its WARN lines name the cause (errno 524 and the like).
         env.setdefault("NCCL_DEBUG", "WARN")
+    # The absolute deadline, not a budget: the rank's clock then does not restart after its torch import (seconds,
+    # tens of seconds on a loaded machine), so it reports before its parent kills it.
     argv = [executable or sys.executable, os.path.abspath(__file__), "--worker", str(local_rank),
-            "--budget", "%.3f" % budget]
+            "--deadline", "%.3f" % deadline]
     return argv, env
 
 
-def _spawn_worker(spec, local_rank, budget):
-    argv, env = worker_command(spec, local_rank, budget, os.environ)
+def _spawn_worker(spec, local_rank, deadline):
+    argv, env = worker_command(spec, local_rank, deadline, os.environ)
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
 
 def _collect_worker(proc, local_rank, deadline):
     try:
-        out, err = proc.communicate(timeout=max(1.0, deadline - time.time() + 5))
+        out, err = proc.communicate(timeout=max(1.0, deadline - time.time() + KILL_GRACE_S))
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        return {"local_rank": local_rank, "status": "timeout", "stage": "killed at the deadline",
-                "stderr": output_tail(out, err)}
+        return killed_report(out, err, local_rank)
     return parse_worker_output(out, err, proc.returncode, local_rank)
+
+
+def killed_report(out, err, local_rank):
+    """A rank killed at the deadline: where it was, from its last ``FABRIC_STAGE <phase> <peer>`` line."""
+    report = {"local_rank": local_rank, "status": "timeout", "stage": "killed at the deadline", "phase": None,
+              "peer": None, "stderr": output_tail(out, err)}
+    text = out.decode("utf-8", "replace") if isinstance(out, bytes) else (out or "")
+    stages = [r[len(STAGE_PREFIX):].split(" ", 1) for r in text.splitlines() if r.startswith(STAGE_PREFIX)]
+    if stages:
+        report["phase"] = stages[-1][0]
+        report["peer"] = stages[-1][1] if len(stages[-1]) > 1 else None
+    return report
 
 
 def output_tail(out, err):
     """The last lines a rank printed besides its report: NCCL writes its WARN lines to stdout, Python to stderr."""
-    rows = [r for r in _tail(out, 1000).splitlines() if not r.startswith(RESULT_PREFIX)]
+    rows = [r for r in _tail(out, 1000).splitlines() if not r.startswith((RESULT_PREFIX, STAGE_PREFIX))]
     return _tail("\n".join(rows + _tail(err).splitlines()))
 
 
@@ -482,7 +529,8 @@ def _merge_workers(spec, reports):
               "world_size": spec["world_size"], "local_ranks": spec["local_ranks"],
               "ranks": [dict((k, r.get(k)) for k in RANK_KEYS if k in r) for r in reports]}
     if bad:
-        merged["reason"] = "local rank %s: %s" % (bad[0].get("local_rank"), bad[0].get("stage") or bad[0].get("error"))
+        merged["reason"] = rank_reason(bad[0])
+        merged["phase"], merged["peer"] = bad[0].get("phase"), bad[0].get("peer")
     # Every rank reads the library's version before it joins, so a group that hangs still reports it.
     library = [r["library"] for r in reports if isinstance(r.get("library"), dict)]
     if library:
@@ -494,31 +542,58 @@ def _merge_workers(spec, reports):
     return merged
 
 
-def worker_main(local_rank, budget):
+def rank_reason(report):
+    """One line for a failed rank; its phase and peer are kept beside it (the report names them)."""
+    what = report.get("error") if report.get("phase") and report.get("error") else None
+    return "local rank %s: %s" % (report.get("local_rank"), what or report.get("stage") or report.get("error"))
+
+
+def stage(report, name, peer=None, stream=None):
+    """Note the rank's stage in its report and on stdout (its parent reads the last one if it has to kill it)."""
+    report["stage"], report["phase"], report["peer"] = name, PHASES.get(name, name), peer
+    stream = stream or sys.stdout
+    stream.write(STAGE_PREFIX + report["phase"] + (" " + peer if peer else "") + "\n")
+    stream.flush()
+
+
+# The rank's stages and the phase each one is reported as.
+PHASES = {"import torch": "import", "rendezvous": "rendezvous", "join": "join", "measure": "collective",
+          "pairs": "pairs"}
+
+
+def worker_main(local_rank, deadline):
     """One rank: join, measure, report on stdout (``FABRIC_RESULT {...}``)."""
     spec = json.loads(os.environ["KIMI_FABRIC_SPEC"])
     rank = spec["node_rank"] * spec["local_ranks"] + local_rank
-    report = {"local_rank": local_rank, "rank": rank, "status": "failed", "stage": "import torch"}
+    report = {"local_rank": local_rank, "rank": rank, "status": "failed"}
     try:
+        stage(report, "import torch")
         import torch  # pylint: disable=import-error
         import torch.distributed as dist  # pylint: disable=import-error
         if spec["backend"] == "nccl":
             report["library"] = collective_library(torch)
         device = _device(torch, spec, local_rank)
-        report["stage"] = "join"
-        report["join_s"] = _join(torch, dist, spec, rank, budget, device)
-        report["stage"] = "measure"
+        report["join_s"], report["attempts"] = _join(torch, dist, spec, rank, deadline, device, report)
+        stage(report, "measure", group_peer(spec))
         report.update(_measure(torch, dist, spec, rank, device))
-        report["stage"] = "pairs"
+        stage(report, "pairs", group_peer(spec))
         report["pairs"] = _leader_pairs(torch, dist, spec, rank, local_rank, device)
-        report["status"], report["stage"] = "ok", None
+        report["status"], report["stage"], report["phase"], report["peer"] = "ok", None, None, None
         dist.destroy_process_group()
+    except JoinFailure as exc:
+        report.update(phase=exc.phase, peer=exc.peer, attempts=exc.attempts, error=str(exc)[:600],
+                      status="timeout" if is_timeout(exc.cause) else "failed")
     except Exception as exc:  # pylint: disable=broad-except  # every failure is reported, never a traceback only
         report["error"] = ("%s: %s" % (type(exc).__name__, exc))[:600]
-        report["status"] = "timeout" if "timed out" in str(exc).lower() or "timeout" in str(exc).lower() else "failed"
+        report["status"] = "timeout" if is_timeout(exc) else "failed"
     sys.stdout.write(RESULT_PREFIX + json.dumps(report) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def is_timeout(exc):
+    text = str(exc).lower()
+    return "timed out" in text or "timeout" in text or isinstance(exc, socket.timeout)
 
 
 def nccl_version_text(value):
@@ -566,10 +641,96 @@ def init_arguments(spec, rank, budget):
             "timeout_s": max(1.0, budget), "device_id": spec["backend"] == "nccl"}
 
 
-def _join(torch, dist, spec, rank, budget, device):
+class JoinFailure(Exception):
+    """A rank gave up joining: in which phase, waiting for which peer, after how many attempts and seconds."""
+
+    def __init__(self, phase, peer, attempts, waited_s, cause):
+        self.phase, self.peer, self.attempts, self.waited_s, self.cause = phase, peer, attempts, waited_s, cause
+        Exception.__init__(self, "%s with %s failed after %d attempt(s) in %.1fs: %s: %s" % (
+            phase, peer, attempts, waited_s, type(cause).__name__, str(cause).strip().splitlines()[0][:300]
+            if str(cause).strip() else ""))
+
+
+def retryable(exc):
+    """Whether ``exc`` is a busy or slow peer (refused, reset, timed out) rather than a final error."""
+    if getattr(exc, "errno", None) in RETRY_ERRNOS or isinstance(exc, (ConnectionError, socket.timeout)):
+        return True
+    text = str(exc).lower()  # torch's DistNetworkError / DistStoreError carry the cause only in their text
+    return any(word in text for word in RETRY_WORDS)
+
+
+def retry_until(attempt, deadline, phase, peer, clock=time.time, sleep=time.sleep, note=None):
+    """(``attempt(seconds left)``'s value, attempts): tried again after a refused, reset or timed-out connection,
+    with backoff, until the deadline; a JoinFailure naming ``phase`` and ``peer`` otherwise."""
+    began, tries, delay = clock(), 0, BACKOFF_FIRST_S
+    while True:
+        tries += 1
+        try:
+            return attempt(max(MIN_ATTEMPT_S, deadline - clock())), tries
+        except Exception as exc:  # pylint: disable=broad-except  # judged here: retried or reported with its phase
+            left = deadline - clock()
+            if not retryable(exc) or left < delay + MIN_ATTEMPT_S:
+                raise JoinFailure(phase, peer, tries, clock() - began, exc)
+            (note or _stderr_note)("%s: attempt %d with %s: %s: %s; again in %.1fs" % (
+                phase, tries, peer, type(exc).__name__, str(exc).strip()[:200], delay))
+            sleep(delay)
+            delay = min(delay * 2, BACKOFF_CAP_S)
+
+
+def _stderr_note(text):
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def open_store(dist, spec, rank, seconds):
+    """The rendezvous store: rank 0 serves it on the master address and port, every other rank dials it. Nobody
+    waits here for the others (wait_for_workers=False): the group's join below waits for them."""
     import datetime
-    started = time.time()
-    kwargs = init_arguments(spec, rank, budget)
+    return dist.TCPStore(spec["master_addr"], spec["master_port"], spec["world_size"], rank == 0,
+                         timeout=datetime.timedelta(seconds=seconds), wait_for_workers=False)
+
+
+def group_peer(spec):
+    """The peers of a group-wide step: every node of the deployment."""
+    return "the group (%s)" % ", ".join("%s %s" % (n["host"], n["address"]) for n in spec["nodes"])
+
+
+def missing_peers(store, spec):
+    """The nodes whose ranks never reached the store (each rank marks itself there before the join); None when
+    the store cannot say (the head's rank, which serves it, is gone)."""
+    missing = []
+    try:
+        for rank in range(spec["world_size"]):
+            if not store.check([JOINED_KEY % rank]):
+                node = spec["nodes"][rank // spec["local_ranks"]]
+                missing.append("%s %s (rank %d)" % (node["host"], node["address"], rank))
+    except Exception:  # pylint: disable=broad-except  # the store itself failed: the caller names the group
+        return None
+    return ", ".join(missing) or None
+
+
+def _join(torch, dist, spec, rank, deadline, device, report, clock=time.time, sleep=time.sleep):
+    """(seconds, rendezvous attempts): the store first (retried while the head is busy or slow), then the group,
+    whose join waits for slow peers up to the deadline; a JoinFailure names the phase and the peer otherwise."""
+    started = clock()
+    peer = rendezvous_peer(spec)
+    stage(report, "rendezvous", peer)
+    store, tries = retry_until(lambda left: open_store(dist, spec, rank, left), deadline, "rendezvous", peer,
+                               clock, sleep)
+    stage(report, "join", group_peer(spec))
+    try:
+        store.set(JOINED_KEY % rank, spec["host"])
+        kwargs = init_arguments(spec, rank, deadline - clock())
+        kwargs.pop("init_method")
+        kwargs["store"] = store
+        _init_group(torch, dist, kwargs, device)
+    except Exception as exc:  # pylint: disable=broad-except  # reported with the peers that never came
+        raise JoinFailure("join", missing_peers(store, spec) or group_peer(spec), tries, clock() - started, exc)
+    return round(clock() - started, 4), tries
+
+
+def _init_group(torch, dist, kwargs, device):
+    import datetime
     kwargs["timeout"] = datetime.timedelta(seconds=kwargs.pop("timeout_s"))
     if kwargs.pop("device_id"):
         kwargs["device_id"] = device
@@ -577,7 +738,6 @@ def _join(torch, dist, spec, rank, budget, device):
     one = torch.ones(1, device=device)
     dist.all_reduce(one)  # NCCL connects lazily: the first collective is part of joining
     _sync(torch, device)
-    return round(time.time() - started, 4)
 
 
 def _url_host(address):
@@ -695,6 +855,10 @@ def ep_kernel_phase(spec, deadline, runner=None, exists=os.path.exists):
                 "detail": "the image has no %s package (import %s failed: %s): the %s kernels were not tested"
                           % (kernel["module"], kernel["module"], _tail(out, 1), kernel["backend"])}
     tests = [p for p in kernel.get("tests") or [] if exists(p)]
+    if not kernel.get("tests"):
+        return {"backend": kernel["backend"], "status": "not_tested",
+                "detail": "no test of its own is known for %s (FlashInfer ships none in its wheel): the %s dispatch "
+                          "and combine were not tested" % (kernel["module"], kernel["backend"])}
     if not tests:
         return {"backend": kernel["backend"], "status": "not_tested",
                 "detail": "%s is installed but its tests are not in the image (looked for %s): the %s dispatch "
@@ -707,6 +871,141 @@ def ep_kernel_phase(spec, deadline, runner=None, exists=os.path.exists):
                         "WORLD_SIZE=%d" % spec["nnodes"], "RANK=%d" % spec["node_rank"]] + command, budget)
     return {"backend": kernel["backend"], "status": "ok" if code == 0 else "failed", "test": tests[0],
             "detail": None if code == 0 else "exit %s: %s" % (code, _tail(out, 6))}
+
+
+# ----------------------------------------------------------------------------- the image judges its own flags
+# With kimi_k3_vllm_version: image (a development build such as the kimi-k3 images) the plan cannot know the image's
+# release: the image's own `vllm serve` parser judges every node's final argv here, before any vLLM container starts.
+# The parser is built as `vllm` builds it (vllm/entrypoints/cli/main.py: a FlexibleArgumentParser from
+# vllm/utils/argparse_utils.py - vllm/utils/__init__.py before 0.28 - with the subcommands added;
+# ServeSubcommand.subparser_init in vllm/entrypoints/cli/serve.py adds make_arg_parser's flags, from
+# vllm/entrypoints/openai/cli_args.py, vllm/entrypoints/launchers/cli_args.py in 0.32), and ServeSubcommand.validate
+# (validate_parsed_serve_args) runs after the parse, as main.py does before it dispatches. The same steps as the
+# realparser stage (tests/realparser/parse_plans.py). The engine is never started. It runs in a child process: the
+# import takes seconds to a minute, and a hang is cut at the spec's timeout_s.
+
+
+def serve_cli():
+    """(top-level parser, ServeSubcommand) of the image's vLLM, as `vllm serve` builds them."""
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser  # pylint: disable=import-error
+    except ImportError:  # releases before the argparse helpers moved
+        from vllm.utils import FlexibleArgumentParser  # pylint: disable=import-error
+    from vllm.entrypoints.cli.serve import ServeSubcommand  # pylint: disable=import-error
+    top = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
+    subparsers = top.add_subparsers(required=False, dest="subparser")
+    command = ServeSubcommand()
+    command.subparser_init(subparsers)
+    return top, command
+
+
+def parse_argv(top, command, argv):
+    """(accepted, message): argparse's own refusal line ("vllm serve: error: unrecognized arguments: --x") or
+    validate()'s exception, never a SystemExit."""
+    import contextlib
+    import io
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = top.parse_args(["serve"] + list(argv))
+            command.validate(args)
+    except SystemExit as exc:
+        lines = [row for row in err.getvalue().splitlines() if "error:" in row] or err.getvalue().splitlines()
+        return False, (lines[-1].strip() if lines else "exit %s" % exc.code)
+    except Exception as exc:  # pylint: disable=broad-except  # validate() raises TypeError/ValueError with the reason
+        return False, ("%s: %s" % (type(exc).__name__, exc))[:600]
+    return True, None
+
+
+def unknown_env(names, known):
+    """The plan's VLLM_* names the image's vllm/envs.py does not read (vLLM itself only logs such a name)."""
+    return sorted(n for n in names if n.startswith("VLLM_") and n not in known)
+
+
+def _platform():
+    """The image's platform; where it resolves none (no accelerator visible) the CPU one, as vLLM's own `vllm bench`
+    entry point does: the parser cannot be built without a platform, and which flags exist does not depend on it."""
+    from vllm import platforms  # pylint: disable=import-error
+    if platforms.current_platform.is_unspecified():
+        from vllm.platforms.cpu import CpuPlatform  # pylint: disable=import-error
+        platforms.current_platform = CpuPlatform()
+    return type(platforms.current_platform).__name__
+
+
+def image_check_main():
+    """The child process: the image's version, its parser's verdict on the argv, the env names it does not know."""
+    check = json.loads(os.environ["KIMI_FABRIC_SPEC"])["image_check"]
+    report = {"status": "failed", "stage": "import vllm", "version": None}
+    try:
+        import vllm  # pylint: disable=import-error
+        report["version"] = str(vllm.__version__)
+        report["stage"] = "platform"
+        report["platform"] = _platform()
+        report["stage"] = "build the vllm serve parser"
+        began = time.time()
+        top, command = serve_cli()
+        report["build_s"] = round(time.time() - began, 2)
+        report["parser"] = "vllm.entrypoints.cli.serve.ServeSubcommand"
+        report["stage"] = "parse"
+        report["accepted"], report["error"] = parse_argv(top, command, check["argv"])
+        report["stage"] = "env names"
+        import vllm.envs as envs  # pylint: disable=import-error
+        known = set(getattr(envs, "environment_variables", None) or {})
+        report["env_known"] = len(known)
+        report["unknown_env"] = unknown_env(check.get("env_names") or [], known) if known else []
+        report["status"], report["stage"] = "ok", None
+    except Exception as exc:  # pylint: disable=broad-except  # reported with its stage, never a bare traceback
+        report["error"] = ("%s: %s" % (type(exc).__name__, exc))[:600]
+    sys.stdout.write(RESULT_PREFIX + json.dumps(report) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def image_check_command(spec, base_env, executable=None):
+    """(argv, env) of the child: the container's env (the plan's VLLM_* settings reach the parser) plus the spec."""
+    env = dict(base_env)
+    env["KIMI_FABRIC_SPEC"] = json.dumps(spec, sort_keys=True)
+    return [executable or sys.executable, os.path.abspath(__file__), "--image-check"], env
+
+
+def parse_image_check(out, returncode, timeout_s=None):
+    """The child's report: its last ``FABRIC_RESULT {...}`` line, else a failure with the exit status and the
+    output's tail (``returncode`` None: killed at ``timeout_s``)."""
+    text = out.decode("utf-8", "replace") if isinstance(out, bytes) else (out or "")
+    for row in reversed(text.splitlines()):
+        if row.startswith(RESULT_PREFIX):
+            try:
+                report = json.loads(row[len(RESULT_PREFIX):])
+            except ValueError as exc:
+                return {"status": "failed", "error": "unreadable report (%s)" % exc}
+            if isinstance(report, dict):
+                return report
+    if returncode is None:
+        return {"status": "timeout", "error": "the image's parser gave no verdict within %ss: %s" % (
+            timeout_s, _tail(text, 3))}
+    return {"status": "failed", "error": "exited %s without a report: %s" % (returncode, _tail(text, 6))}
+
+
+def image_check_phase(spec, runner=None):
+    """The image's own judgement of the argv and env names (None when the plan pinned a release)."""
+    check = spec.get("image_check")
+    if not check:
+        return None
+    argv, env = image_check_command(spec, os.environ)
+    code, out = (runner or _run_with_env)(argv, env, float(check.get("timeout_s") or 180))
+    return parse_image_check(out, code, check.get("timeout_s"))
+
+
+def _run_with_env(argv, env, timeout):
+    """(exit status or None when killed at ``timeout``, stdout and stderr together)."""
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=timeout,
+                              check=False)
+        return proc.returncode, proc.stdout.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired as exc:
+        return None, (exc.stdout or b"").decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 127, str(exc)
 
 
 # ----------------------------------------------------------------------------- main
@@ -728,21 +1027,38 @@ def run_job(spec):
     result = {"protocol": PROTOCOL, "host": spec["host"], "deployment": spec["deployment"],
               "node_rank": spec["node_rank"], "address": spec["address"]}
     # First, as it imports torch (seconds): the timeout then counts from when every node can answer its peers.
+    progress("provenance: reading vLLM and torch in the image")
     result["provenance"] = provenance(spec)
+    # Also before the clock: building the image's parser imports vLLM's engine arguments (seconds to a minute).
+    if spec.get("image_check"):
+        progress("image check: the image's vllm serve parser judges the argv")
+    result["image_check"] = image_check_phase(spec)
     started = time.time()
     marks = [("provenance", started - began)]
     deadline = started + float(spec["timeout_s"])
     port_deadline = started + float(spec["timeout_s"]) * float(spec.get("port_share", 0.5))
     result["interfaces"] = interface_checks(spec)
     result["names"] = resolve_names(spec.get("names") or [])
+    progress("ports: listening on this node's ports and dialling every peer's, %.0fs" % (port_deadline - started))
     result["listen"], result["pairs"] = port_phase(spec, port_deadline)
+    progress(ports_summary(result["pairs"]))
     marks.append(("ports", time.time() - started))
     result["collective"] = interface_veto(spec, result["interfaces"]) or collective_phase(spec, deadline)
     marks.append(("collective", time.time() - started - marks[-1][1]))
     result["ep_kernel"] = ep_kernel_phase(spec, deadline + float(spec.get("ep_timeout_s", 0)))
     result["duration_s"] = round(time.time() - began, 3)
     result["phases_s"] = dict((name, round(value, 3)) for name, value in marks)
+    progress("done in %.0fs: collective %s" % (result["duration_s"], (result["collective"] or {}).get("status")))
     return result
+
+
+def ports_summary(pairs):
+    """The progress line after the port phase: how many peer ports answered, and the first that did not."""
+    bad = [p for p in pairs if p["status"] != "ok"]
+    line = "ports: %d of %d peer ports answered" % (len(pairs) - len(bad), len(pairs))
+    if bad:
+        line += " (%s:%d %s: %s)" % (bad[0]["to"], bad[0]["port"], bad[0]["name"], bad[0]["status"])
+    return line
 
 
 def main(argv=None):
@@ -750,10 +1066,13 @@ def main(argv=None):
     parser.add_argument("spec", nargs="?")
     parser.add_argument("--out")
     parser.add_argument("--worker", type=int)
-    parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--deadline", type=float)
+    parser.add_argument("--image-check", action="store_true")
     args = parser.parse_args(argv)
+    if args.image_check:
+        return image_check_main()
     if args.worker is not None:
-        return worker_main(args.worker, args.budget)
+        return worker_main(args.worker, args.deadline or time.time() + 60.0)
     with open(args.spec) as handle:
         spec = json.load(handle)
     if spec.get("protocol") != PROTOCOL:

@@ -11,6 +11,7 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 OWN = ("gpufleet.kimi_k3.vllm_node_status", "gpufleet.kimi_k3.vllm_wait", "gpufleet.kimi_k3.node_probe",
+       "gpufleet.kimi_k3.fabric_wait",
        "gpufleet.kimi_k3.vllm_container_log")
 CLIENT = ("tls", "validate_certs", "ca_path", "client_cert", "client_key", "use_ssh_client")
 FILES = sorted(glob.glob(os.path.join(REPO, "roles", "*", "tasks", "*.yml"))

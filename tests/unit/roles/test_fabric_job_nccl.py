@@ -41,8 +41,8 @@ def test_the_gb300_spec_carries_the_plans_nccl_env(gb300_spec):
 
 def test_a_rank_command_keeps_the_containers_nccl_env_and_asks_for_nccls_warnings(job, gb300_spec):
     base = {"NCCL_NVLS_ENABLE": "1", "NCCL_SOCKET_IFNAME": "eth0", "PATH": "/usr/bin"}
-    argv, env = job.worker_command(gb300_spec, 3, 41.25, base, executable="/usr/bin/python3")
-    assert argv == ["/usr/bin/python3", JOB, "--worker", "3", "--budget", "41.250"]
+    argv, env = job.worker_command(gb300_spec, 3, 1767225641.25, base, executable="/usr/bin/python3")
+    assert argv == ["/usr/bin/python3", JOB, "--worker", "3", "--deadline", "1767225641.250"]
     assert dict((k, v) for k, v in env.items() if k != "KIMI_FABRIC_SPEC") == dict(base, NCCL_DEBUG="WARN")
     assert json.loads(env["KIMI_FABRIC_SPEC"]) == gb300_spec
     assert base == {"NCCL_NVLS_ENABLE": "1", "NCCL_SOCKET_IFNAME": "eth0", "PATH": "/usr/bin"}

@@ -33,6 +33,19 @@ def test_both_cpu_inventories_get_the_engine_images(tmp_path, monkeypatch):
                        "sim_image_broken": "r/cpu@sha256:3"}
 
 
+def test_the_dev_variant_is_written_as_sim_image_dev_and_reports_a_development_version(tmp_path, monkeypatch):
+    inventories = _simctl("inventories")
+    monkeypatch.setattr(inventories, "REPO", str(tmp_path))
+    inventories.write_sim_image(_simctl("clusters").cluster_def("cpu"), {"cpu": dict(ENGINE, **{
+        "engine-dev": "r/cpu@sha256:4"})})
+    got = yaml.safe_load((tmp_path / "inventories" / "sim-cpu" / "group_vars" / "all" / "sim_image.yml").read_text())
+    assert (got["kimi_k3_image"], got["sim_image_dev"]) == ("r/cpu@sha256:1", "r/cpu@sha256:4")
+    version, lines = _simctl("engine_image").ENGINE_VARIANTS["engine-dev"]
+    assert version == "0.32.1.dev7+g5f76ae224.cpu"
+    assert "__version__ = version = '0.32.1.dev7+g5f76ae224.cpu'" in lines[0]
+    assert "s/^Version: .*/Version: 0.32.1.dev7+g5f76ae224.cpu/" in lines[0]
+
+
 def test_a_cpu_nodes_engine_starts_with_a_dev_shm_of_its_own():
     assert _simctl("clusters").cluster_def("cpu")["node_shm"] == "2g"
     wrapper = _simctl("engines").node_shm_wrapper("2g")

@@ -12,7 +12,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import sp
 from tests.helpers.module_docs import module_doc
 
 ACTIONS = {"cluster_plan": action_specs.CLUSTER_PLAN, "cluster_layouts": action_specs.CLUSTER_LAYOUTS, "preflight_report": action_specs.PREFLIGHT_REPORT,
-           "vllm_wait": action_specs.VLLM_WAIT, "deployment_state": action_specs.DEPLOYMENT_STATE,
+           "vllm_wait": action_specs.VLLM_WAIT, "fabric_wait": action_specs.FABRIC_WAIT, "deployment_state": action_specs.DEPLOYMENT_STATE,
            "monitoring_config": action_specs.MONITORING_CONFIG,
            "fabric_report": action_specs.FABRIC_REPORT, "site_files": action_specs.SITE_FILES}
 

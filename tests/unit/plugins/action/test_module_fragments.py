@@ -80,7 +80,7 @@ def _declared(spec):
     return out
 
 
-@pytest.mark.parametrize("name", ["vllm_node_status", "vllm_container_log", "vllm_wait"])
+@pytest.mark.parametrize("name", ["vllm_node_status", "vllm_container_log", "vllm_wait", "fabric_wait"])
 def test_the_container_options_are_documented_as_the_engine_spec_declares_them(name):
     options = merged_doc(name)["options"]
     spec = engine_api.container_spec()

@@ -40,9 +40,12 @@ def test_sim_gb300_pd_specs_per_deployment():
     assert worker["sizes"] == {"all_reduce": 458752, "all_to_all": 229376, "pair": 229376, "iterations": 5,
                                "tokens": 32, "capped_at": None}
     assert worker["ifnames"] == {"GLOO_SOCKET_IFNAME": ["lo"], "NCCL_SOCKET_IFNAME": ["lo"]}
-    assert worker["expect"] == {"vllm_version": "0.28.0", "vendor": "nvidia", "torch_build": "cuda",
+    assert worker["expect"] == {"vllm_version": "0.28.0", "vendor": "nvidia", "torch_build": "cuda", "version_from_image": False,
                                 "image": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64}
-    assert worker["ep_kernel"] is None and worker["names"] == [] and worker["timeout_s"] == 60.0
+    # FlashInfer's NVLink all-to-all has no test of its own: the job reports it as a warning (#35).
+    assert worker["ep_kernel"] == {"backend": "flashinfer_nvlink_one_sided", "module": "flashinfer",
+                                   "runner": "script", "scope": "internode", "tests": []}
+    assert worker["names"] == [] and worker["timeout_s"] == 60.0
     prefill = out["specs"]["gb300-tray31"]
     # TEP: no DP RPC
     assert prefill["nodes"][0]["ports"] == [{"port": 5557, "name": "nixl_side_channel"}, {"port": 29501, "name": "master"}]
@@ -256,11 +259,28 @@ def test_interface_that_does_not_exist_and_one_without_the_address():
     assert f["fix"].startswith("set kimi_k3_socket_ifname to bond0 (the interface that carries 10.0.0.1 on n0)")
 
 
-def test_ep_kernel_not_tested_is_a_skip_that_says_what():
+def test_ep_kernel_not_tested_is_a_visible_warning_that_says_what():
     n0 = good("n0", 0)
     n0["ep_kernel"] = {"backend": "deepep_v2", "status": "not_tested", "detail": "the image has no deep_ep package"}
     (f,) = R.check_ep_kernel("n0", n0)
-    assert (f["status"], f["observed"]) == ("skip", "deepep_v2: the image has no deep_ep package")
+    assert (f["status"], f["observed"]) == ("warn", "deepep_v2: the image has no deep_ep package")
+    assert f["fix"].startswith("the plan's all-to-all (--all2all-backend deepep_v2) runs untested")
+    report = R.build_report(SPECS, {"n0": n0, "n1": good("n1", 1)})
+    assert report["summary"]["ok"] and report["summary"]["warn"] == 1
+    assert R.failure_message(report) == ("fabric passed on 2 hosts with 1 WARNING(s): n0 ep_kernel: deepep_v2: the "
+                                         "image has no deep_ep package")
+
+
+def test_flashinfer_nvlink_is_named_untested():
+    from tests.unit.roles.test_fabric_job import job_module
+    plan = {"vllm_args": ["m", "--all2all-backend", "flashinfer_nvlink_one_sided"]}
+    kernel = fabric.ep_kernel(plan, 2, recipe_data.load_recipe()["fabric"])
+    assert kernel == {"backend": "flashinfer_nvlink_one_sided", "module": "flashinfer", "runner": "script",
+                      "scope": "internode", "tests": []}
+    got = job_module().ep_kernel_phase({"ep_kernel": kernel}, 0, runner=lambda argv, t: (0, ""))
+    assert got == {"backend": "flashinfer_nvlink_one_sided", "status": "not_tested",
+                   "detail": "no test of its own is known for flashinfer (FlashInfer ships none in its wheel): the "
+                             "flashinfer_nvlink_one_sided dispatch and combine were not tested"}
 
 
 def test_merge_into_preflight_replaces_an_earlier_fabric_section():
@@ -282,3 +302,28 @@ def test_release(version, want):
 def test_release_never_raises_and_drops_the_local_part(value):
     out = R.release(value)
     assert isinstance(out, str) and "+" not in out
+
+
+def test_a_rank_that_gave_up_names_its_phase_and_peer_in_the_message():
+    n0, n1 = good("n0", 0), good("n1", 1)
+    n1["collective"] = {"status": "timeout", "phase": "rendezvous", "peer": "n0 (10.0.0.1:29501)",
+                        "reason": "local rank 0: rendezvous with n0 (10.0.0.1:29501) failed after 7 attempt(s) in "
+                                  "29.5s: RuntimeError: The client socket has timed out"}
+    n0["collective"] = {"status": "timeout", "phase": "join", "peer": "n1 10.0.0.2 (rank 1)",
+                        "reason": "local rank 0: killed at the deadline"}
+    report = R.build_report(SPECS, {"n0": n0, "n1": n1})
+    assert fails(report) == [("n0", "collective"), ("n1", "collective")]
+    col = dict((f["host"], f) for f in report["findings"] if f["check"] == "collective")
+    assert col["n1"]["observed"] == (
+        "did not join within 60s in phase rendezvous (peer n0 (10.0.0.1:29501)): local rank 0: rendezvous with n0 "
+        "(10.0.0.1:29501) failed after 7 attempt(s) in 29.5s: RuntimeError: The client socket has timed out")
+    assert col["n1"]["fix"] == ("the master port answered the port check, so the head's rank served its store late "
+                                "or not at all: see n0's collective finding; on a busy machine raise "
+                                "fabric_timeout_s")
+    assert col["n0"]["observed"] == ("did not join within 60s in phase join (peer n1 10.0.0.2 (rank 1)): local rank "
+                                     "0: killed at the deadline")
+    assert R.host_failures(report)["n0"] == (
+        "Fabric failed on n0 - collective: did not join within 60s in phase join (peer n1 10.0.0.2 (rank 1)): local "
+        "rank 0: killed at the deadline (expected 2 ranks joined within 60s over gloo) - fix: every planned port "
+        "answered, so gloo's own connections between the ranks failed: check the interface findings "
+        "(kimi_k3_socket_ifname) and allow all TCP between the nodes (gloo and NCCL open random ports)")
