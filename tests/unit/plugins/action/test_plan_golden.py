@@ -73,6 +73,8 @@ def plan_inventory(name):
 
 GOLDEN = os.path.join(HERE, "golden_plans")
 ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501, "dp_rpc_port": 29550,
+         # every example pins a release: the image's own version is not what the flags follow
+         "vllm_version_from_image": False,
          "docker_client": {"tls": False, "validate_certs": False, "ca_path": None, "client_cert": None,
                            "client_key": None, "use_ssh_client": False},
          # without a weight-read measurement every derived timeout is its ceiling (recipe timeouts)
