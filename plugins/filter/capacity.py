@@ -21,8 +21,10 @@ def capacity_restart(models_result, wanted):
     return capacity.restart_decision(result.get("status"), result.get("json"), wanted)
 
 
-def capacity_values(values):
-    return capacity.curve_values(to_plain(values or []))
+def capacity_values(values, models_result=None):
+    result = to_plain(models_result or {})
+    running = capacity.running_max_model_len(result.get("status"), result.get("json"))
+    return capacity.curve_values(to_plain(values or []), running)
 
 
 def _tri_state(served):

@@ -24,7 +24,9 @@ must be equal or listed with its reason in sim/conformance.yml. One deployment s
 (f) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy
     finishes the rollback and both nodes run the previous digest again;
 (g) the follower killed while the group starts (before the head is ready): launch.yml fails naming the follower
-    within 90 s of the kill; the next launch.yml brings the deployment back.
+    within 90 s of the kill; the next launch.yml brings the deployment back;
+(h) the capacity curve at three max-model-len points, one beyond the KV budget: the plan predicts the refusal point
+    before any relaunch and the engine's own refusal is read and set beside it (below, "The capacity curve").
 
 Needs `sim/simctl up --cluster cpu` (or KIMI_SIM_AUTO_UP=1). Group `cpu` (scripts/test.sh stage realengine runs it
 alone: the engines take both cores).
@@ -42,6 +44,7 @@ import time
 
 import pytest
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as capacity_runner
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as smoke_runner
@@ -50,7 +53,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 
 from tests.helpers import conformance as conf
 from tests.helpers.http import status as _http
-from tests.helpers.runner import REPO, failed_tasks, run_playbook
+from tests.helpers.runner import REPO, failed_tasks, run_playbook, task_results
 
 sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
@@ -437,4 +440,89 @@ def test_g_follower_killed_while_the_group_starts_is_named_within_90s(deployed):
     assert noticed < 90, noticed
     r = _run(sim, "launch.yml")
     assert r.status == "successful", failed_tasks(r)
+    assert _http(HEAD_URL + "/health") == 200
+
+
+# ---- (h) The capacity curve -----------------------------------------------------------------------------------------
+# The budget: VLLM_CPU_KVCACHE_SPACE 1 GiB for the tiny MLA model (2 layers x 576 x 2 bytes = 2,304 B per token) in
+# 16-token blocks = 29,127 blocks = 466,032 tokens, the longest max-model-len the engine starts with
+# (vllm/v1/core/kv_cache_utils.py ``_check_enough_kv_cache_memory``: one sequence of cdiv(L, 16) blocks must fit).
+# 524,288 is beyond it (1.125 GiB for one sequence): vLLM refuses with "ValueError: To serve at least one request
+# with the model's max seq len (524288), (1.12 GiB KV cache is needed, which is larger than the available KV cache
+# memory (1.0 GiB). Based on the available memory, the estimated maximum model length is 466016. ..." - its
+# estimate is one block under the plan's limit (-0.003 %, seen on the rehearsal), the refusal point agrees.
+# The rehearsal model's own context is 8,192 (max_position_embeddings): vLLM refuses a longer --max-model-len for
+# that reason first unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which the curve sets (kimi_k3_extra_env) so that the KV
+# check is the one that speaks. The refused point is launched on purpose (capacity_probe_refusal) and costs one
+# start of the engine. The deployment serves 4,096 when the curve starts: that point is measured first, without a
+# relaunch; 2,048 and 524,288 relaunch, and the inventory's plan is launched again at the end.
+LIMIT = 466032                       # 29,127 blocks of 16 tokens
+# vLLM 0.32.0's own estimate in its refusal, one block under the plan's limit (seen on the rehearsal: -0.003 %)
+ENGINE_LIMIT = 466016
+POINTS = [2048, 4096, 524288]        # the last one beyond the KV budget
+SWEEP = {"capacity_max_concurrency": 2, "capacity_requests_per_level": 1, "capacity_output_tokens": 16,
+         "capacity_prompt_fraction": 0.25, "capacity_ttft_limit_s": 120, "capacity_ready_timeout_s": 600,
+         "capacity_probe_refusal": True, "capacity_max_model_lens": POINTS,
+         "kimi_k3_extra_env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}}
+PREDICT = "Predict from the plan's KV budget whether the engine refuses max-model-len %d"
+
+
+@pytest.fixture(scope="module")
+def curve(deployed):
+    sim, _r = deployed
+    r = _run(sim, "capacity.yml", SWEEP, timeout=3600)
+    return sim, ART, r
+
+
+def _capacity_report(art):
+    with open(os.path.join(art, "capacity", "capacity.json")) as handle:
+        return json.load(handle)
+
+
+def test_h_refusal_predicted_before_the_relaunch(curve):
+    _sim, _art, r = curve
+    assert r.status == "successful", failed_tasks(r)
+    for value, refused, launched in ((2048, False, True), (4096, False, False), (524288, True, True)):
+        facts = task_results(r, PREDICT % value)[HEAD]["ansible_facts"]
+        assert facts["capacity_prediction"]["limit"] == LIMIT
+        assert facts["capacity_prediction"]["refused"] is refused
+        assert facts["capacity_launching"] is launched
+
+
+def test_h_served_points_and_the_engines_refusal(curve):
+    _sim, art, _r = curve
+    report = _capacity_report(art)
+    points = {p["max_model_len"]: p for p in report["points"]}
+    assert sorted(points) == POINTS and report["restarts"] == 2
+    assert points[4096]["restarted"] is False and points[2048]["restarted"] is True   # the served value first
+    for value in (2048, 4096):
+        assert points[value]["refusal"]["observed"] == "served" and points[value]["refusal"]["agrees"] is True
+        assert points[value]["kv_cache_size_tokens"] == LIMIT   # the pool does not depend on max-model-len
+        assert points[value]["steps"]
+    beyond = points[524288]["refusal"]
+    assert beyond["observed"] == "refused" and beyond["refused"] is True and beyond["agrees"] is True
+    assert beyond["engine_limit"] == ENGINE_LIMIT
+    found = capacity_check.parse_refusal(beyond["engine_message"])
+    assert found["max_model_len"] == 524288 and found["estimated_max_model_len"] == ENGINE_LIMIT
+    assert found["available_gib"] == 1.0
+    assert points[524288]["steps"] == []
+
+
+def test_h_predicted_and_observed_refusal_point_in_the_report(curve):
+    _sim, art, _r = curve
+    summary = _capacity_report(art)["refusal"]
+    assert {k: v for k, v in summary.items() if k != "messages"} == {
+        "predicted_limit": LIMIT, "predicted_refused_from": LIMIT + 1, "longest_served": 4096,
+        "shortest_refused": 524288, "engine_limit": ENGINE_LIMIT, "limit_error_pct": -0.003, "agrees": True}
+    assert len(summary["messages"]) == 1 and "max seq len (524288)" in summary["messages"][0]
+    with open(os.path.join(art, "capacity", "capacity.md")) as handle:
+        md = handle.read()
+    assert "## Refusal point" in md and "| predicted: refused from | 466,033 |" in md
+    assert "| engine's own estimate (its refusal) | 466,016 |" in md
+    assert "- every launched point as predicted: yes" in md
+    assert "the estimated maximum model length is 466016" in md
+
+
+def test_h_the_inventorys_length_is_restored(curve):
+    _sim, _art, _r = curve
     assert _http(HEAD_URL + "/health") == 200

@@ -10,9 +10,14 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import c
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as sl
 
 
-def curve_values(values):
-    """The max-model-len values in the order the curve measures them: integers, deduplicated, ascending."""
-    return sorted({int(v) for v in values})
+def curve_values(values, running=None):
+    """The max-model-len values in the order the curve measures them: integers, deduplicated, the value the engine
+    serves now first (measured without a relaunch: each relaunch reloads the weights), then the rest ascending."""
+    ordered = sorted({int(v) for v in values})
+    if running is not None and int(running) in ordered:
+        ordered.remove(int(running))
+        ordered.insert(0, int(running))
+    return ordered
 
 
 def running_max_model_len(status, body):
@@ -153,7 +158,7 @@ def render_markdown(curve):
                      "%.2f" % p["kv_cache_usage_perc_peak"] if p.get("kv_cache_usage_perc_peak") is not None else "-",
                      "yes" if p.get("restarted") else "no", _served(p)])
     lines = ["# Kimi-K3 max-model-len capacity curve", "",
-             "- restarts: %s (values sorted ascending; no relaunch when the running max_model_len already matches)" %
+             "- restarts: %s (the running max_model_len first, without a relaunch, then the values ascending)" %
              curve.get("restarts"),
              "- theoretical max concurrency = KV cache size tokens / max_model_len (vllm:cache_config_info or the "
              "start-up log line); measured = highest swept concurrency with no queue, no preemption, no failed "

@@ -185,6 +185,9 @@ def test_preflight_ports_and_expectations_from_a_plan():
 def test_capacity_filters():
     fm = capacity_filters.FilterModule().filters()
     assert fm["capacity_values"](["32768", 8192, 8192]) == [8192, 32768]
+    models = {"status": 200, "json": {"data": [{"id": "m", "max_model_len": 32768}]}}
+    assert fm["capacity_values"]([131072, 8192, 32768], models) == [32768, 8192, 131072]
+    assert fm["capacity_values"]([131072, 8192], {"status": -1, "msg": "refused"}) == [8192, 131072]
     d = fm["capacity_restart"]({"status": 200, "json": {"data": [{"max_model_len": 8192}]}}, "8192")
     assert d["restart"] is False and d["running"] == 8192
     assert fm["capacity_restart"](None, 8192)["restart"] is True

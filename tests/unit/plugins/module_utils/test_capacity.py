@@ -11,6 +11,14 @@ def test_curve_values_are_ints_sorted_and_unique():
     assert cap.curve_values([]) == []
 
 
+def test_curve_values_measure_the_running_value_first():
+    # each relaunch reloads the weights: the served value is measured before any relaunch
+    assert cap.curve_values([2048, 524288, "4096"], running=4096) == [4096, 2048, 524288]
+    assert cap.curve_values([2048, 4096], running="2048") == [2048, 4096]
+    # a running value that is not a point changes nothing
+    assert cap.curve_values([2048, 4096], running=8192) == [2048, 4096]
+
+
 @pytest.mark.parametrize("status,body,wanted,running,restart", [
     (200, {"data": [{"id": "m", "max_model_len": 32768}]}, 32768, 32768, False),
     (200, {"data": [{"id": "m", "max_model_len": "32768"}]}, "32768", 32768, False),
