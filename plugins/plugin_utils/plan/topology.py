@@ -389,6 +389,7 @@ def _serving_keys(ctx, recipe, node):
     return {
         "docker_host": node["settings"]["docker_host"],
         "docker_client": plan_variables.docker_client(node["settings"]),
+        "engine_client": plan_variables.engine_client(node["settings"]),
         "model": model_of(ctx, recipe),
         "model_revision": s["model_revision"],
         "model_cache_dir": s["model_cache_dir"] or recipe["defaults"]["model_cache_dir"],
