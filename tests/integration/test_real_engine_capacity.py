@@ -23,7 +23,7 @@ import tempfile
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
 
 from tests.helpers.http import status as _http
 from tests.helpers.runner import failed_tasks, run_playbook, task_results

@@ -14,7 +14,7 @@ from test_plan_golden import plan_inventory  # noqa: E402
 
 import pytest  # noqa: E402
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check as capacity_check  # noqa: E402
 
 
 def standin_budget(argv, version):
