@@ -18,10 +18,9 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "plugin_utils"))
 sys.path.insert(0, HERE)
 from test_plan_golden import plan_inventory  # noqa: E402
-from test_topology import make_nodes, plan  # noqa: E402
+from tests.unit.plugins.plugin_utils.plan.test_topology import make_nodes, plan  # noqa: E402
 
 RECIPE = recipe_data.load_recipe()
 SNAPSHOTS = recipe_data.load_snapshots()

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from tests.helpers.runner import REPO  # noqa: E402
 sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
 # the stand-in's solver answers the checkable prompts: an implementation independent of the smoke's judges

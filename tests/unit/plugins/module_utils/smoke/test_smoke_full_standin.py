@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from tests.helpers.runner import REPO
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
 from vllm_standin import testing  # noqa: E402
