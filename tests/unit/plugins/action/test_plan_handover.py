@@ -1,4 +1,4 @@
-"""What the plan hands the roles instead of letting them derive it (module_utils.plan_handover): the pull name under
+"""What the plan hands the roles instead of letting them derive it (plugin_utils.plan.handover): the pull name under
 the host's image_mirror rules (image_pull), the router's admin URLs, and an operator's OpenAI base URL's model list
 and health URL; exact values over the rehearsal inventories, and the cluster_plan action passing each host's
 image_mirror to the plan."""
