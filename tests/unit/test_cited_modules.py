@@ -1,7 +1,7 @@
 """The collection's code cited in docstrings, comments and docs exists: a module moved or renamed leaves its old name
 behind in prose that no import checks (``module_utils.plan_handover``, ``plan_sizing.py`` after the split into
 packages). Three spellings are checked, in the Python files of plugins/, tests/, sim/, scripts/ and benchmarks/ and
-in docs/:
+in docs/ and setup.cfg (the mutation runs' file lists):
 
 - a path ``plugins/<...>.py`` (relative to the repository);
 - a dotted name ``plugin_utils.<package>.<module>`` / ``module_utils.<...>`` (optionally with the
@@ -19,6 +19,7 @@ import pytest
 from tests.helpers.runner import REPO
 
 SCANNED = ("plugins", "tests", "sim", "scripts", "benchmarks", "docs")
+SCANNED_FILES = ("setup.cfg",)
 PATH = re.compile(r"(?<![\w/.-])plugins/[\w/]+\.py\b")
 DOTTED = re.compile(r"(?:(?<=gpufleet\.kimi_k3\.plugins\.)|(?<![\w.]))((?:plugin_utils|module_utils)(?:\.\w+)+)")
 BARE = re.compile(r"(?<![\w/.-])([a-z]+)_(\w+)\.py\b")
@@ -29,6 +30,8 @@ ALLOWED = {
 
 
 def _files():
+    for name in SCANNED_FILES:
+        yield os.path.join(REPO, name)
     for top in SCANNED:
         for root, dirs, names in os.walk(os.path.join(REPO, top)):
             dirs[:] = [d for d in dirs if d not in ("__pycache__", "golden_plans")]
