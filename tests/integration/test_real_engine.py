@@ -35,7 +35,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -52,9 +51,7 @@ from tests.helpers import conformance as conf
 from tests.helpers.http import status as _http
 from tests.helpers.runner import REPO, failed_tasks, run_playbook
 
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import testing  # noqa: E402
+from vllm_standin import testing
 
 pytestmark = [pytest.mark.sim, pytest.mark.sim_group("cpu")]
 

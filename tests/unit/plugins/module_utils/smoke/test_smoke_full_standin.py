@@ -1,7 +1,5 @@
 """The full smoke profile against real stand-in processes (started here, one per scenario): a healthy server passes
 every gate; each serving fault fails the gate it targets and no other."""
-import os
-import sys
 import time
 
 import pytest
@@ -9,9 +7,7 @@ import pytest
 from tests.helpers.runner import REPO
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import testing  # noqa: E402
+from vllm_standin import testing
 
 pytest.importorskip("openai")
 pytest.importorskip("jsonschema")
