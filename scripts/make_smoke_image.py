@@ -95,7 +95,7 @@ MAX_LINE = 160
 
 
 def render_module(png):
-    """The text of ``smoke_image.py`` for the PNG bytes ``png`` (every line shorter than ``MAX_LINE``)."""
+    """The text of ``plugins/module_utils/smoke/image.py`` for the PNG bytes ``png`` (every line shorter than ``MAX_LINE``)."""
     b64 = base64.b64encode(png).decode("ascii")
     body = "\n".join('    "%s"' % chunk for chunk in textwrap.wrap(b64, 100))
     text = "\n".join("    %r," % line for line in LINES)

@@ -23,6 +23,7 @@ import time
 SIM_DIR = os.path.dirname(os.path.realpath(__file__))
 if SIM_DIR not in sys.path:  # loaded by path (benchmarks, tests): the kimisim package is its sibling
     sys.path.insert(0, SIM_DIR)
+from kimisim import nodes as sim_nodes  # noqa: E402  pylint: disable=wrong-import-position
 from kimisim.inventories import host_groups  # noqa: E402  pylint: disable=wrong-import-position
 from kimisim.settings import SIM_MODEL_REVISION  # noqa: E402  pylint: disable=wrong-import-position
 from kimisim.util import locked, read_pid  # noqa: E402  pylint: disable=wrong-import-position
@@ -81,9 +82,9 @@ def _keys():
 
 
 def _profile_helper():
-    sys.path.insert(0, os.path.join(SIM_DIR, "nodetools"))
-    import profile as simprofile  # sim/nodetools/profile.py
-    return simprofile
+    """sim/nodetools/profile.py, loaded by path as the main cluster's nodes load it (on sys.path it would be named
+    ``profile``, the standard library's profiler)."""
+    return sim_nodes.profile_helper()
 
 
 def _render(node, index, all_nodes):

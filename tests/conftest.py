@@ -6,6 +6,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(REPO, "build", "collections")
 if os.path.isdir(os.path.join(COLLECTIONS, "ansible_collections")) and COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
+# The stand-in server's package (sim/standin/vllm_standin), which unit tests drive in-process and the smoke tests'
+# fake server takes its solver from: its import root is put on the path here, once, instead of in each test file.
+# Appended, so it shadows nothing; standalone scripts the tests run (tests/unit/sim/standin_golden.py) add it
+# themselves.
+STANDIN = os.path.join(REPO, "sim", "standin")
+if STANDIN not in sys.path:
+    sys.path.append(STANDIN)
 
 SHARED_FIXTURES = os.environ.get(
     "KIMI_K3_SHARED_FIXTURES", os.path.join(os.path.dirname(REPO), "shared", "fixtures")

@@ -22,6 +22,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import layou
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan.variables import PREFIX
 
 REPORT_MODE = plan_files.ARTIFACT_FILE_MODE
@@ -48,7 +49,8 @@ class ActionModule(PlanAction):
         nodes, routers = self._cluster_nodes(plan_args, task_vars, self._hosts_role_vars(task_vars, hosts))
         recipe = recipe_data.load_recipe(args["recipe"])
         report = layouts.enumerate_layouts(nodes, recipe, recipe_data.load_snapshots(), routers=routers,
-                                           target=self._target(args, nodes), model_facts=model_facts.read)
+                                           target=self._target(args, nodes), model_facts=model_facts.read,
+                                           build=topology.build_cluster_plan)
         if not report["ok"]:
             errors = [plan_render.format_problem(p) for p in report["errors"]]
             result.update(failed=True, errors=errors, msg="The layouts were not listed:\n" + "\n".join(errors))

@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as capacity
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions.templated import to_plain
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
 

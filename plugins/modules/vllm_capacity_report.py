@@ -92,7 +92,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as capacity
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
     from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import artifacts
 
     IMPORT_ERROR = None

@@ -288,7 +288,7 @@ ARGUMENT_SPEC = endpoint_args.argument_spec(
     groups=dict(type="list", elements="str", choices=list(smoke_runner.GROUPS),
                 default=list(smoke_runner.QUICK_GROUPS)),
     profile=dict(type="str", choices=list(smoke_runner.PROFILES), default="quick"),
-    correctness_concurrency=dict(type="int", default=32),
+    correctness_concurrency=dict(type="int", default=smoke_runner.CORRECTNESS_CONCURRENCY),
     correctness_seed=dict(type="int", default=0),
     backends=dict(type="list", elements="dict", default=[]),
     judge_accuracy=dict(type="bool", default=True),

@@ -1,6 +1,5 @@
 """Cluster definitions (sim/clusters/*.yml) and the clusters that are up."""
 import os
-import sys
 
 from kimisim.settings import SIM_DIR, STATE
 from kimisim.util import die, load_yaml, read_json
@@ -36,7 +35,7 @@ def all_known_clusters():
 
 
 def light_nodes():
-    """sim/lightnodes.py: the lightweight bench nodes (own addresses 127.0.3.0/24, own state /run/kimi-sim-light)."""
-    sys.path.insert(0, SIM_DIR)
+    """sim/lightnodes.py: the lightweight bench nodes (own addresses 127.0.3.0/24, own state /run/kimi-sim-light).
+    Imported here, not at the top: lightnodes imports kimisim. sim/ is on sys.path already (kimisim came from it)."""
     import lightnodes
     return lightnodes

@@ -18,7 +18,7 @@ def ensure_ssh_key():
     return key
 
 
-def _profile_helper():
+def profile_helper():
     """sim/nodetools/profile.py (owned by the node-tools author), loaded by path under a private name."""
     path = os.path.join(SIM_DIR, "nodetools", "profile.py")
     if not os.path.exists(path):
@@ -32,7 +32,7 @@ def _profile_helper():
 
 def profile_for(cluster, node, faults):
     """Rendered node profile: render_node_profile() if the helper has it, else base + apply_faults()."""
-    helper = _profile_helper()
+    helper = profile_helper()
     faults = list(faults or [])
     names = [n["name"] for n in cluster["nodes"]]
     idx = names.index(node)

@@ -37,14 +37,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
 import pytest
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as capacity_runner
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as smoke_runner
@@ -55,9 +54,7 @@ from tests.helpers import conformance as conf
 from tests.helpers.http import status as _http
 from tests.helpers.runner import REPO, failed_tasks, run_playbook, task_results
 
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import testing  # noqa: E402
+from vllm_standin import testing
 
 pytestmark = [pytest.mark.sim, pytest.mark.sim_group("cpu")]
 

@@ -29,7 +29,7 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MISTAKES = os.path.join("tests", "unit", "plan_mistakes")
-DEFAULT_TESTS = ("tests/unit/plugins/plugin_utils/test_topology*.py", MISTAKES)
+DEFAULT_TESTS = ("tests/unit/plugins/plugin_utils/plan/test_topology*.py", MISTAKES)
 INVENTORY_FILES = ("hosts.yml", "hosts.yaml", "hosts.ini", "hosts", "inventory.yml", "inventory.yaml")
 BASE_NAME = re.compile(r"(?<!in)valid|base", re.IGNORECASE)
 ENV_LOOKUP = re.compile(r"""lookup\(\s*['"](?:ansible\.builtin\.)?env['"]\s*,\s*['"]([A-Za-z_][A-Za-z0-9_]*)['"]""")

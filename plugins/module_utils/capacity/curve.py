@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as sl
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import tables
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
 
 
 def curve_values(values, running=None):
@@ -163,13 +163,13 @@ def render_markdown(curve):
              "- theoretical max concurrency = KV cache size tokens / max_model_len (vllm:cache_config_info or the "
              "start-up log line); measured = highest swept concurrency with no queue, no preemption, no failed "
              "request, p99 TTFT within %s s and no throughput plateau" % curve.get("ttft_limit_s"), "",
-             sl.markdown_table(["max_model_len", "KV tokens", "theoretical conc.", "measured conc.",
-                                "peak tok/s", "peak KV use", "restarted", "engine"], rows), ""]
+             tables.markdown_table(["max_model_len", "KV tokens", "theoretical conc.", "measured conc.",
+                                    "peak tok/s", "peak KV use", "restarted", "engine"], rows), ""]
     lines += capacity_check.refusal_markdown(curve.get("refusal"))
     for p in curve["points"]:
         if (p.get("refusal") or {}).get("observed") not in (None, "served"):
             continue  # refused or not launched: no sweep
-        lines += ["## max_model_len %d" % p["max_model_len"], "", sl.markdown_table(
+        lines += ["## max_model_len %d" % p["max_model_len"], "", tables.markdown_table(
             ["concurrency", "requests", "tok/s", "ttft p50", "ttft p99", "itl p50", "itl p99", "waiting max",
              "preempt", "kv use max", "saturation"],
             [[s["concurrency"], s["requests"], s.get("throughput_tok_s"), (s.get("ttft_s") or {}).get("p50"),

@@ -84,6 +84,13 @@ def client_options(params):
                 for name, (_vtype, default) in CLIENT_OPTIONS.items())
 
 
+def module_options(params):
+    """community.docker's client options out of the same mapping as client_options, for the roles'
+    ``module_defaults`` (``group/community.docker.docker``): unset paths are left out rather than passed as null,
+    so community.docker applies its own defaults (and environment fallbacks) exactly as for an omitted option."""
+    return dict((name, value) for name, value in client_options(params).items() if value is not None)
+
+
 def url_problem(url):
     """Why community.docker's client refuses the engine URL ``url`` (or why this collection does), else None.
 

@@ -5,7 +5,8 @@ sent here; the ``vllm_smoke`` module calls it at the end of a run, the ``vllm_sm
 role has read the logs (they exist only after the requests)."""
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import tables
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import gpu as smoke_gpu
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import policy as smoke_policy
@@ -56,4 +57,4 @@ def module_result(facts):
     """What both smoke modules return: the facts, the Markdown report and the plain-text summary table."""
     return {"changed": False, "ansible_facts": {"vllm_smoke": facts},
             "report_markdown": smoke_report.render_markdown(facts, facts["policy"]["violations"]),
-            "summary_table": smoke_report.text_table(smoke_report.SUMMARY_HEADER, smoke_report.summary_rows(facts))}
+            "summary_table": tables.text_table(smoke_report.SUMMARY_HEADER, smoke_report.summary_rows(facts))}

@@ -2,7 +2,9 @@
 """The smoke report: summary rows, plain-text and Markdown tables, the Markdown report. No I/O."""
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common.tables import markdown_table
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report_sections as smoke_report_sections
 
 
 def _fmt(v, digits=3):
@@ -30,22 +32,7 @@ SUMMARY_HEADER = ["group", "status", "ttft mean s", "ttft p99 s", "itl p50 s", "
                   "retries", "error"]
 
 
-def markdown_table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _col in header) + "|"]
-    for r in rows:
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |")
-    return "\n".join(lines)
-
-
-def text_table(header, rows):
-    cols = [header] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols)
-
-
 def _full_profile_sections(facts):
-    # imported here: smoke_report_sections uses this module's table helpers
-    from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report_sections as smoke_report_sections
     return smoke_report_sections.render(facts)
 
 

@@ -3,7 +3,7 @@
 metrics. No I/O; each function returns a list of lines (empty when its part did not run)."""
 from __future__ import annotations
 
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as smoke_report
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import tables
 
 
 def _rate(r):
@@ -32,7 +32,7 @@ def correctness_section(facts):
         rows.append([target, _rate(t["accuracy"]), _rate(t.get("agreement")) if "agreement" in t else "-",
                      "found" if needle.get("found") else "MISSED", needle.get("fraction"),
                      ", ".join(t["wrong"][:4]) or "-"])
-    return lines + ["", smoke_report.markdown_table(
+    return lines + ["", tables.markdown_table(
         ["target", "accuracy", "agreement with endpoint", "needle", "needle prompt / context", "wrong"], rows), ""]
 
 
@@ -41,7 +41,7 @@ def api_section(facts):
     if not a:
         return []
     rows = [[name, "ok" if v["ok"] else "FAIL", v.get("error") or ""] for name, v in sorted(a["checks"].items())]
-    return ["## API behaviour", "", smoke_report.markdown_table(["check", "result", "detail"], rows), ""]
+    return ["## API behaviour", "", tables.markdown_table(["check", "result", "detail"], rows), ""]
 
 
 def pd_section(facts):
@@ -50,7 +50,7 @@ def pd_section(facts):
         return []
     rows = [[url, v["recompute_fraction"], v["basis"], v["kv_transfer_failures"] or "-"]
             for url, v in sorted(pd["instances"].items())]
-    lines = ["## Prefill/decode", "", smoke_report.markdown_table(
+    lines = ["## Prefill/decode", "", tables.markdown_table(
         ["decode /metrics", "prefill recomputed (share of prompt tokens)", "from", "KV transfer failures"], rows)]
     return lines + ["- " + e for e in pd["errors"]] + [""]
 
@@ -74,11 +74,11 @@ def tool_verifier_section(facts):
              "- first attempt: %s; after retries: %s" % (_rate(t["retry_rates"]["first_attempt"]),
                                                          _rate(t["retry_rates"]["after_retry"])), ""]
     rows = [[cls, _rate(r)] for cls, r in sorted(t["failure_rates"].items()) if r["k"]]
-    lines += [smoke_report.markdown_table(["failure class", "rate over attempts"], rows or [["(none)", "-"]]), ""]
+    lines += [tables.markdown_table(["failure class", "rate over attempts"], rows or [["(none)", "-"]]), ""]
     if t.get("comparison"):
         lines += ["Compared with the previous run:", "",
-                  smoke_report.markdown_table(["figure", "before", "after", "delta"],
-                                              _comparison_rows(t["comparison"])), ""]
+                  tables.markdown_table(["figure", "before", "after", "delta"],
+                                        _comparison_rows(t["comparison"])), ""]
     return lines
 
 

@@ -29,6 +29,10 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import tool
 QUICK_GROUPS = ("vision", "text", "long_context", "tool_calling")
 GROUPS = QUICK_GROUPS + smoke_groups.FULL_GROUPS
 PROFILES = ("quick", "full")
+# Requests the correctness group sends at once per target (and parallel tool_verifier cases): vllm_smoke's default,
+# which the smoke role leaves in place unless smoke_correctness_concurrency is set. Its DOCUMENTATION repeats it
+# (ansible-doc reads no code); test_smoke_module.py checks that the two agree.
+CORRECTNESS_CONCURRENCY = 32
 
 TOOLS = [
     {"type": "function", "function": {
@@ -298,8 +302,8 @@ def _context(p, endpoint, client, model, info):
         "tool_call_modes": list(p.get("tool_call_modes") or ("stream", "non_stream")),
         "tool_call_rounds": int(p.get("tool_call_rounds") or 1),
         "info": info, "image_url": _image_url_or_none(p.get("image")),
-        "correctness_concurrency": int(p.get("correctness_concurrency") or 32),
-        "tool_verifier_concurrency": int(p.get("correctness_concurrency") or 32),
+        "correctness_concurrency": int(p.get("correctness_concurrency") or CORRECTNESS_CONCURRENCY),
+        "tool_verifier_concurrency": int(p.get("correctness_concurrency") or CORRECTNESS_CONCURRENCY),
         "correctness_seed": int(p.get("correctness_seed") or 0),
         "backends": list(p.get("backends") or []), "judge_accuracy": p.get("judge_accuracy", True) is not False,
         "expected_served_name": p.get("expected_served_name"), "expected_version": p.get("expected_version"),

@@ -22,7 +22,7 @@ HOST_KEYS = {
     "internal_address": "str", "serves_http": "bool", "start_phase": "int", "api_url": "str?",
     "health_url": "str", "metrics_url": "str?", "api_base_url": "str?", "features": "dict",
     "container": "dict", "env": "dict", "secret_env": "list", "vllm_args": "list", "docker_host": "str",
-    "docker_client": "dict",
+    "docker_client": "dict", "engine_client": "dict",
     "model": "str", "model_revision": "str?", "model_cache_dir": "str?", "served_model_name": "str?",
     "api_host": "str", "api_port": "int", "master_port": "int?", "dp_rpc_port": "int?",
 }

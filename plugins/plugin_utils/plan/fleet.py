@@ -454,7 +454,8 @@ def router_plan(router, built, recipe, tls=None):
             "serves_http": True, "start_phase": phase, "api_url": _url(section["argv"][2], router, section["port"]),
             "env": dict(section["env"]), "secret_env": list(section["secret_env"]), "container": container,
             "vllm_args": [], "docker_host": router["settings"]["docker_host"],
-            "docker_client": plan_variables.docker_client(router["settings"]), "model": first["model"],
+            "docker_client": plan_variables.docker_client(router["settings"]),
+            "engine_client": plan_variables.engine_client(router["settings"]), "model": first["model"],
             "model_revision": first["model_revision"], "model_cache_dir": None,
             "served_model_name": first["served_model_name"], "api_host": section["argv"][2],
             "api_port": section["port"], "master_port": None, "dp_rpc_port": None, "router": section}

@@ -54,7 +54,7 @@ def _backend_urls(backends):
 
 def image_pull(image, mirrors=None):
     """``{reference, pinned, pull, mirrored, rule}`` of ``image`` under the ``image_mirror`` rules ``mirrors``. Rules
-    the role-variable check refuses (plugin_utils.role_variables) leave the name as planned: such a plan is refused."""
+    the role-variable check refuses (plugin_utils.plan.role_variables) leave the name as planned: such a plan is refused."""
     out = {"reference": image, "pinned": image_ref.image_reference_parse(image, allow_unpinned=True)["pinned"],
            "pull": image, "mirrored": False, "rule": None}
     source = image_ref.image_mirror(image, mirrors if isinstance(mirrors, dict) else None, allow_unpinned=True)

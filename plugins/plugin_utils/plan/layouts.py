@@ -9,6 +9,9 @@ replicas behind vllm-router, or a prefill/decode split of the nodes. Each candid
 layout is exactly what the plan renders and a refused one carries the plan's own problems. Nothing here repeats
 a fit, sizing or combination rule: the numbers are read from the rendered plan's capacity record.
 
+The renderer comes in as the argument ``build`` (``topology.build_cluster_plan``) rather than an import: the plan
+calls back into this module for ``auto``, and an import each way would be a cycle in the import graph.
+
 ``kimi_k3_strategy: auto`` resolves through ``choose_strategy``: the best-ranked strategy over the deployment's
 own nodes (the inventory's grouping into replicas or prefill/decode is not changed by the plan).
 """
@@ -188,15 +191,16 @@ def _ok_row(candidate, result, snapshots, length, target):
     return row
 
 
-def judge(candidate, base, routers, recipe, snapshots, target=None, model_facts=None):
-    """One candidate rendered by the plan: its row (status ok with figures, or refused with the plan's problems)."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology  # it calls back for auto
+def judge(candidate, base, routers, recipe, snapshots, target=None, model_facts=None, build=None):
+    """One candidate rendered by the plan (``build``: topology.build_cluster_plan): its row (status ok with figures,
+    or refused with the plan's problems)."""
+    if build is None:
+        raise TypeError("judge needs build, the plan renderer (topology.build_cluster_plan)")
     length = (target or {}).get("max_model_len")
     nodes = apply(base, candidate, length)
     several = candidate["kind"] != "single"
     # Without a router host in the inventory a fleet or split is judged with a placeholder one; the row says so.
-    result = topology.build_cluster_plan(nodes, recipe, snapshots, (routers or [_router(base)]) if several else [],
-                                         model_facts=model_facts)
+    result = build(nodes, recipe, snapshots, (routers or [_router(base)]) if several else [], model_facts=model_facts)
     if result["ok"]:
         row = _ok_row(candidate, result, snapshots, length, target)
         if several and not routers:
@@ -306,8 +310,10 @@ def _hardware_of(base, recipe):
             "gpus_per_node": _gpus_per_node(base, recipe), "interconnect": v.get(PREFIX + "interconnect")}
 
 
-def enumerate_layouts(nodes, recipe, snapshots, routers=None, target=None, model_facts=None, only_single=False):
-    """``{"ok", "errors", "hardware", "target", "layouts", "best"}`` for the inventory's nodes.
+def enumerate_layouts(nodes, recipe, snapshots, routers=None, target=None, model_facts=None, only_single=False,
+                      build=None):
+    """``{"ok", "errors", "hardware", "target", "layouts", "best"}`` for the inventory's nodes, each candidate
+    rendered by ``build`` (topology.build_cluster_plan).
 
     ``target``: the kimi_k3_target value (None: the plan's own length, objective throughput). ``only_single``:
     strategies over all the nodes only (what ``auto`` may choose)."""
@@ -322,7 +328,7 @@ def enumerate_layouts(nodes, recipe, snapshots, routers=None, target=None, model
     hardware = _hardware_of(base, recipe)
     found = [c for c in candidates(recipe, hardware["accelerator"].lower(), len(base))
              if not only_single or c["kind"] == "single"]
-    rows = [judge(c, base, routers, recipe, snapshots, goal, model_facts) for c in found]
+    rows = [judge(c, base, routers, recipe, snapshots, goal, model_facts, build) for c in found]
     rows = rank(rows, recipe, hardware["accelerator"].lower(), goal)
     best = next((r for r in rows if r["status"] == "ok"), None)
     return {"ok": True, "errors": [], "hardware": hardware, "target": goal, "layouts": rows, "best": best}
@@ -357,18 +363,18 @@ def hardware_nodes(hardware, recipe):
              "vars": dict(common, ansible_host="10.0.%d.%d" % (i // 250, i % 250 + 1))} for i in range(count)], None
 
 
-def enumerate_for_hardware(hardware, recipe, snapshots, target=None):
+def enumerate_for_hardware(hardware, recipe, snapshots, target=None, build=None):
     """enumerate_layouts over a synthetic inventory of ``hardware`` (see hardware_nodes)."""
     nodes, problem = hardware_nodes(hardware, recipe)
     if problem:
         return {"ok": False, "errors": [problem], "layouts": [], "best": None}
-    return enumerate_layouts(nodes, recipe, snapshots, target=target)
+    return enumerate_layouts(nodes, recipe, snapshots, target=target, build=build)
 
 
 # ----------------------------------------------------------------------------- kimi_k3_strategy: auto
 
 
-def choose_strategy(part, recipe, snapshots, model_facts=None):
+def choose_strategy(part, recipe, snapshots, model_facts=None, build=None):
     """``(strategy, choice, None)`` for a deployment whose kimi_k3_strategy is auto, or ``(None, None, problem)``.
 
     The candidates are the recipe's strategies over the deployment's own nodes, each rendered by the plan; the
@@ -381,7 +387,7 @@ def choose_strategy(part, recipe, snapshots, model_facts=None):
                                     "name it: %s." % " / ".join(recipe["deployment_kinds"][
                                         v[PREFIX + "deployment_kind"]].get("strategies", [])))
     table = enumerate_layouts(part, recipe, snapshots, target=v.get(PREFIX + "target"), model_facts=model_facts,
-                              only_single=True)
+                              only_single=True, build=build)
     if not table["ok"]:
         return None, None, table["errors"][0]
     best = table["best"]

@@ -28,6 +28,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import fleet
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls as plan_tls
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import layouts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import resolve as plan_resolve
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import transport as plan_transport
@@ -396,6 +397,7 @@ def _serving_keys(ctx, recipe, node):
     return {
         "docker_host": node["settings"]["docker_host"],
         "docker_client": plan_variables.docker_client(node["settings"]),
+        "engine_client": plan_variables.engine_client(node["settings"]),
         "model": model_of(ctx, recipe),
         "model_revision": s["model_revision"],
         "model_cache_dir": s["model_cache_dir"] or recipe["defaults"]["model_cache_dir"],
@@ -461,15 +463,14 @@ def _once(problems):
 
 def _auto_strategies(parts, recipe, snapshots, model_facts):
     """``(parts, choices, errors)``: every deployment whose kimi_k3_strategy is auto gets the strategy the layouts
-    rank best on its nodes (plugin_utils.plan.layouts renders each candidate through this module)."""
-    from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import layouts  # it imports this module
+    rank best on its nodes (plugin_utils.plan.layouts renders each candidate with build_cluster_plan)."""
     out, choices, errors = [], [], []
     for deployment, part in parts:
         # auto on some nodes only is left to the variable check (a deployment-scope value differing between nodes)
         if not all(n["vars"].get(PREFIX + "strategy") == layouts.AUTO for n in part):
             out.append((deployment, part))
             continue
-        strategy, choice, refusal = layouts.choose_strategy(part, recipe, snapshots, model_facts)
+        strategy, choice, refusal = layouts.choose_strategy(part, recipe, snapshots, model_facts, build_cluster_plan)
         if refusal:
             errors.append(refusal)
             continue

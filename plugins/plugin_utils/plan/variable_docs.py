@@ -4,7 +4,7 @@
 """Documentation rendered from the variable table (plugin_utils.plan.variables): ``docs/variables.md``, the
 README's variable table and the ``plan_variables`` doc fragment of ``cluster_plan``.
 
-``scripts/gen_variable_docs.py`` writes them; tests/unit/plugins/plugin_utils/test_topology_variables.py fails
+``scripts/gen_variable_docs.py`` writes them; tests/unit/plugins/plugin_utils/plan/test_topology_variables.py fails
 when a committed copy differs from what the table renders.
 """
 

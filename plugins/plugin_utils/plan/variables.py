@@ -362,6 +362,14 @@ def docker_client(settings):
                 if option != "docker_host")
 
 
+def engine_client(settings):
+    """The plan's ``engine_client`` of a node: every community.docker client option, ``docker_host`` included and
+    unset paths left out, which the roles apply once per task file as ``module_defaults`` of
+    ``group/community.docker.docker`` (the collection's own modules take ``docker_host`` and ``docker_client``)."""
+    return engine_api.module_options(dict((option, settings.get(key))
+                                          for option, key in ENGINE_CLIENT_VARIABLES.items()))
+
+
 def _engine_client_problems(nodes, invalid, errors):
     """Engine client variables of a node that do not fit together (TLS options on a unix or ssh URL, ...)."""
     if invalid & set(ENGINE_CLIENT_VARIABLES.values()):

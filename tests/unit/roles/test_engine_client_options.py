@@ -1,7 +1,8 @@
-"""Every task that talks to a node's container engine passes the plan's engine client options with its
-``docker_host``: community.docker's modules each of tls, validate_certs, ca_path, client_cert, client_key and
-use_ssh_client from the same ``docker_client`` mapping; the collection's own modules the mapping as
-``docker_client``. A task that passes only ``docker_host`` would ask a TLS or ssh engine without them."""
+"""Every task that talks to a node's container engine uses the plan's engine client options: community.docker's
+modules through ``module_defaults`` of ``group/community.docker.docker`` set to the plan's ``engine_client`` (on the
+task or a block around it, so the options are written once, not per task); the collection's own modules pass
+``docker_host`` and the ``docker_client`` mapping. A task that set ``docker_host`` alone would ask a TLS or ssh
+engine without the rest, and one that set any client option itself would override the plan's."""
 import glob
 import os
 import re
@@ -13,22 +14,25 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 OWN = ("gpufleet.kimi_k3.vllm_node_status", "gpufleet.kimi_k3.vllm_wait", "gpufleet.kimi_k3.node_probe",
        "gpufleet.kimi_k3.fabric_wait",
        "gpufleet.kimi_k3.vllm_container_log")
-CLIENT = ("tls", "validate_certs", "ca_path", "client_cert", "client_key", "use_ssh_client")
+GROUP = "group/community.docker.docker"
+CLIENT = ("docker_host", "tls", "validate_certs", "ca_path", "client_cert", "client_key", "use_ssh_client")
 FILES = sorted(glob.glob(os.path.join(REPO, "roles", "*", "tasks", "*.yml"))
                + glob.glob(os.path.join(REPO, "playbooks", "*.yml")))
 
 
-def _tasks(node):
-    """Every task mapping under ``node`` (plays, blocks, rescue/always included)."""
+def _tasks(node, defaults=None):
+    """Every engine task under ``node`` (plays, blocks, rescue/always included) with the module_defaults of
+    ``group/community.docker.docker`` it gets from itself or the nearest block around it."""
     if isinstance(node, list):
         for item in node:
-            yield from _tasks(item)
+            yield from _tasks(item, defaults)
     elif isinstance(node, dict):
+        defaults = (node.get("module_defaults") or {}).get(GROUP, defaults)
         if any(isinstance(k, str) and (k.startswith("community.docker.") or k in OWN) for k in node):
-            yield node
+            yield node, defaults
         for key in ("tasks", "pre_tasks", "post_tasks", "handlers", "block", "rescue", "always"):
             if key in node:
-                yield from _tasks(node[key])
+                yield from _tasks(node[key], defaults)
 
 
 def engine_tasks():
@@ -36,9 +40,9 @@ def engine_tasks():
     for path in FILES:
         with open(path) as handle:
             doc = yaml.safe_load(handle)
-        for task in _tasks(doc):
+        for task, defaults in _tasks(doc):
             module = next(k for k in task if k.startswith("community.docker.") or k in OWN)
-            found.append((os.path.relpath(path, REPO), task.get("name", "?"), module, task[module] or {}))
+            found.append((os.path.relpath(path, REPO), task.get("name", "?"), module, task[module] or {}, defaults))
     return found
 
 
@@ -52,14 +56,21 @@ def test_the_engine_tasks_are_found():
     assert len(TASKS) >= 26
 
 
-@pytest.mark.parametrize("path,name,module,args", TASKS, ids=["%s: %s" % (t[0], t[1]) for t in TASKS])
-def test_engine_task_passes_the_client_options(path, name, module, args):
-    host = args.get("docker_host")
-    assert host, "%s: %s passes no docker_host" % (path, name)
-    source = re.fullmatch(r"\{\{ (.*)docker_host \}\}", host).group(1)
-    client = source + "docker_client"
+@pytest.mark.parametrize("path,name,module,args,defaults", TASKS, ids=["%s: %s" % (t[0], t[1]) for t in TASKS])
+def test_engine_task_uses_the_plans_client_options(path, name, module, args, defaults):
     if module in OWN:
-        assert args.get("docker_client") == "{{ %s }}" % client, (path, name)
+        assert defaults is None, (path, name, "own modules take docker_client, not community.docker's options")
+        host = args.get("docker_host")
+        assert host, "%s: %s passes no docker_host" % (path, name)
+        source = re.fullmatch(r"\{\{ (.*)docker_host \}\}", host).group(1)
+        assert args.get("docker_client") == "{{ %sdocker_client }}" % source, (path, name)
         return
-    for option in CLIENT:
-        assert client + "." + option in str(args.get(option)), (path, name, option)
+    assert re.fullmatch(r"\{\{ (\S*\.|image_)engine_client \}\}", str(defaults)), (path, name, defaults)
+    assert not set(CLIENT) & set(args), (path, name, "set by module_defaults")
+
+
+def test_the_client_options_are_spelled_out_once():
+    """The options come from the plan's engine_client; no task file names the docker_client mapping's members."""
+    for path in FILES:
+        with open(path) as handle:
+            assert "docker_client." not in handle.read(), path

@@ -5,14 +5,12 @@ CPU build 0.32.0, tests/unit/fixtures/conformance), the probe against a stand-in
 import json
 import os
 import signal
-import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
 from vllm_standin import testing  # noqa: E402
 

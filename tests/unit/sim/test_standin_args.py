@@ -1,15 +1,11 @@
 """Stand-in `vllm serve`: argv validation against the flag snapshots, engine-level rules, KV budget."""
-import os
 import shlex
 import subprocess
 import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import config, flags, testing  # noqa: E402
+from vllm_standin import config, flags, testing
 
 VERSIONS = ("0.27.1", "0.28.0", "0.33.0")
 ATTN = '{"use_prefill_query_quantization":true,"mla_prefill_backend":"flashinfer"}'

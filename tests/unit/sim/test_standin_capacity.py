@@ -2,19 +2,13 @@
 smoke's kv_check on the rehearsal inventories shows no calibration warning that a real cluster would not."""
 import json
 import os
-import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "action"))
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
+import pytest
+from vllm_standin import config, flags
 
-from vllm_standin import config, flags  # noqa: E402
-from test_plan_golden import plan_inventory  # noqa: E402
-
-import pytest  # noqa: E402
-
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as capacity_check  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
+from tests.helpers.runner import REPO
+from tests.unit.plugins.action.test_plan_golden import plan_inventory
 
 
 def standin_budget(argv, version):

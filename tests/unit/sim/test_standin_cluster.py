@@ -1,14 +1,9 @@
 """Stand-in multi-node semantics and start-up failures, run as subprocesses on loopback addresses."""
-import os
-import sys
 import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import testing  # noqa: E402
+from vllm_standin import testing
 
 MODEL = "moonshotai/Kimi-K3"
 

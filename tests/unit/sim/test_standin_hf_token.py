@@ -1,11 +1,6 @@
 """The stand-in finds the Hugging Face token the way huggingface_hub does (HF_TOKEN, else HF_TOKEN_PATH's file)."""
-import os
-import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import config  # noqa: E402
+from vllm_standin import config
 
 
 def test_env_wins_then_the_file_then_nothing(tmp_path):

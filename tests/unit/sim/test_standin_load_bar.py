@@ -1,17 +1,12 @@
 """The stand-in's weight-loading progress bar is the one vLLM's loader for its --load-format prints, and the
 collection's launch status parser reads each of them as weight progress."""
-import os
-import sys
 
 import pytest
 from hypothesis import given, strategies as st
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
+from vllm_standin import flags, main, testing
 
-from vllm_standin import flags, main, testing  # noqa: E402
-
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status
 
 MODEL = "moonshotai/Kimi-K3"
 SNAP = flags.Snapshot(flags.load_snapshot("0.28.0"))

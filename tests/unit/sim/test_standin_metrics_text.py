@@ -1,14 +1,10 @@
 """The stand-in's /metrics text, byte for byte, for a fixed state of two engines: the collection's metrics
 readers and the monitoring role's scrape jobs read these names, labels, bucket bounds and number formats."""
 import hashlib
-import os
-import sys
 
 from tests.unit.sim.test_simctl_router import REPO
 
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import engine  # noqa: E402
+from vllm_standin import engine
 
 CACHE_INFO = {"block_size": "1536", "cache_dtype": "fp8", "num_gpu_blocks": "4096", "note": 'a "quoted"\\value'}
 

@@ -2,16 +2,11 @@
 parameters no prefill instance issued."""
 import http.client
 import json
-import os
-import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import kvtransfer, testing  # noqa: E402
-from vllm_standin.config import StartupError  # noqa: E402
+from vllm_standin import kvtransfer, testing
+from vllm_standin.config import StartupError
 
 KEY = "sk-pd-test"
 

@@ -2,17 +2,12 @@
 import base64
 import http.client
 import json
-import os
 import struct
-import sys
 import zlib
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import testing  # noqa: E402
+from vllm_standin import testing
 
 openai = pytest.importorskip("openai")
 prom_parser = pytest.importorskip("prometheus_client.parser")

@@ -1,19 +1,14 @@
 """The stand-in's checkable answers, its serving faults, its tool calls against the smoke's verifier cases, and the
 measured tool-call failure rate against the injected one (Wilson interval)."""
-import os
 import random
-import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
+from vllm_standin import chat, config, engine, faults, flags, solver
 
-from vllm_standin import chat, config, engine, faults, flags, solver  # noqa: E402
-
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import correctness as corr  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import toolcases as cases_mod  # noqa: E402
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as ver  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import correctness as corr
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import toolcases as cases_mod
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import verifier as ver
 
 pytest.importorskip("jsonschema")
 

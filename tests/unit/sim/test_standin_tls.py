@@ -3,13 +3,11 @@ clients verify it with the rehearsal's test CA (sim/testca.py) and refuse it wit
 import importlib.util
 import os
 import ssl
-import sys
 import time
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
 from vllm_standin import testing  # noqa: E402
 

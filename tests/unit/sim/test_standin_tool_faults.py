@@ -1,14 +1,9 @@
 """VLLM_STANDIN_TOOL_FAULT knobs produce the advertised tool-call defects."""
 import json
-import os
-import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import chat, config, flags, testing  # noqa: E402
+from vllm_standin import chat, config, flags, testing
 
 jsonschema = pytest.importorskip("jsonschema")
 openai = pytest.importorskip("openai")

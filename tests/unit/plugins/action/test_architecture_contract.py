@@ -3,14 +3,12 @@ checks (plan_contract.CONTRACT_KEYS), every other key of a host plan, and every 
 the example inventories (one deployment, a replica fleet, prefill/decode)."""
 import os
 import re
-import sys
 
 import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import contract as plan_contract
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_plan_golden import REPO, plan_inventory  # noqa: E402  (the golden test's inventory planner)
+from tests.unit.plugins.action.test_plan_golden import REPO, plan_inventory
 
 INVENTORIES = ("gb300-cluster", "gb300-dep16", "mi355x-rdma-2node", "gb300-fleet", "gb300-pd")
 

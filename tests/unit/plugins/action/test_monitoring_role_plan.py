@@ -2,7 +2,6 @@
 role's defaults and a plan of an example inventory, give a router job with the router's metrics port and a vLLM
 job with only the vLLM nodes."""
 import os
-import sys
 
 import pytest
 import yaml
@@ -19,8 +18,7 @@ except ImportError:  # pragma: no cover - ansible-core < 2.19 templates every st
         return value
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from test_plan_golden import REPO, plan_inventory  # noqa: E402
+from tests.unit.plugins.action.test_plan_golden import REPO, plan_inventory  # noqa: E402
 
 ROLE = os.path.join(REPO, "roles", "monitoring")
 

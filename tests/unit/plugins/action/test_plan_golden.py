@@ -77,6 +77,8 @@ ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501
          "vllm_version_from_image": False,
          "docker_client": {"tls": False, "validate_certs": False, "ca_path": None, "client_cert": None,
                            "client_key": None, "use_ssh_client": False},
+         "engine_client": {"docker_host": "unix:///var/run/docker.sock", "tls": False, "validate_certs": False,
+                           "use_ssh_client": False},
          # without a weight-read measurement every derived timeout is its ceiling (recipe timeouts)
          "timeouts": {"basis": "ceiling (no weight-read measurement)", "engine_ready_timeout_s": 3600,
                       "launch_ready_timeout_s": 3900, "stall_timeout_s": 900, "weight_read_mib_s": None}}

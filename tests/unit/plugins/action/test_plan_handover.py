@@ -1,9 +1,7 @@
-"""What the plan hands the roles instead of letting them derive it (module_utils.plan_handover): the pull name under
+"""What the plan hands the roles instead of letting them derive it (plugin_utils.plan.handover): the pull name under
 the host's image_mirror rules (image_pull), the router's admin URLs, and an operator's OpenAI base URL's model list
 and health URL; exact values over the rehearsal inventories, and the cluster_plan action passing each host's
 image_mirror to the plan."""
-import os
-import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,8 +11,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.filter import capacity as capa
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import handover as plan_handover
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_plan_golden import RECIPE, SNAPSHOTS, nodes_of  # noqa: E402
+from tests.unit.plugins.action.test_plan_golden import RECIPE, SNAPSHOTS, nodes_of
 
 DIGEST = "sha256:" + "e" * 64
 VLLM = "127.0.0.1:5000/vllm/vllm-openai@" + DIGEST

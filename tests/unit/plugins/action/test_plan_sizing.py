@@ -17,11 +17,10 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
+from tests.unit.plugins.action.test_plan_golden import plan_inventory
+from tests.unit.plugins.plugin_utils.plan.test_topology import make_nodes, plan
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "plugin_utils"))
-sys.path.insert(0, HERE)
-from test_plan_golden import plan_inventory  # noqa: E402
-from test_topology import make_nodes, plan  # noqa: E402
 
 RECIPE = recipe_data.load_recipe()
 SNAPSHOTS = recipe_data.load_snapshots()

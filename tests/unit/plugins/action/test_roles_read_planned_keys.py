@@ -6,14 +6,12 @@ router), and with an image mirror. A role reading a key the plan does not write 
 molecule and rehearsal runs), so this catches it here."""
 import os
 import re
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_plan_golden import REPO, RECIPE, SNAPSHOTS, nodes_of, plan_inventory  # noqa: E402
+from tests.unit.plugins.action.test_plan_golden import REPO, RECIPE, SNAPSHOTS, nodes_of, plan_inventory
 
-from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology  # noqa: E402
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 
 INVENTORIES = ("sim-gb300", "sim-gb300-fleet", "sim-gb300-pd", "sim-mi355x", "sim-cpu", "sim-cpu-single",
                "gb300-cluster", "gb300-pd", "gb300-fleet", "mi355x-rdma-2node")

@@ -3,7 +3,7 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as cap
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as cr
 
-from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
+from tests.unit.plugins.module_utils.smoke.test_smoke_fake import FakeVLLM
 
 
 def test_curve_values_are_ints_sorted_and_unique():

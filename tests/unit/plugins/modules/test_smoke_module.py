@@ -9,7 +9,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 
 from tests.helpers.module_docs import module_doc
-from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
+from tests.unit.plugins.module_utils.smoke.test_smoke_fake import FakeVLLM
 
 
 def run_module(args, capsys, module=vllm_smoke):

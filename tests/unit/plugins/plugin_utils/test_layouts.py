@@ -12,8 +12,11 @@ import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import layouts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 
 RECIPE = recipe_data.load_recipe()
+# the plan renders each candidate (layouts takes the renderer as an argument: no import cycle)
+BUILD = topology.build_cluster_plan
 SNAPSHOTS = recipe_data.load_snapshots()
 GIB, MIB, GB = 1024 ** 3, 1024 ** 2, 1000 ** 3
 ARCH = {"mla": 24, "kda": 69, "latent": 512 + 64, "heads": 96, "dim": 128, "kernel": 4, "dtype": 2}
@@ -154,7 +157,7 @@ CASES = [("gb300", 2, gb300(2)), ("gb300", 4, gb300(4)), ("gb300", 18, gb300(18)
 
 
 def _table(acc, n, target=None):
-    report = layouts.enumerate_for_hardware({"accelerator": acc, "nodes": n}, RECIPE, SNAPSHOTS, target=target)
+    report = layouts.enumerate_for_hardware({"accelerator": acc, "nodes": n}, RECIPE, SNAPSHOTS, target=target, build=BUILD)
     assert report["ok"], report["errors"]
     return report, dict((r["layout"], r) for r in report["layouts"])
 

@@ -11,6 +11,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import rende
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 
 RECIPE = recipe_data.load_recipe()
+# the plan renders each candidate (layouts takes the renderer as an argument: no import cycle)
+BUILD = topology.build_cluster_plan
 SNAPSHOTS = recipe_data.load_snapshots()
 TARGET = {"max_model_len": 131072, "concurrency": 64, "objective": "throughput"}
 
@@ -24,7 +26,7 @@ def _nodes(acc, n, **extra):
 
 
 def _report(acc, n, target):
-    return layouts.enumerate_for_hardware({"accelerator": acc, "nodes": n}, RECIPE, SNAPSHOTS, target=target)
+    return layouts.enumerate_for_hardware({"accelerator": acc, "nodes": n}, RECIPE, SNAPSHOTS, target=target, build=BUILD)
 
 
 # ----------------------------------------------------------------------------- ranking
@@ -56,7 +58,7 @@ def test_a_published_figure_ranks_first_and_is_cited():
     recipe = copy.deepcopy(RECIPE)
     recipe["layouts"]["figures"] = [{"hardware": "gb300", "layout": "multi_node_tep", "gpus": 16,
                                      "metric": "throughput", "value": 1000, "unit": "tok/s/GPU", "source": "test"}]
-    r = layouts.enumerate_for_hardware({"accelerator": "gb300", "nodes": 4}, recipe, SNAPSHOTS, target=TARGET)
+    r = layouts.enumerate_for_hardware({"accelerator": "gb300", "nodes": 4}, recipe, SNAPSHOTS, target=TARGET, build=BUILD)
     assert r["best"]["layout"] == "multi_node_tep"
     assert "published throughput 1000 tok/s/GPU (test)" in r["best"]["reason"]
 
@@ -85,7 +87,7 @@ def test_markdown_and_json_of_the_report():
 def test_bad_input_is_a_named_refusal_never_a_traceback():
     for hardware in ({"accelerator": "gb301", "nodes": 2}, {"accelerator": "gb300", "nodes": 0},
                      {"accelerator": "gb300", "nodes": "four"}, {"accelerator": "gb300", "nodes": True}, None, []):
-        r = layouts.enumerate_for_hardware(hardware, RECIPE, SNAPSHOTS)
+        r = layouts.enumerate_for_hardware(hardware, RECIPE, SNAPSHOTS, build=BUILD)
         assert not r["ok"] and r["errors"][0]["message"] and r["errors"][0]["fix"]
     for target in ({"objective": "fast"}, {"concurrency": -1}, {"max_model_len": "128k"}, {"context": 1}, "latency",
                    [1]):
@@ -169,7 +171,7 @@ TARGETS = st.none() | st.fixed_dictionaries({}, optional={
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hardware=HARDWARE, target=TARGETS)
 def test_every_row_is_what_the_plan_renders_or_refuses(hardware, target):
-    report = layouts.enumerate_for_hardware(hardware, RECIPE, SNAPSHOTS, target=target)
+    report = layouts.enumerate_for_hardware(hardware, RECIPE, SNAPSHOTS, target=target, build=BUILD)
     assert report["ok"], report["errors"]
     base, _problem = layouts.hardware_nodes(hardware, RECIPE)
     for row in report["layouts"]:

@@ -3,18 +3,14 @@
 RULES is the rule table of the closing note: (rule, inventory, fragment of the message).
 """
 import json
-import os
-import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import combos as plan_combos
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_topology import make_nodes, plan  # noqa: E402
-from test_topology_fleet import pd_cluster  # noqa: E402
+from tests.unit.plugins.plugin_utils.plan.test_topology import make_nodes, plan
+from tests.unit.plugins.plugin_utils.plan.test_topology_fleet import pd_cluster
 
 RECIPE = recipe_data.load_recipe()
 GB300_TP = dict(kimi_k3_accelerator="gb300", kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="nvlink")

@@ -82,3 +82,17 @@ def test_any_engine_variables_give_named_refusals_never_a_traceback(host_vars):
         client = dict(plan_variables.docker_client(settings), docker_host=settings["docker_host"])
         assert engine_api.options_problem(client) is None
         assert engine_api.connect_params(client, 5)["base_url"]
+
+
+def test_engine_client_is_the_module_defaults_of_community_docker():
+    """``engine_client`` carries docker_host and leaves unset paths out (as ``omit`` did in the tasks), so the roles
+    hand it over unchanged as module_defaults of group/community.docker.docker."""
+    settings, _problems = engine_problems({
+        "kimi_k3_docker_host": "tcp://10.0.0.11:2376", "kimi_k3_docker_validate_certs": True,
+        "kimi_k3_docker_ca_path": "/etc/docker/tls/ca.pem"})
+    assert plan_variables.engine_client(settings) == {
+        "docker_host": "tcp://10.0.0.11:2376", "tls": False, "validate_certs": True,
+        "ca_path": "/etc/docker/tls/ca.pem", "use_ssh_client": False}
+    settings, _problems = engine_problems({})
+    assert plan_variables.engine_client(settings) == {
+        "docker_host": engine_api.DEFAULT_DOCKER_HOST, "tls": False, "validate_certs": False, "use_ssh_client": False}

@@ -1,15 +1,11 @@
 """Launch timeouts derived from the weight-read throughput (plan_timeouts) and their plumbing into the plan."""
-import sys
-import os
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import timeouts as plan_timeouts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_topology import ROCM_IMAGE, make_nodes, plan  # noqa: E402
+from tests.unit.plugins.plugin_utils.plan.test_topology import ROCM_IMAGE, make_nodes, plan
 
 POLICY = recipe_data.load_recipe()["timeouts"]
 MIB = 2 ** 20

@@ -700,7 +700,7 @@ def test_weight_read_basis_is_the_host_plans_timeouts():
 def test_each_deployments_nodes_are_held_to_their_own_deployments_timeouts():
     """Prefill read at 2 GiB/s, decode at 10 GiB/s: every node's basis is its own deployment's timeouts, the
     record the plan also keeps in cluster.deployments."""
-    from tests.unit.plugins.plugin_utils.test_topology_fleet import pd_cluster
+    from tests.unit.plugins.plugin_utils.plan.test_topology_fleet import pd_cluster
     r = pd_cluster(prefill={"kimi_k3_weight_read_mib_s": 2048}, decode={"kimi_k3_weight_read_mib_s": 10240})
     assert r["ok"], r["errors"]
     recorded = dict((d["name"], d["timeouts"]) for d in r["cluster"]["deployments"])

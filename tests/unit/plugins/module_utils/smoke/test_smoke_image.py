@@ -3,9 +3,9 @@ import base64
 import importlib.util
 import os
 
+from tests.helpers.runner import REPO
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import image as smoke_image
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 GENERATOR = os.path.join(REPO, "scripts", "make_smoke_image.py")
 
 

@@ -9,7 +9,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import meas
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import shards as ss
 
-from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
+from tests.unit.plugins.module_utils.smoke.test_smoke_fake import FakeVLLM
 
 
 @pytest.mark.parametrize("requests,concurrency,per,expected", [

@@ -4,7 +4,7 @@ import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import render as plan_render
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
-from tests.unit.plugins.plugin_utils.test_topology_rules import AMD, nodes, plan, with_, without
+from tests.unit.plugins.plugin_utils.plan.test_topology_rules import AMD, nodes, plan, with_, without
 
 B300 = with_(kimi_k3_accelerator="b300", kimi_k3_strategy="single_node_tp")
 GB4 = dict(count=4)

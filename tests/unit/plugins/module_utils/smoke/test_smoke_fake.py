@@ -8,9 +8,7 @@ The tests at the bottom check the fake's own wire format so the other tests stan
 """
 import base64
 import json
-import os
 import re
-import sys
 import threading
 import time
 import zlib
@@ -18,11 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 
 # the stand-in's solver answers the checkable prompts: an implementation independent of the smoke's judges
-from vllm_standin import solver  # noqa: E402
+from vllm_standin import solver
 
 
 def png_text_chunks(data):

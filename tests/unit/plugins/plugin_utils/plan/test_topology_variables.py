@@ -7,8 +7,8 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variables as plan_variables
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import variable_docs
+from tests.helpers.runner import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 RECIPE = recipe_data.load_recipe()
 SNAPSHOTS = recipe_data.load_snapshots()
 # Places that read inventory variables (plugins, roles, playbooks, templates, the sim's and examples' inventories).

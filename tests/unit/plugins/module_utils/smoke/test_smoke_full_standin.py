@@ -1,17 +1,13 @@
 """The full smoke profile against real stand-in processes (started here, one per scenario): a healthy server passes
 every gate; each serving fault fails the gate it targets and no other."""
-import os
-import sys
 import time
 
 import pytest
 
+from tests.helpers.runner import REPO
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
-
-from vllm_standin import testing  # noqa: E402
+from vllm_standin import testing
 
 pytest.importorskip("openai")
 pytest.importorskip("jsonschema")

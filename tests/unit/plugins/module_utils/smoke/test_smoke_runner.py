@@ -7,7 +7,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import fina
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as smoke_report
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 
-from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
+from tests.unit.plugins.module_utils.smoke.test_smoke_fake import FakeVLLM
 
 
 def params(base_url, **kw):

@@ -5,8 +5,8 @@ import pytest
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import quick as q
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 
-from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
-from tests.unit.plugins.module_utils.test_smoke_runner import params
+from tests.unit.plugins.module_utils.smoke.test_smoke_fake import FakeVLLM
+from tests.unit.plugins.module_utils.smoke.test_smoke_runner import params
 
 ITEM = {"id": "arith-0", "kind": "number", "expected": 893, "prompt": "What is 37 * 24 + 5? Answer with the number only."}
 SERVED = "moonshotai/Kimi-K3"

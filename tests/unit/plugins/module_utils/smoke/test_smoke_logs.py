@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import report as smoke_report
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_container_log
 
-from tests.unit.plugins.module_utils.test_smoke_http import reply
+from tests.unit.plugins.module_utils.smoke.test_smoke_http import reply
 
 
 def frame(stream, text):

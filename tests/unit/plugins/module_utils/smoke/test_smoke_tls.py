@@ -14,8 +14,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import r
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 
-from tests.unit.plugins.module_utils.test_smoke_fake import FakeVLLM
-from tests.unit.plugins.module_utils.test_smoke_runner import params
+from tests.unit.plugins.module_utils.smoke.test_smoke_fake import FakeVLLM
+from tests.unit.plugins.module_utils.smoke.test_smoke_runner import params
 
 
 def _name(cn):
