@@ -14,4 +14,6 @@ cd "$here"
 [ -x .venv/bin/python ] || { echo "no .venv: run scripts/setup.sh first" >&2; exit 2; }
 [ -d build/collections/ansible_collections ] || scripts/setup.sh
 export PATH="$here/.venv/bin:$PATH"
+# build/collections: the collection's import root (ansible_collections.gpufleet.kimi_k3), as tests/conftest.py sets it
+export PYTHONPATH="$here/build/collections${PYTHONPATH:+:$PYTHONPATH}"
 exec .venv/bin/python -m tests.realparser.run "$@"

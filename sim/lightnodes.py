@@ -20,14 +20,14 @@ import subprocess
 import sys
 import time
 
-SIM_DIR = os.path.dirname(os.path.realpath(__file__))
-if SIM_DIR not in sys.path:  # loaded by path (benchmarks, tests): the kimisim package is its sibling
-    sys.path.insert(0, SIM_DIR)
-from kimisim import nodes as sim_nodes  # noqa: E402  pylint: disable=wrong-import-position
-from kimisim.inventories import host_groups  # noqa: E402  pylint: disable=wrong-import-position
-from kimisim.settings import SIM_MODEL_REVISION  # noqa: E402  pylint: disable=wrong-import-position
-from kimisim.util import locked, read_pid  # noqa: E402  pylint: disable=wrong-import-position
+# kimisim, its sibling package: whoever imports this module has sim/ on the path already (sim/simctl,
+# benchmarks/fleet_scale.py, tests/conftest.py), as the module itself is found there.
+from kimisim import nodes as sim_nodes
+from kimisim.inventories import host_groups
+from kimisim.settings import SIM_MODEL_REVISION
+from kimisim.util import locked, read_pid
 
+SIM_DIR = os.path.dirname(os.path.realpath(__file__))
 REPO = os.path.dirname(SIM_DIR)
 DEFAULT_STATE = "/run/kimi-sim-light"
 STATE = os.environ.get("KIMI_SIM_LIGHT_STATE", DEFAULT_STATE)

@@ -6,13 +6,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(REPO, "build", "collections")
 if os.path.isdir(os.path.join(COLLECTIONS, "ansible_collections")) and COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
-# The stand-in server's package (sim/standin/vllm_standin), which unit tests drive in-process and the smoke tests'
-# fake server takes its solver from: its import root is put on the path here, once, instead of in each test file.
-# Appended, so it shadows nothing; standalone scripts the tests run (tests/unit/sim/standin_golden.py) add it
-# themselves.
-STANDIN = os.path.join(REPO, "sim", "standin")
-if STANDIN not in sys.path:
-    sys.path.append(STANDIN)
+# The rehearsal cluster's import roots, put on the path here, once, instead of in each test file: sim/standin (the
+# stand-in server's package vllm_standin, which unit tests drive in-process and the smoke tests' fake server takes
+# its solver from) and sim/ (the kimisim package behind sim/simctl, and sim/lightnodes.py, which imports it).
+# Appended, so they shadow nothing. The standalone scripts the tests run in a process of their own get their import
+# roots from how they are started (tests/unit/sim/standin_golden.py: `python -m`; nodetools_golden.py: PYTHONPATH).
+for _root in (os.path.join(REPO, "sim", "standin"), os.path.join(REPO, "sim")):
+    if _root not in sys.path:
+        sys.path.append(_root)
 
 SHARED_FIXTURES = os.environ.get(
     "KIMI_K3_SHARED_FIXTURES", os.path.join(os.path.dirname(REPO), "shared", "fixtures")

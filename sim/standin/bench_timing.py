@@ -15,8 +15,7 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vllm_standin import testing  # noqa: E402
+from vllm_standin import testing  # its sibling: a script's own directory is first on the path
 
 
 async def one(host, port, tokens, results):

@@ -1,7 +1,7 @@
 """Chaos soak on the GB300 rehearsal pair: inject faults at chosen moments, run what an operator runs next, check.
 
     flock /tmp/kimi-sim.lock bash -c '. .venv/bin/activate; sim/simctl up --cluster gb300 && \
-        python tests/chaos/chaos_soak.py --rounds 50 --seed 13; rc=$?; sim/simctl down; exit $rc'
+        python -m tests.chaos.chaos_soak --rounds 50 --seed 13; rc=$?; sim/simctl down; exit $rc'
 
 Each round picks (seeded) one fault from FAULTS, injects it at its moment, runs the operator's command, and then
 checks the invariant:
@@ -29,9 +29,9 @@ import tempfile
 import threading
 import time
 
+from tests.helpers import http  # run as a module from the repository root (python -m tests.chaos.chaos_soak)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO)
-from tests.helpers import http  # noqa: E402  (run as a script from the repository)
 
 NAME = "vllm-kimi-k3"
 

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 
 import pytest
@@ -20,9 +19,9 @@ import pytest
 from tests.helpers.runner import failed_tasks, run_playbook, task_results
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "sim"))
 
 # the sim's models directory (mounted at the same path in every node) and the checkpoint commit its inventories pin
+# (kimisim: tests/conftest.py puts sim/ on the path)
 from kimisim.settings import MODELS_DIR, SIM_MODEL_REVISION  # noqa: E402  pylint: disable=wrong-import-position
 
 pytestmark = pytest.mark.sim

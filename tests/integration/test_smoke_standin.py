@@ -14,7 +14,6 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VLLM = os.path.join(REPO, "sim", "standin", "bin", "vllm")
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils"))
 
 pytestmark = pytest.mark.skipif(not os.path.exists(VLLM), reason="sim/standin not present")
 

@@ -12,6 +12,7 @@ checks read VLLM_* variables), then ServeSubcommand.validate(args), the checks `
 (vllm/entrypoints/cli/main.py). The engine is never started. Needs only the standard library and vLLM.
 """
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -19,9 +20,18 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "scripts"))
 
-import dump_vllm_flags  # noqa: E402  (scripts/ is not a package)
+
+def _load_dump_vllm_flags():
+    """scripts/dump_vllm_flags.py, loaded by path: scripts/ is no package, and this file runs as a script in a vLLM
+    venv, where a top-level name such as `scripts` may well belong to something installed."""
+    spec = importlib.util.spec_from_file_location("dump_vllm_flags", os.path.join(REPO, "scripts", "dump_vllm_flags.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+dump_vllm_flags = _load_dump_vllm_flags()
 
 # Negative controls: argvs every supported release refuses. If the parser accepts one, the harness is not
 # looking at the real checks (a parser that accepts everything would pass every plan), and the run fails.

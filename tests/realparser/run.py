@@ -8,6 +8,9 @@ For every supported vLLM release (the shipped snapshots data/vllm_flags/vllm-<v>
    `vllm serve` parser (tests/realparser/parse_plans.py), plus negative controls that must be refused.
 Exit status 0 only when every step of every release passed. Writes build/realparser/report.{json,md}.
 
+Run as `python -m tests.realparser.run` from the repository root with build/collections on PYTHONPATH (the
+collection's plan code, ansible_collections.gpufleet.kimi_k3): scripts/realparser.sh does both.
+
 Environment: KIMI_K3_VLLM_VENVS (venv directory; default $XDG_CACHE_HOME/kimi-k3/vllm-venvs, outside the repo),
 KIMI_K3_VLLM_PYTHON (interpreter for new venvs; default python3.11, else python3), KIMI_K3_VLLM_PIP_ARGS (extra
 pip install arguments).
@@ -26,8 +29,6 @@ import time
 from tests.realparser import collect_plans, probe_checker, snapshot_diff
 
 REPO = collect_plans.REPO
-if os.path.join(REPO, "build", "collections") not in sys.path:
-    sys.path.insert(0, os.path.join(REPO, "build", "collections"))
 MARKER = ".kimi-k3-realparser.json"
 OUT = os.path.join(REPO, "build", "realparser")
 

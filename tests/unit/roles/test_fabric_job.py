@@ -13,6 +13,7 @@ make it: ``python3 -m venv build/torchvenv && build/torchvenv/bin/python -m pip 
 tests skip without one.
 """
 import copy
+import importlib.util
 import json
 import os
 import socket
@@ -140,12 +141,7 @@ def test_two_nodes_over_gloo_join_reduce_and_answer_every_port(tmp_path):
 
 def other_interface():
     """An interface of this machine that exists but does not carry 127.0.0.1 (None when there is none)."""
-    sys.path.insert(0, os.path.dirname(JOB))
-    try:
-        import fabric_job
-    finally:
-        sys.path.pop(0)
-    for name, addrs in sorted(fabric_job.ipv4_addresses().items()):
+    for name, addrs in sorted(job_module().ipv4_addresses().items()):
         if name != "lo" and addrs:
             return name, addrs
     return None, None
@@ -207,12 +203,13 @@ def test_without_torch_the_protocol_still_answers(tmp_path):
 
 
 def job_module():
-    sys.path.insert(0, os.path.dirname(JOB))
-    try:
-        import fabric_job
-    finally:
-        sys.path.pop(0)
-    return fabric_job
+    """roles/fabric/files/fabric_job.py, a file the role copies to the nodes (no package): loaded by path, once."""
+    if "fabric_job" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("fabric_job", JOB)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["fabric_job"] = module
+    return sys.modules["fabric_job"]
 
 
 def test_a_failed_interface_check_vetoes_the_collective_and_a_passing_one_does_not():

@@ -1,8 +1,10 @@
 """Every faked node tool's exact output (stdout, stderr, exit code) over every base profile x fault x command
 line, and the rendered profile, at a fixed clock: one digest per (base profile, faults), printed as JSON.
 
-Run by test_nodetools_golden.py in a process of its own (the node tools import their siblings by plain name,
-`profile` among them). Usage: nodetools_golden.py REPO TMPDIR
+Run by test_nodetools_golden.py in a process of its own: the node tools import their siblings by plain name,
+`profile` among them, which must come before the standard library's `profile`. Their directory is put ahead of it
+the way a program's import roots are, by how it is started (PYTHONPATH), not by this file.
+Usage (in the repository root): PYTHONPATH=sim/nodetools python tests/unit/sim/nodetools_golden.py REPO TMPDIR
 """
 
 import contextlib
@@ -16,7 +18,6 @@ import time
 
 REPO, TMP = os.path.abspath(sys.argv[1]), sys.argv[2]
 NT = os.path.join(REPO, "sim", "nodetools")
-sys.path.insert(0, NT)
 # A fixed clock: nvidia-smi prints the time.
 _T = time.localtime(1700000000)
 _LT, _ST, _AT = time.localtime, time.strftime, time.asctime

@@ -2,8 +2,9 @@
 command lines, the tool-argument generator over JSON schemas, and chat request preparation (validation errors, the
 reasoning / content / tool-call plan) over random bodies and server settings. Prints one digest per part as JSON.
 
-Run by test_standin_golden.py in a process of its own (the chat settings come from the environment).
-Usage: standin_golden.py REPO
+Run by test_standin_golden.py in a process of its own (the chat settings come from the environment), as a module
+from the repository root, which puts the root on the path: the stand-in's package is sim.standin.vllm_standin there.
+Usage (in the repository root): python -m tests.unit.sim.standin_golden REPO
 """
 
 import base64
@@ -16,9 +17,8 @@ import sys
 import zlib
 
 REPO = os.path.abspath(sys.argv[1])
-sys.path.insert(0, os.path.join(REPO, "sim", "standin"))
 os.environ["VLLM_STANDIN_FLAGS_DIR"] = os.path.join(REPO, "data", "vllm_flags")
-from vllm_standin import chat, flags  # noqa: E402  pylint: disable=wrong-import-position
+from sim.standin.vllm_standin import chat, flags  # noqa: E402  pylint: disable=wrong-import-position
 
 N_RANDOM_ARGV = 1500
 N_BODIES = 500

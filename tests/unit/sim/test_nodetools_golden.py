@@ -1,7 +1,8 @@
 """The faked node tools print exactly what they printed when the digests in fixtures/nodetools_golden.json were
 taken: every tool x command line x base profile x fault (nodetools_golden.py). The collection's parsers read
 this output and the shared fixtures pin its format, so any change to it must be deliberate: regenerate with
-`python tests/unit/sim/nodetools_golden.py . /tmp > tests/unit/sim/fixtures/nodetools_golden.json` and say why."""
+`PYTHONPATH=sim/nodetools python tests/unit/sim/nodetools_golden.py . /tmp > tests/unit/sim/fixtures/nodetools_golden.json`
+and say why (PYTHONPATH: the tools import `profile`, their sibling, by plain name, ahead of the standard library's)."""
 import json
 import os
 import subprocess
@@ -13,7 +14,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_every_tool_prints_what_it_printed(tmp_path):
-    p = subprocess.run([sys.executable, os.path.join(HERE, "nodetools_golden.py"), REPO, str(tmp_path)],
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(REPO, "sim", "nodetools")] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    p = subprocess.run([sys.executable, os.path.join(HERE, "nodetools_golden.py"), REPO, str(tmp_path)], env=env,
                        capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout)

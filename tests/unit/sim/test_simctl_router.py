@@ -2,7 +2,6 @@
 with a router (the image build itself runs in `simctl up --cluster gb300pd|fleet`)."""
 import importlib
 import os
-import sys
 
 import yaml
 
@@ -10,10 +9,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 
 def _simctl(module):
-    """A module of sim/kimisim, the package behind the sim/simctl entry point."""
-    sim = os.path.join(REPO, "sim")
-    if sim not in sys.path:
-        sys.path.insert(0, sim)
+    """A module of sim/kimisim, the package behind the sim/simctl entry point (tests/conftest.py puts sim/ on the
+    path)."""
     return importlib.import_module("kimisim." + module)
 
 

@@ -1,7 +1,7 @@
 """The stand-in handles requests exactly as it did when the digests in fixtures/standin_golden.json were taken:
 `vllm serve` argv parsing, the tool-argument generator and chat request preparation (standin_golden.py). The
 collection reads the stand-in's errors, plans and tool calls; a change to them must be deliberate: regenerate with
-`python tests/unit/sim/standin_golden.py . > tests/unit/sim/fixtures/standin_golden.json` and say why."""
+`python -m tests.unit.sim.standin_golden . > tests/unit/sim/fixtures/standin_golden.json` and say why."""
 import json
 import os
 import subprocess
@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_the_standin_answers_what_it_answered():
-    p = subprocess.run([sys.executable, os.path.join(HERE, "standin_golden.py"), REPO],
+    p = subprocess.run([sys.executable, "-m", "tests.unit.sim.standin_golden", REPO], cwd=REPO,
                        capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout)

@@ -2,23 +2,19 @@
 test), refused beyond it when the figures are trusted, or warned with kimi_k3_max_model_len_fit: warn (the capacity
 curve's refusal probe). The cpu rehearsal plan: 1 GiB / (16 x 2,304 B) = 29,127 blocks = 466,032 tokens."""
 import json
-import os
-import sys
 
 from ansible_collections.gpufleet.kimi_k3.plugins.filter import capacity as capacity_filters
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 REV = "5a1e7c0de2b9f4a6c8d0e1f23456789abcdef012"
 
 
 def cpu_plan(tmp_path, **extra):
     snap = tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "snapshots" / REV
     snap.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "..", "sim", "engine"))
-    import make_model  # noqa: E402  (the rehearsal model's config, without torch)
+    from sim.engine import make_model  # the rehearsal model's config, without torch
     (snap / "config.json").write_text(json.dumps(make_model.CONFIG))
     cluster = {"kimi_k3_accelerator": "cpu", "kimi_k3_strategy": "multi_node_tp", "kimi_k3_interconnect": "tcp",
                "kimi_k3_vllm_version": "0.32.0", "kimi_k3_model_revision": REV, "kimi_k3_socket_ifname": "lo",

@@ -4,7 +4,6 @@ Exact figures for the example inventories; the worked arithmetic is docs/capacit
 """
 import json
 import os
-import sys
 
 import pytest
 from hypothesis import example, given, settings, strategies as st
@@ -356,8 +355,7 @@ def test_cpu_rehearsal_prediction_equals_the_real_engines_figures(tmp_path):
     rev = "5a1e7c0de2b9f4a6c8d0e1f23456789abcdef012"
     snap = tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "snapshots" / rev
     snap.mkdir(parents=True)
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "..", "sim", "engine"))
-    import make_model  # noqa: E402  (the rehearsal model's config, without torch)
+    from sim.engine import make_model  # the rehearsal model's config, without torch
     (snap / "config.json").write_text(json.dumps(make_model.CONFIG))
     cluster = {"kimi_k3_accelerator": "cpu", "kimi_k3_strategy": "multi_node_tp", "kimi_k3_interconnect": "tcp",
                "kimi_k3_vllm_version": "0.32.0", "kimi_k3_model_revision": rev, "kimi_k3_socket_ifname": "lo",

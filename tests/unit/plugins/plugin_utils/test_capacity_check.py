@@ -251,13 +251,7 @@ def test_capacity_report_shows_refused_points_without_a_sweep():
 def test_the_stand_ins_refusal_reads_like_vllms(monkeypatch):
     """The rehearsal stand-in (sim/standin, check_enough_kv_cache_memory's wording) is read by the same parser; its
     VLLM_STANDIN_KV_TOKENS knob is the fault of an engine whose KV figure is not the plan's."""
-    import os
-    import sys
-    standin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "sim", "standin")
-    if not os.path.isdir(os.path.join(standin, "vllm_standin")):
-        pytest.skip("sim/standin is not in this tree")
-    sys.path.insert(0, standin)
-    from vllm_standin import config  # noqa: E402
+    config = pytest.importorskip("vllm_standin.config", reason="sim/standin is not in this tree")  # tests/conftest.py
 
     class Dep(object):
         world_size, tp, pp = 8, 8, 1
