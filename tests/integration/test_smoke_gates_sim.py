@@ -4,7 +4,7 @@ faults (sim/standin/README.md, "Serving faults") put on the containers through t
 - The default (quick) profile, as deploy.yml runs it: one deploy.yml with four answer faults and half the tool calls
   schema-invalid fails naming each group and what came back; one tool-call hiccup that its retry recovers passes
   with the retry counted. Each fault alone, and the groups it fails and no other, is proven against the same
-  stand-in processes by tests/unit/plugins/module_utils/test_smoke_full_standin.py
+  stand-in processes by tests/unit/plugins/module_utils/smoke/test_smoke_full_standin.py
   (`test_each_serving_fault_fails_the_default_profile`).
 - The full profile: the faults only its gates read (another /version, schema violations under the verifier's
   interval gate) each fail their gate and no other; the other serving faults of the full profile are proven gate by

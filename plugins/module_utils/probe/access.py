@@ -15,7 +15,7 @@ under /etc/kimi-k3 (root, 0400 in a 0700 directory), the weights step writes the
 
 Registering it in preflight (engineer roles / the lead): node_probe adds ``observe_access(docker_host,
 [env_dir, model_cache_dir])`` to its facts as ``access``; run_checks appends ``check_access(host, facts['access'])``
-per host (check name ``access``). Unit tests: tests/unit/plugins/module_utils/test_preflight_access.py.
+per host (check name ``access``). Unit tests: tests/unit/plugins/module_utils/probe/test_preflight_access.py.
 """
 from __future__ import absolute_import, division, print_function
 

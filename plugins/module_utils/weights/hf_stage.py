@@ -16,7 +16,7 @@ public HTTP API, which site mirrors (HF_ENDPOINT: olah, Artifactory, Nexus) serv
 
 The token goes only into the Authorization header (never in a URL, argv or message) and is dropped when a redirect
 leaves the endpoint's host (CDN URLs are pre-signed). Pure planning functions are separated from the I/O ones;
-unit tests: tests/unit/plugins/module_utils/test_hf_stage.py.
+unit tests: tests/unit/plugins/module_utils/weights/test_hf_stage.py.
 """
 from __future__ import absolute_import, division, print_function
 

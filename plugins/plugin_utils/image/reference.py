@@ -6,7 +6,7 @@
 Pure functions, standard library only. Exposed to the image role by the filters of plugins/filter/image.py
 (``gpufleet.kimi_k3.image_reference_parse`` -> image_reference_parse(),
 ``gpufleet.kimi_k3.image_verdict`` -> image_outcome()); unit-tested in
-tests/unit/plugins/plugin_utils/test_image_ref.py.
+tests/unit/plugins/plugin_utils/image/test_image_ref.py.
 """
 from __future__ import absolute_import, division, print_function
 

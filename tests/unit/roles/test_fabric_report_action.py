@@ -7,7 +7,7 @@ import sys
 import yaml
 
 from tests.helpers.runner import run_playbook, task_results
-from tests.unit.plugins.plugin_utils.test_fabric import good
+from tests.unit.plugins.plugin_utils.fabric.test_fabric import good
 
 PLAYBOOK = """
 - hosts: vllm_cluster

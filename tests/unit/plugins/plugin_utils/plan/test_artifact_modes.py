@@ -16,8 +16,8 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.common import art
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_capacity_report
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import files as plan_files
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.rollout import state as deploy_state
+from tests.helpers.runner import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 PLANS = {"t1": {"host": "t1", "container": {"labels": {}}}}
 
 

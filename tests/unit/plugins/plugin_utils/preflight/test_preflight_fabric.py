@@ -18,9 +18,9 @@ from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import coll
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import parsers as P
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import gpu as smoke_gpu
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from tests.helpers.runner import REPO
 
 RECIPE = recipe_data.load_recipe()
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 NODETOOLS = os.path.join(REPO, "sim", "nodetools")
 _spec = importlib.util.spec_from_file_location(
     "probe_fixture_io_fabric", os.path.join(REPO, "tests", "unit", "fixtures", "probes", "fixture_io.py"))

@@ -21,8 +21,8 @@ from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as E
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import launch_status
+from tests.helpers.runner import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 SDK = pytest.importorskip("ansible_collections.community.docker.plugins.module_utils._api.utils.utils")
 from ansible_collections.community.docker.plugins.module_utils._api.transport.sshconn import \
     SSHHTTPAdapter  # noqa: E402

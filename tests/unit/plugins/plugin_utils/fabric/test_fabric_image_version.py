@@ -9,7 +9,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import ima
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import report as R
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import specs as fabric
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
-from tests.unit.plugins.plugin_utils.test_fabric import good, spec
+from tests.unit.plugins.plugin_utils.fabric.test_fabric import good, spec
 from tests.unit.roles.test_fabric_job import job_module
 
 RECIPE = recipe_data.load_recipe()
@@ -183,7 +183,7 @@ def test_the_spec_carries_the_final_argv_and_vllm_env_names_only_in_image_mode()
 
 
 def test_plan_with_image_renders_by_the_rules_release_and_says_so():
-    from tests.unit.plugins.plugin_utils.test_topology import ROCM_IMAGE, make_nodes, plan
+    from tests.unit.plugins.plugin_utils.plan.test_topology import ROCM_IMAGE, make_nodes, plan
     r = plan(make_nodes(2, kimi_k3_accelerator="mi355x", kimi_k3_image=ROCM_IMAGE, kimi_k3_vllm_version="image",
                         kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="rdma", kimi_k3_socket_ifname="eth0",
                         kimi_k3_extra_args=["--no-such-flag-k3", "1"]))
@@ -202,7 +202,7 @@ def test_plan_with_image_renders_by_the_rules_release_and_says_so():
 
 
 def test_a_release_plan_still_refuses_the_unknown_flag():
-    from tests.unit.plugins.plugin_utils.test_topology import ROCM_IMAGE, make_nodes, plan
+    from tests.unit.plugins.plugin_utils.plan.test_topology import ROCM_IMAGE, make_nodes, plan
     r = plan(make_nodes(2, kimi_k3_accelerator="mi355x", kimi_k3_image=ROCM_IMAGE, kimi_k3_socket_ifname="eth0",
                         kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="rdma",
                         kimi_k3_extra_args=["--no-such-flag-k3", "1"]))

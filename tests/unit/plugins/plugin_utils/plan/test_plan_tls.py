@@ -15,12 +15,12 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import tls a
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topology
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import vllm_flags
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from tests.helpers.runner import REPO
 
 RECIPE = recipe_data.load_recipe()
 SNAPSHOTS = recipe_data.load_snapshots()
 NV_IMAGE = "vllm/vllm-openai@sha256:" + "a" * 64
 ROUTER_IMAGE = "registry.example/vllm-router@sha256:" + "c" * 64
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 KEY_SENTINEL = b"NOT-A-REAL-KEY-SENTINEL"
 CERT, KEY = "/etc/kimi-k3/tls/server.pem", "/etc/kimi-k3/tls/server.key"
 

@@ -5,9 +5,8 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import parsers as P
+from tests.helpers.runner import REPO
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 FIXTURES = os.path.join(REPO, "tests", "unit", "fixtures", "probes")
 SHARED = os.environ.get("KIMI_K3_SHARED_FIXTURES", os.path.join(os.path.dirname(REPO), "shared", "fixtures"))
 REAL = os.path.join(SHARED, "nvidia-smi")

@@ -12,10 +12,10 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.preflight import expect as E
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import collect as PC
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
+from tests.helpers.runner import REPO
 
 RECIPE = recipe_data.load_recipe()
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 _spec = importlib.util.spec_from_file_location(
     "probe_fixture_io", os.path.join(REPO, "tests", "unit", "fixtures", "probes", "fixture_io.py"))
 fixture_io = importlib.util.module_from_spec(_spec)

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.monitoring import targets as monitoring
+from tests.helpers.runner import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 DATA = os.path.join(REPO, "data", "monitoring")
 
 

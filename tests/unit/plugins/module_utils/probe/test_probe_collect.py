@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import collect as PC
+from tests.helpers.runner import REPO
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 _spec = importlib.util.spec_from_file_location(
     "probe_fixture_io", os.path.join(REPO, "tests", "unit", "fixtures", "probes", "fixture_io.py"))
 fixture_io = importlib.util.module_from_spec(_spec)
