@@ -10,7 +10,6 @@ against the configured values. Prints numbers only; asserts nothing.
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import time
