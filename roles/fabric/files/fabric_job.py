@@ -949,7 +949,7 @@ def image_check_main():
         report["stage"] = "parse"
         report["accepted"], report["error"] = parse_argv(top, command, check["argv"])
         report["stage"] = "env names"
-        import vllm.envs as envs  # pylint: disable=import-error
+        from vllm import envs  # pylint: disable=import-error
         known = set(getattr(envs, "environment_variables", None) or {})
         report["env_known"] = len(known)
         report["unknown_env"] = unknown_env(check.get("env_names") or [], known) if known else []

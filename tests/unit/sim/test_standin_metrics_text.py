@@ -2,8 +2,6 @@
 readers and the monitoring role's scrape jobs read these names, labels, bucket bounds and number formats."""
 import hashlib
 
-from tests.unit.sim.test_simctl_router import REPO
-
 from vllm_standin import engine
 
 CACHE_INFO = {"block_size": "1536", "cache_dtype": "fp8", "num_gpu_blocks": "4096", "note": 'a "quoted"\\value'}

@@ -4,7 +4,6 @@ import time
 
 import pytest
 
-from tests.helpers.runner import REPO
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as sr
 
 from vllm_standin import testing
