@@ -14,10 +14,10 @@ __metaclass__ = type
 
 import time
 
-from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import node_status
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.fabric import wait as fabric_wait
 
@@ -33,14 +33,7 @@ class ActionModule(ActionBase):
     def _status(self, args, task_vars):
         module_args = {"container": args["container"], "docker_host": args["docker_host"],
                        "docker_client": args["docker_client"] or {}, "tail": args["tail"], "wait_s": 0}
-        try:
-            status = self._execute_module(module_name="gpufleet.kimi_k3.vllm_node_status", module_args=module_args,
-                                          task_vars=task_vars)
-        except AnsibleConnectionFailure as exc:
-            return None, "node unreachable: %s" % exc
-        if status.get("failed") or status.get("unreachable"):
-            return None, status.get("msg")
-        return status, None
+        return node_status.read(self, module_args, task_vars)
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)

@@ -19,10 +19,11 @@ import stat
 import tempfile
 import time
 
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import node_status
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.actions import specs as action_specs
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.launch import watch as launch_watch
 
@@ -112,16 +113,6 @@ class ActionModule(ActionBase):
             opts["module_args"]["ca_path"] = args["ca_path"]
         return opts
 
-    def _status(self, module_args, task_vars):
-        try:
-            status = self._execute_module(module_name="gpufleet.kimi_k3.vllm_node_status",
-                                          module_args=module_args, task_vars=task_vars)
-        except AnsibleConnectionFailure:
-            return None, "node unreachable"
-        if status.get("failed") or status.get("unreachable"):
-            return None, status.get("msg")
-        return status, None
-
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         opts = self._options()
@@ -135,7 +126,7 @@ class ActionModule(ActionBase):
         last_print, status, rounds, error = -opts["every"], {}, 0, None
         while True:
             rounds += 1
-            fresh, error = self._status(opts["module_args"], task_vars)
+            fresh, error = node_status.read(self, opts["module_args"], task_vars)
             now = time.monotonic()
             status = fresh or status
             verdict = watch.feed(now, fresh)
