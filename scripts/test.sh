@@ -16,7 +16,9 @@
 #   matrix    version matrix: the unit tests on the OLDEST supported ansible-core (2.17, build/venv-2.17 made by
 #             scripts/setup.sh --oldest; the newest, 2.21, runs them in stage unit) and the plan and monitoring
 #             playbooks on every example inventory on both (the full rehearsal suite runs on the newest only, sim)
-#   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration, molecule scenarios, simctl down
+#   sim       rehearsal cluster: sim/simctl up, pytest -m sim tests/integration (two lanes), its clusters down
+#   molecule  molecule test -s <scenario> for every molecule/*/molecule.yml on the gb300 and mi355x clusters; when a
+#             stage follows it (realengine) it runs in the background beside that stage (BESIDE_STAGES below)
 #   realengine  the real engine: sim/simctl up --cluster cpu (vLLM's CPU build), pytest --sim-group cpu, simctl down
 #             (its engine site is built in the background from the first stage after setup on: sim/simctl
 #             prefetch-engine at low priority, log build/test-logs/prefetch-engine.log, row `prefetch` of the summary)
@@ -44,7 +46,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 self="$here/scripts/test.sh"
 cd "$here" || exit 2
 
-ALL_STAGES=(setup unit lint sanity build matrix sim realengine)
+ALL_STAGES=(setup unit lint sanity build matrix sim molecule realengine)
 OPTIONAL_STAGES=(units mutation ee realparser)
 FAST_STAGES=(setup unit lint)
 SKIP_RC=77
@@ -318,10 +320,10 @@ print(1 if st.get("registry", {}).get("up") or any(e.get("up") for e in st.get("
   [ "$up" = 1 ] && echo 1 || echo 0
 }
 
-sim_clusters_down() {
-  say "bringing the rehearsal clusters down (registry, control engine and images kept for realengine)"
+sim_clusters_down() {  # sim_clusters_down CLUSTER...
+  say "bringing the rehearsal clusters $* down (registry, control engine and images kept for the next stages)"
   local c
-  for c in gb300 mi355x fleet gb300pd; do sim/simctl down --cluster "$c" || true; done
+  for c in "$@"; do sim/simctl down --cluster "$c" || true; done
 }
 
 stage_sim() {
@@ -334,9 +336,12 @@ stage_sim() {
   if [ "$was_up" = 1 ]; then
     say "the rehearsal cluster was already running: using it, leaving it up afterwards"
     note "sim was already up (left running)"
+  elif [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ] && [ "${KIMI_K3_MOLECULE_NEXT:-0}" = 1 ]; then
+    # molecule comes next on gb300 and mi355x (it takes them down); the registry and the control engine stay
+    trap 'sim_clusters_down fleet gb300pd' EXIT
   elif [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ] && [ "${KIMI_K3_REALENGINE_NEXT:-0}" = 1 ]; then
     # realengine comes next: its nodes start from the images, registry and control engine kept here
-    trap sim_clusters_down EXIT
+    trap 'sim_clusters_down gb300 mi355x fleet gb300pd' EXIT
   elif [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then
     trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT
   fi
@@ -361,21 +366,35 @@ stage_sim() {
   else
     note "tests/integration absent"; rc=1
   fi
-  local scenarios=() s
+  return $rc
+}
+
+stage_molecule() {
+  need_venv
+  [ -x sim/simctl ] || skip "sim/simctl does not exist yet (rehearsal cluster not written)"
+  local rc=0 scenarios=() s
+  local was_up="${KIMI_K3_SIM_WAS_UP:-$(sim_was_up)}"
+  if [ "$was_up" != 1 ] && [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then
+    if [ "${KIMI_K3_BESIDE:-0}" = 1 ]; then
+      # realengine runs beside: its cluster, the registry and the control engine stay (the run takes them down)
+      trap 'for c in gb300 mi355x; do sim/simctl down --cluster "$c" || true; done' EXIT
+    else
+      trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT
+    fi
+  fi
+  trap 'exit 143' TERM INT
   for s in molecule/*/molecule.yml; do [ -f "$s" ] && scenarios+=("$(basename "$(dirname "$s")")"); done
   if [ ${#scenarios[@]} -eq 0 ]; then
-    if [ "${KIMI_K3_ALLOW_EMPTY:-0}" = 1 ]; then note "molecule: no scenarios under molecule/ (allowed)"
-    else note "molecule: EMPTY - no scenarios under molecule/ counts as failure"; rc=1; fi
-  elif ! command -v molecule >/dev/null; then
-    note "molecule MISSING from .venv (installed only on Python >= 3.12)"; rc=1
-  else
-    local ok=() bad=()
-    for s in "${scenarios[@]}"; do
-      say "molecule test -s $s"
-      if ANSIBLE_COLLECTIONS_PATH="$here/build/collections" molecule test -s "$s"; then ok+=("$s"); else bad+=("$s"); rc=1; fi
-    done
-    note "molecule: passed [${ok[*]:-}] failed [${bad[*]:-}]"
+    [ "${KIMI_K3_ALLOW_EMPTY:-0}" = 1 ] && { note "molecule: no scenarios under molecule/ (allowed)"; return 0; }
+    note "molecule: EMPTY - no scenarios under molecule/ counts as failure"; return 1
   fi
+  command -v molecule >/dev/null || { note "molecule MISSING from .venv (installed only on Python >= 3.12)"; return 1; }
+  local ok=() bad=()
+  for s in "${scenarios[@]}"; do
+    say "molecule test -s $s"
+    if ANSIBLE_COLLECTIONS_PATH="$here/build/collections" molecule test -s "$s"; then ok+=("$s"); else bad+=("$s"); rc=1; fi
+  done
+  note "molecule: passed [${ok[*]:-}] failed [${bad[*]:-}]"
   return $rc
 }
 
@@ -386,7 +405,12 @@ stage_realengine() {
   need_venv
   [ -f sim/clusters/cpu.yml ] || skip "sim/clusters/cpu.yml absent"
   local rc=0
-  if [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT; fi
+  if [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ] && [ "${KIMI_K3_BESIDE_ACTIVE:-0}" = 1 ]; then
+    # a stage runs beside this one on other clusters of the same registry: the run takes the rest down after it
+    trap 'sim/simctl down --cluster cpu || true' EXIT
+  elif [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ]; then
+    trap 'say "bringing the rehearsal cluster down"; sim/simctl down || true' EXIT
+  fi
   trap 'exit 143' TERM INT
   say "sim/simctl up --cluster cpu"
   sim/simctl up --cluster cpu || { note "sim/simctl up --cluster cpu failed"; return 1; }
@@ -531,6 +555,65 @@ prefetch_stop() {
   wait "$PREFETCH_PID" 2>/dev/null
 }
 
+# ------------------------------------------------------------------------------------ stages run beside others
+# molecule runs on the gb300 and mi355x clusters, one ansible-playbook at a time (one core), while realengine's first
+# minutes (its cluster's start, the image pulls, the fabric tests that wait on deadlines) leave a core to spare: a
+# stage listed here starts in the background when a later stage follows it, its log goes to its own file (printed
+# when it ends) and its row joins the summary when the run has waited for it.
+BESIDE_STAGES=(molecule)
+BESIDE_PID="" BESIDE_STAGE="" BESIDE_T0=""
+is_beside() { case " ${BESIDE_STAGES[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
+stage_timeout_of() {
+  local t="$timeout_s"
+  if [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ]; then
+    case "$1" in
+      realparser) t=3600 ;;  # its first run installs three vLLM releases (minutes each on a slow mirror)
+      sim) t=3000 ;;         # launch-state, site, monitoring, weights, non-root and registry scenarios
+      realengine) t=2400 ;;
+    esac
+  fi
+  echo "$t"
+}
+record_stage() {  # record_stage NAME RC T0 TIMEOUT: one row of the summary
+  local s=$1 rc=$2 res dt n
+  dt=$(awk -v a="$3" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+  case "$rc" in
+    0) res=PASS ;;
+    "$SKIP_RC") res=SKIP ;;
+    124|137) res=FAIL; echo "stage timed out after ${4}s" >> "$logdir/$s.note" ;;
+    *) res=FAIL ;;
+  esac
+  n="$(paste -sd ';' "$logdir/$s.note" 2>/dev/null | sed 's/;/; /g')"
+  say "===== stage $s: $res in ${dt}s ====="
+  names+=("$s"); results+=("$res"); secs+=("$dt"); notes+=("$n")
+}
+beside_start() {
+  BESIDE_STAGE=$1 BESIDE_T0=$(date +%s.%N)
+  say "===== stage $1 (in the background beside the stages after it; log build/test-logs/$1.log) ====="
+  KIMI_K3_BESIDE=1 timeout --signal=TERM --kill-after=60 "$(stage_timeout_of "$1")" "$self" __stage "$1" \
+    > "$logdir/$1.log" 2>&1 < /dev/null &
+  BESIDE_PID=$!
+  export KIMI_K3_BESIDE_ACTIVE=1
+}
+beside_wait() {
+  [ -n "$BESIDE_PID" ] || return 0
+  say "waiting for stage $BESIDE_STAGE (it ran beside the stages after it)"
+  wait "$BESIDE_PID"; local rc=$?
+  BESIDE_PID=""
+  unset KIMI_K3_BESIDE_ACTIVE
+  sed "s/^/[$BESIDE_STAGE] /" "$logdir/$BESIDE_STAGE.log"
+  record_stage "$BESIDE_STAGE" "$rc" "$BESIDE_T0" "$(stage_timeout_of "$BESIDE_STAGE")"
+  # the stages beside it left the registry and the control engine up for it
+  if [ -x sim/simctl ] && [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ] && [ "${KIMI_K3_SIM_WAS_UP:-0}" != 1 ]; then
+    say "bringing the rehearsal cluster down"; sim/simctl down || true
+  fi
+}
+beside_stop() {
+  [ -n "$BESIDE_PID" ] || return 0
+  kill -TERM "$BESIDE_PID" 2>/dev/null
+  wait "$BESIDE_PID" 2>/dev/null
+}
+
 # ------------------------------------------------------------------------------------------------------ run
 mkdir -p "$logdir"
 timeout_s="${KIMI_K3_STAGE_TIMEOUT:-1200}"
@@ -543,34 +626,23 @@ KIMI_K3_SIM_WAS_UP="${KIMI_K3_SIM_WAS_UP:-$(sim_was_up)}"
 export KIMI_K3_SIM_WAS_UP
 # The sim stage keeps the registry, the control engine and the images when realengine runs after it
 case " ${stages[*]} " in *" sim "*"realengine "*) export KIMI_K3_REALENGINE_NEXT=1 ;; esac
-trap prefetch_stop EXIT
-for s in "${stages[@]}"; do
+case " ${stages[*]} " in *" sim molecule "*) export KIMI_K3_MOLECULE_NEXT=1 ;; esac
+trap 'beside_stop; prefetch_stop' EXIT
+for i in "${!stages[@]}"; do
+  s="${stages[$i]}"
   rm -f "$logdir/$s.note"
   # from the first stage after setup (the venv with uv exists then), unless realengine comes next anyway
   if [ "$want_prefetch" = 1 ] && [ "$s" != setup ] && [ "$s" != realengine ]; then want_prefetch=0; prefetch_start; fi
   [ "$s" = realengine ] && prefetch_wait
+  if is_beside "$s" && [ "$i" -lt $((${#stages[@]} - 1)) ]; then beside_start "$s"; continue; fi
   say "===== stage $s ====="
   t0=$(date +%s.%N)
-  stage_timeout="$timeout_s"
-  # first run of realparser installs three vLLM releases (minutes each on a slow mirror)
-  [ "$s" = realparser ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=3600
-  # the rehearsal stage now holds launch-state, site, monitoring, weights, non-root and registry scenarios too
-  [ "$s" = sim ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=3000
-  [ "$s" = realengine ] && [ -z "${KIMI_K3_STAGE_TIMEOUT:-}" ] && stage_timeout=2400
+  stage_timeout="$(stage_timeout_of "$s")"
   timeout --signal=TERM --kill-after=60 "$stage_timeout" "$self" __stage "$s" 2>&1 | tee "$logdir/$s.log"
-  rc=${PIPESTATUS[0]}
-  dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
-  case "$rc" in
-    0) res=PASS ;;
-    "$SKIP_RC") res=SKIP ;;
-    124|137) res=FAIL; echo "stage timed out after ${stage_timeout}s" >> "$logdir/$s.note" ;;
-    *) res=FAIL ;;
-  esac
-  n="$(paste -sd ';' "$logdir/$s.note" 2>/dev/null | sed 's/;/; /g')"
-  say "===== stage $s: $res in ${dt}s ====="
-  names+=("$s"); results+=("$res"); secs+=("$dt"); notes+=("$n")
-  if [ "$s" = setup ] && [ "$res" = FAIL ]; then say "setup failed: not running further stages"; break; fi
+  record_stage "$s" "${PIPESTATUS[0]}" "$t0" "$stage_timeout"
+  if [ "$s" = setup ] && [ "${results[-1]}" = FAIL ]; then say "setup failed: not running further stages"; break; fi
 done
+beside_wait
 prefetch_wait
 total=$(awk -v a="$t_all" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 

@@ -31,6 +31,16 @@ fi
 echo "$(date +%s.%N) end $1" >> "$CALLS"
 exit "$rc"
 """
+# molecule stand-in: records the scenario, takes $MOLECULE_SLEEP seconds, fails the scenario named $MOLECULE_FAIL
+MOLECULE = """#!/bin/sh
+echo "$(date +%s.%N) start molecule $3" >> "$CALLS"
+sleep "${MOLECULE_SLEEP:-0}"
+echo "$(date +%s.%N) end molecule $3" >> "$CALLS"
+[ "$3" != "${MOLECULE_FAIL:-}" ]
+"""
+# what the script exports to its stages: never inherited from the shell that runs these tests
+ENV_OF_THE_RUN = ("KIMI_K3_STAGES", "KIMI_K3_SIM_WAS_UP", "KIMI_K3_REALENGINE_NEXT", "KIMI_K3_MOLECULE_NEXT",
+                  "KIMI_K3_BESIDE", "KIMI_K3_BESIDE_ACTIVE")
 
 
 def _repo(tmp_path):
@@ -50,7 +60,7 @@ def _run(repo, tmp_path, stages, **env):
     calls = tmp_path / "calls"
     e = dict(os.environ, CALLS=str(calls), KIMI_K3_BG_IMAGES="0")
     e.update(env)
-    for name in ("KIMI_K3_STAGES", "KIMI_K3_SIM_WAS_UP", "KIMI_K3_REALENGINE_NEXT"):
+    for name in ENV_OF_THE_RUN:
         e.pop(name, None)
     p = subprocess.run(["bash", str(repo / "scripts" / "test.sh"), "--stage", stages], cwd=str(repo), env=e,
                        capture_output=True, text=True, timeout=120, check=False)
@@ -126,7 +136,7 @@ def test_an_interrupted_run_leaves_no_prefetch_behind(tmp_path):
     repo = _repo(tmp_path)
     calls = tmp_path / "calls"
     e = dict(os.environ, CALLS=str(calls), PREFETCH_SLEEP="60", KIMI_K3_BG_IMAGES="0")
-    for name in ("KIMI_K3_STAGES", "KIMI_K3_SIM_WAS_UP", "KIMI_K3_REALENGINE_NEXT"):
+    for name in ENV_OF_THE_RUN:
         e.pop(name, None)
     # the unit stage's python stand-in waits, so the run is in the unit stage with the prefetch running when the
     # script is ended by a TERM it does not trap: the prefetch notices that the run is gone and ends itself
@@ -146,3 +156,50 @@ def test_an_interrupted_run_leaves_no_prefetch_behind(tmp_path):
             break
         time.sleep(0.1)
     assert not _alive(pid_file)
+
+
+def _molecule_repo(tmp_path):
+    repo = _repo(tmp_path)
+    (repo / "tests" / "integration").mkdir(parents=True)
+    for scenario in ("default", "deploy-mi355x"):
+        (repo / "molecule" / scenario).mkdir(parents=True)
+        (repo / "molecule" / scenario / "molecule.yml").write_text("{}\n")
+    (repo / ".venv" / "bin" / "molecule").write_text(MOLECULE)
+    (repo / ".venv" / "bin" / "molecule").chmod(0o755)
+    return repo
+
+
+def test_molecule_runs_beside_realengine_and_the_run_waits_for_it(tmp_path):
+    repo = _molecule_repo(tmp_path)
+    p, calls = _run(repo, tmp_path, "sim,molecule,realengine", KIMI_K3_SIM_WORKERS="1", MOLECULE_SLEEP="2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    events = [(c[0], c[1], c[3:]) for c in calls]
+    # the sim stage leaves gb300 and mi355x to molecule; realengine's cluster comes up while molecule runs
+    assert events.index(("start", "molecule", [])) < events.index(("start", "up", ["--cluster", "cpu"])) \
+        < events.index(("end", "molecule", []))
+    downs = [c[3:] for c in calls if c[:2] == ["start", "down"]]
+    # sim: the router's clusters; realengine: its own; molecule: its two; then the run: everything, once both ended
+    assert downs[:2] == [["--cluster", "fleet"], ["--cluster", "gb300pd"]] and downs[-1] == []
+    assert sorted(map(tuple, downs[2:-1])) == [("--cluster", "cpu"), ("--cluster", "gb300"), ("--cluster", "mi355x")]
+    assert [c[1] for c in calls if c[0] == "start"][-1] == "down" and len([d for d in downs if d == []]) == 1
+    summary = (repo / "build" / "test-logs" / "summary.txt").read_text()
+    row = [line for line in summary.splitlines() if line.startswith("molecule ")]
+    assert len(row) == 1 and " PASS " in row[0] and "passed [default deploy-mi355x]" in row[0]
+    assert "[molecule] [test] molecule test -s deploy-mi355x" in p.stdout
+
+
+def test_a_failed_molecule_scenario_beside_realengine_fails_the_run(tmp_path):
+    repo = _molecule_repo(tmp_path)
+    p = _run(repo, tmp_path, "sim,molecule,realengine", KIMI_K3_SIM_WORKERS="1", MOLECULE_FAIL="deploy-mi355x")[0]
+    assert p.returncode != 0
+    summary = (repo / "build" / "test-logs" / "summary.txt").read_text()
+    row = [line for line in summary.splitlines() if line.startswith("molecule ")][0]
+    assert " FAIL " in row and "failed [deploy-mi355x]" in row and "TOTAL    FAIL" in summary
+
+
+def test_molecule_as_the_last_stage_runs_in_the_foreground_and_takes_the_sim_down(tmp_path):
+    repo = _molecule_repo(tmp_path)
+    p, calls = _run(repo, tmp_path, "molecule")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [c[1] for c in calls if c[0] == "start"] == ["molecule", "molecule", "down"]
+    assert [c[3:] for c in calls if c[:2] == ["start", "down"]] == [[]]
