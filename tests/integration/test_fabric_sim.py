@@ -128,8 +128,9 @@ def test_cpu_interface_without_the_address_fails_with_the_interface_that_has_it(
 @pytest.mark.sim_group("cpu")
 def test_cpu_blocked_master_port_names_the_pair(cpu):
     head, worker = cpu.nodes[0]["name"], cpu.nodes[1]["name"]
+    # the blocked port holds the job to its deadline: half the default is enough to see it, and half the wait
     with fault(head, FAULT_PORT_BLOCKED):
-        r, report, took = fabric(cpu)
+        r, report, took = fabric(cpu, extra={"fabric_timeout_s": TIMEOUT_S // 2})
     assert r.status == "failed"
     assert (worker, "port") in failing(report)
     port = [f for f in report["findings"] if f["check"] == "port"][0]

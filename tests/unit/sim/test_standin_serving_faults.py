@@ -126,7 +126,7 @@ def test_injected_parser_failure_rate_lies_in_the_measured_wilson_interval(monke
     beh = behaviour(monkeypatch, VLLM_STANDIN_TOOL_FAULT="schema_violation", VLLM_STANDIN_TOOL_FAULT_RATE="0.08",
                     VLLM_STANDIN_SEED="29")
     cases = [c for c in cases_mod.build_cases() if c["kind"] == "single"]
-    n = 2000
+    n = 600
     failed = 0
     for i in range(n):
         case = cases[i % len(cases)]
@@ -135,9 +135,9 @@ def test_injected_parser_failure_rate_lies_in_the_measured_wilson_interval(monke
     lo, hi = ver.wilson_interval(failed, n)
     # the stand-in's draw per request: random.Random("<seed>:<request counter>").random() < rate
     injected = sum(random.Random("29:%d" % k).random() < 0.08 for k in range(1, n + 1))
-    assert failed == injected == 147  # every injected failure is detected, nothing else is
+    assert failed == injected == 37  # every injected failure is detected, nothing else is
     assert lo < 0.08 < hi
-    assert (round(lo, 4), round(hi, 4)) == (0.0629, 0.0858)
+    assert (round(lo, 4), round(hi, 4)) == (0.0451, 0.0838)
 
 
 def test_engine_counts_prompt_tokens_by_source_and_prefill_computed(monkeypatch):
