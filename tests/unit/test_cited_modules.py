@@ -34,7 +34,8 @@ def _files():
         yield os.path.join(REPO, name)
     for top in SCANNED:
         for root, dirs, names in os.walk(os.path.join(REPO, top)):
-            dirs[:] = [d for d in dirs if d not in ("__pycache__", "golden_plans")]
+            # not the rehearsal's state (sim/.state: the engine site being built beside the unit stage) nor caches
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "golden_plans") and not d.startswith(".")]
             for name in sorted(names):
                 if name.endswith((".py", ".md")):
                     yield os.path.join(root, name)
