@@ -106,6 +106,21 @@ VARIANT_SPEC = {
     "standin-b": ("0.28.0+standin.b", {}),
     "standin-broken": ("0.28.0+standin.broken", {"VLLM_STANDIN_FAULT": "crash_on_start"}),
 }
+# A development build per flavor (kimi_k3_vllm_version: image): it reports a development version and carries the
+# stand-in's `vllm` package (sim/standin/pyshim), so the fabric job's image check runs in it as in a real image and
+# judges the argv by the flag snapshot of the release the build follows. ROCm: the recipe's kimi-k3 image's version
+# (no release base: its development_builds entry says 0.27.1); NVIDIA: a build after 0.28.0 (nearest release 0.28.0).
+DEV_VARIANT = "standin-dev"
+DEV_SPEC = {"nvidia": ("0.28.1.dev12+g5f76ae224", "0.28.0"), "rocm": ("0.1.dev19253+g5f76ae224", "0.27.1")}
+
+
+def variant_spec(flavor):
+    """{variant: (version label, extra ENV)} of a flavor's stand-in images."""
+    spec = dict(VARIANT_SPEC)
+    reported, rules = DEV_SPEC[flavor]
+    spec[DEV_VARIANT] = (reported, {"VLLM_STANDIN_VERSION": rules, "VLLM_STANDIN_REPORTED_VERSION": reported,
+                                    "PYTHONPATH": "/opt/kimi/sim/standin/pyshim:/opt/kimi/sim/standin"})
+    return spec
 
 
 def ensure_standin_images(base_tag, timings):
@@ -129,7 +144,7 @@ def ensure_standin_images(base_tag, timings):
     os.makedirs(vctx, exist_ok=True)
     for flavor, repo in REPOS.items():
         new[flavor] = {}
-        for variant, (version, env) in VARIANT_SPEC.items():
+        for variant, (version, env) in variant_spec(flavor).items():
             lines = ["FROM " + stag,
                      "ENV KIMI_SIM_IMAGE_VARIANT=%s KIMI_SIM_IMAGE_FLAVOR=%s KIMI_SIM_IMAGE_VERSION=%s"
                      % (variant, flavor, version),

@@ -29,9 +29,10 @@ def write_sim_image(cluster, images, router=None):
             "sim_image_alt: %s\n"
             "# An image whose engine fails at start (failed-start tests).\n"
             "sim_image_broken: %s\n" % (SIM_IMAGE_WHAT[flavor], image, alt, broken))
-    if refs.get("engine-dev"):
+    dev = refs.get("engine-dev") or refs.get("standin-dev")
+    if dev:
         text += ("# The same engine reporting a development version (kimi_k3_vllm_version: image).\n"
-                 "sim_image_dev: %s\n" % refs["engine-dev"])
+                 "sim_image_dev: %s\n" % dev)
     if cluster.get("router") and router:
         text += ("# The real vllm-router %s (PyPI wheel) built by simctl, pinned by digest.\n"
                  "kimi_k3_router_image: %s\n" % (router["version"], router["ref"]))

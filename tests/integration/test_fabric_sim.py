@@ -84,6 +84,41 @@ def test_stand_in_profile_passes_without_torch_and_changes_nothing(sim_cluster):
     nothing_left(sim)
 
 
+def by_check(report, check):
+    return {f["host"]: f for f in report["findings"] if f["check"] == check}
+
+
+def test_stand_in_dev_builds_are_judged_by_their_own_parser(sim_cluster):
+    """#35 on the GPU profiles: the stand-in's development builds (sim/kimisim/images.py DEV_SPEC) carry the
+    stand-in's `vllm` package, so kimi_k3_vllm_version: image runs the fabric job's image check in them. The ROCm
+    one reports the recipe's kimi-k3 version, which follows 0.27.1's rules: the 0.28.0-rendered argv is judged by
+    its parser (a warning says the rules differ; its envs.py lists no names, also a warning), and the step passes.
+    On GB300 an extra arg its parser does not know is refused on every node, naming the flag and the digest."""
+    sim = sim_cluster("mi355x")
+    image = sim.images["standin-dev"]
+    r, report, _took = fabric(sim, extra={"kimi_k3_image": image, "kimi_k3_vllm_version": "image"})
+    assert r.status == "successful", (failed_tasks(r), report and failing(report))
+    names = [n["name"] for n in sim.nodes]
+    version, argv, env = (by_check(report, c) for c in ("image_version", "image_argv", "image_env"))
+    assert sorted(version) == sorted(argv) == sorted(env) == sorted(names)
+    for host in names:
+        assert version[host]["status"] == "warn" and "reports vLLM 0.1.dev19253+g5f76ae224 (a development build); " \
+            "it follows vLLM 0.27.1's rules" in version[host]["observed"], version[host]
+        assert argv[host]["status"] == "pass" and env[host]["status"] == "warn"
+    nothing_left(sim)
+    gb = sim_cluster("gb300")
+    image = gb.images["standin-dev"]
+    r, report, _took = fabric(gb, extra={"kimi_k3_image": image, "kimi_k3_vllm_version": "image",
+                                         "kimi_k3_extra_args": ["--no-such-flag-k3", "1"]})
+    assert r.status == "failed"
+    assert sorted(failing(report)) == sorted((n["name"], "image_argv") for n in gb.nodes)
+    for finding in by_check(report, "image_argv").values():
+        assert "refuses the flag --no-such-flag-k3" in finding["observed"] and image.split("@")[1] in finding["observed"]
+        assert "0.28.1.dev12+g5f76ae224" in finding["observed"] and finding["variable"] == "kimi_k3_extra_args"
+    assert [f["status"] for f in by_check(report, "image_version").values()] == ["pass"] * len(gb.nodes)
+    nothing_left(gb)
+
+
 @pytest.fixture
 def cpu(sim_cluster):
     return sim_cluster("cpu")

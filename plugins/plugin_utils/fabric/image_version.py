@@ -156,4 +156,11 @@ def check_image(host, spec, result, releases, builds=None):
     elif check.get("env_known"):
         out.append(_finding(host, "image_env", "pass", "every VLLM_* name of the plan is one of the image's %d"
                             % check["env_known"], "known env names"))
+    elif check.get("status") == "ok":
+        out.append(_finding(host, "image_env", "warn", "%s: image %s (vLLM %s): its vllm/envs.py lists no "
+                            "environment variables, so the plan's VLLM_* names were not judged" % (
+                                host, digest_of(spec["expect"]["image"]), check.get("version")),
+                            "known env names", "check kimi_k3_extra_env's VLLM_* names against the image's vLLM by "
+                            "hand, or pin a release image and set kimi_k3_vllm_version to its release",
+                            "kimi_k3_extra_env"))
     return out

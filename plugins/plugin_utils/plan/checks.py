@@ -186,10 +186,16 @@ def check_image_version(d):
     rendered by and who judges the argv (a warning, never silent)."""
     if not d.version_from_image:
         return []
-    return [problem(d.where, PREFIX + "vllm_version", "image: the plan cannot know the vLLM version of %s; it renders "
-                    "flags and env by vLLM %s's rules (the recipe's development_builds.plan_release) and judges "
-                    "kimi_k3_extra_args' flags only as far as that release knows them." % (d.settings["image"],
-                                                                                           d.vllm_version),
+    if d.image_build:
+        said = ("image: the recipe records %s as vLLM %s, a development build that follows vLLM %s's rules (%s); the "
+                "plan renders flags and env by vLLM %s's rules and judges kimi_k3_extra_args' flags only as far as "
+                "that release knows them." % (d.settings["image"], d.image_build["version"], d.image_build["rules"],
+                                              " ".join(str(d.image_build.get("why") or "").split()), d.vllm_version))
+    else:
+        said = ("image: the plan cannot know the vLLM version of %s; it renders flags and env by vLLM %s's rules (the "
+                "recipe's development_builds.plan_release) and judges kimi_k3_extra_args' flags only as far as that "
+                "release knows them." % (d.settings["image"], d.vllm_version))
+    return [problem(d.where, PREFIX + "vllm_version", said,
                     "nothing to do if the image is a development build: the fabric step (fabric.yml, part of "
                     "deploy.yml) reads the image's version, parses every node's argv with the image's own vllm serve "
                     "parser and checks the env names against its vllm/envs.py before any vLLM container starts. "

@@ -71,6 +71,7 @@ class Deployment:
     timeouts: object = None
     parallel: object = None  # the published layout (parallel()), once the argv is rendered
     version_from_image: bool = False  # kimi_k3_vllm_version: image (vllm_version is then the rules' release)
+    image_build: object = None  # the recipe's development_builds entry for the pinned digest (image only)
 
     def __getitem__(self, key):
         try:
@@ -225,21 +226,34 @@ def _placement(facts):
 FROM_IMAGE = "image"
 
 
-def image_rules_release(recipe, hw):
-    """The release whose rules the plan renders by for ``image``: the recipe's development_builds.plan_release,
-    raised to the accelerator's min_vllm_version (a CPU node has no build older than that)."""
-    plan_release = str((recipe.get("development_builds") or {}).get("plan_release")
-                       or recipe["defaults"]["vllm_version"])
+def known_build(recipe, image):
+    """The recipe's development_builds.builds entry whose ``digest`` the image reference pins, or None."""
+    digest = image.rpartition("@")[2] if isinstance(image, str) and "@" in image else None
+    for entry in (recipe.get("development_builds") or {}).get("builds") or []:
+        if digest and entry.get("digest") == digest:
+            return entry
+    return None
+
+
+def image_rules_release(recipe, hw, image=None):
+    """The release whose rules the plan renders by for ``image``: the rules of the recipe's development_builds entry
+    for the pinned digest when it has one, else development_builds.plan_release; raised to the accelerator's
+    min_vllm_version (a CPU node has no build older than that)."""
+    build = known_build(recipe, image)
+    release = str(build["rules"] if build else (recipe.get("development_builds") or {}).get("plan_release")
+                  or recipe["defaults"]["vllm_version"])
     floor = (hw or {}).get("min_vllm_version")
-    return max(plan_release, str(floor), key=version_key) if floor else plan_release
+    return max(release, str(floor), key=version_key) if floor else release
 
 
 def _version(settings, recipe, snapshots, hw=None):
     version = str(settings["vllm_version"] or recipe["defaults"]["vllm_version"])
     from_image = version == FROM_IMAGE
+    build = known_build(recipe, settings.get("image")) if from_image else None
     if from_image:
-        version = image_rules_release(recipe, hw)
-    return {"vllm_version": version, "snapshot": snapshots.get(version), "version_from_image": from_image}
+        version = image_rules_release(recipe, hw, settings.get("image"))
+    return {"vllm_version": version, "snapshot": snapshots.get(version), "version_from_image": from_image,
+            "image_build": build}
 
 
 def resolve(settings, facts, recipe):

@@ -321,13 +321,16 @@ def _flag_fix(flag, variable, ctx):
 def _check_node_args(node, args, sources, ctx, recipe, errors, warnings=None):
     """Flag-snapshot and engine-rule problems of one node's argv, each naming the variable behind the flag. With
     kimi_k3_vllm_version: image an operator's own flag the rules' snapshot refuses is a warning: the image's own
-    parser is its judge, in the fabric step (a development build may know flags no release has)."""
+    parser is its judge, in the fabric step (a development build may know flags no release has). Not a flag whose
+    name says it takes a secret: its value would be written into the plan files and the container's argv."""
     snapshot = ctx["snapshot"]
     for issue in vllm_flags.check_argv(args, snapshot):
         flag = issue.split()[0] if issue.startswith("-") else None
         canonical = vllm_flags.canonical_flag(flag, snapshot) if flag else None
         variable = sources.get(canonical) or sources.get(flag) or PREFIX + "vllm_version"
-        if ctx.get("version_from_image") and variable == PREFIX + "extra_args" and warnings is not None:
+        secret_named = bool(flag) and redaction.is_secret_name(recipe, flag)
+        if ctx.get("version_from_image") and variable == PREFIX + "extra_args" and warnings is not None \
+                and not secret_named:
             warnings.append(problem(node["host"], variable, "%s (vLLM %s's rules)." % (issue, ctx["vllm_version"]),
                                     "the fabric step parses it with the image's own parser and refuses it there if "
                                     "the image does not accept it."))

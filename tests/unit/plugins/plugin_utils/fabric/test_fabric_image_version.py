@@ -130,6 +130,18 @@ def test_an_unknown_flag_is_refused_naming_node_flag_digest_and_version():
     assert found[1]["variable"] == "kimi_k3_extra_args"
 
 
+def test_an_image_whose_envs_lists_no_names_warns_that_the_env_names_were_not_judged():
+    found = judge({"env_known": 0}, version="0.27.1")
+    assert [(f["check"], f["status"]) for f in found] == [("image_version", "pass"), ("image_argv", "pass"),
+                                                          ("image_env", "warn")]
+    assert found[2]["observed"] == ("n0: image sha256:%s (vLLM 0.1.dev19253+g5f76ae224): its vllm/envs.py lists no "
+                                    "environment variables, so the plan's VLLM_* names were not judged" % ("5a" * 32))
+    assert found[2]["variable"] == "kimi_k3_extra_env"
+    # a check that did not run says so in image_argv; no second finding about the env names
+    assert [f["check"] for f in judge({"status": "failed", "env_known": 0, "error": "ImportError: x"})] == [
+        "image_version", "image_argv"]
+
+
 def test_rules_other_than_the_plans_warn_and_unknown_env_names_fail():
     found = judge({"unknown_env": ["VLLM_NO_SUCH"]})
     assert [(f["check"], f["status"]) for f in found] == [("image_version", "warn"), ("image_argv", "pass"),
@@ -262,3 +274,38 @@ def test_image_check_command_env_and_output(job):
     calls = []
     got = job.image_check_phase(spec_, runner=lambda a, e, t: calls.append(t) or (0, 'FABRIC_RESULT {"status": "ok"}'))
     assert got == {"status": "ok"} and calls == [5.0]
+
+
+def test_a_digest_the_recipe_records_renders_by_that_builds_rules_at_plan_time():
+    """The ROCm kimi-k3 image the mi355x examples pin: the recipe knows its digest as 0.1.dev19253 (0.27.1's rules),
+    so the plan renders 0.27.1's env names (the AITER SiTU switch) instead of plan_release's, and says why."""
+    from tests.unit.plugins.plugin_utils.plan.test_topology import make_nodes, plan
+    image = "vllm/vllm-openai-rocm@" + BUILDS[0]["digest"]
+    r = plan(make_nodes(2, kimi_k3_accelerator="mi355x", kimi_k3_image=image, kimi_k3_vllm_version="image",
+                        kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="rdma", kimi_k3_socket_ifname="eth0"))
+    assert r["ok"], r["errors"]
+    node = r["plans"]["node0"]
+    assert (node["vllm_version"], node["vllm_version_from_image"]) == ("0.27.1", True)
+    assert "AITER_SITUV2_A8W4" in node["env"] and "VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4" not in node["env"]
+    (said,) = [w["message"] for w in r["warnings"] if w["variable"] == "kimi_k3_vllm_version"]
+    assert said.startswith("image: the recipe records %s as vLLM 0.1.dev19253+g5f76ae224, a development build that "
+                           "follows vLLM 0.27.1's rules (the ROCm kimi-k3 image" % image)
+    assert said.endswith("the plan renders flags and env by vLLM 0.27.1's rules and judges kimi_k3_extra_args' flags "
+                         "only as far as that release knows them.")
+    # another digest of the same repository is unknown: plan_release's rules, as before
+    other = plan(make_nodes(2, kimi_k3_accelerator="mi355x", kimi_k3_image="vllm/vllm-openai-rocm@sha256:" + "c" * 64,
+                            kimi_k3_vllm_version="image", kimi_k3_strategy="multi_node_tp",
+                            kimi_k3_interconnect="rdma", kimi_k3_socket_ifname="eth0"))
+    assert other["plans"]["node0"]["vllm_version"] == "0.28.0"
+
+
+def test_with_image_an_unknown_flag_named_like_a_secret_is_still_refused_at_plan_time():
+    """Left to the image, its value would be written into the plan files and the container's argv first."""
+    from tests.unit.plugins.plugin_utils.plan.test_topology import ROCM_IMAGE, make_nodes, plan
+    r = plan(make_nodes(2, kimi_k3_accelerator="mi355x", kimi_k3_image=ROCM_IMAGE, kimi_k3_vllm_version="image",
+                        kimi_k3_strategy="multi_node_tp", kimi_k3_interconnect="rdma", kimi_k3_socket_ifname="eth0",
+                        kimi_k3_extra_args=["--my-api-token", "zQcanary"]))
+    assert not r["ok"]
+    assert {(e["variable"], e["message"]) for e in r["errors"]} == {
+        ("kimi_k3_extra_args", "--my-api-token is not accepted by vllm serve 0.28.0 (unrecognized argument).")}
+    assert "zQcanary" not in str(r["errors"]) + str(r["warnings"])

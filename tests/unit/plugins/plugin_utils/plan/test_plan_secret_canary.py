@@ -100,12 +100,20 @@ def _check(base, place, canary, forbidden, at, env_name, key, nested):
     base = PLACE_BASE.get(place, base)
     nodes, routers = corpus.nodes_of(*corpus.apply(mistake, *corpus.base_inventory(base)))
     r = corpus.plan(nodes, routers, role_vars=mistake.get("role_vars"))
-    if place in ("api_key", "hf_token"):
+    # the mi355x example pins a development build (kimi_k3_vllm_version: image): a flag's value is its parser's to
+    # judge in the fabric step, and the plan only warns
+    judged_by_image = place == "args_choice" and base == "mi355x-cluster"
+    if place in ("api_key", "hf_token") or judged_by_image:
         assert r["ok"], [plan_render.format_problem(e) for e in r["errors"]]
+        assert not judged_by_image or [w for w in r["warnings"] if w["variable"] == "kimi_k3_extra_args"]
     else:
         assert not r["ok"], place
         assert all(e["host"] and e["variable"] and e["fix"] for e in r["errors"])
-    assert canary not in everything_written(r, topology.inventory_secrets(corpus.RECIPE, nodes + routers))
+    if judged_by_image:
+        # the value is rendered (it is the flag's value, no secret by its place); the warning does not repeat it
+        assert canary not in json.dumps(cluster_plan_action.ActionModule._outcome(r), sort_keys=True, default=str)
+    else:
+        assert canary not in everything_written(r, topology.inventory_secrets(corpus.RECIPE, nodes + routers))
 
 
 @settings(max_examples=600, deadline=None)

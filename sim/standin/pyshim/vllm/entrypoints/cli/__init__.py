@@ -1,0 +1,1 @@
+"""vllm.entrypoints.cli of the stand-in image."""

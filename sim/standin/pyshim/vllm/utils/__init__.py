@@ -1,0 +1,1 @@
+"""vllm.utils of the stand-in image (argparse_utils only)."""
