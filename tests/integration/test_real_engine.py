@@ -18,11 +18,13 @@ must be equal or listed with its reason in sim/conformance.yml. One deployment s
     status check fails within 90 s naming the follower; then what a client sees (the next request fails, the head
     goes down) against the stand-in's view of the same fault; launch.yml brings the deployment back while /health
     is polled through the start-up (stand-in against real again);
-(d) upgrade.yml to the second real image (another digest) passes its smoke gate on both nodes;
+(d) upgrade.yml to the engine's development build (another digest, kimi_k3_vllm_version: image) passes its
+    smoke gate on both nodes;
 (e) upgrade.yml to the image whose engine really fails at start (it cannot import the model class): the collection
     notices within 90 s, names the node whose engine stopped first and rolls back to the previous real image;
-(f) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy
-    finishes the rollback and both nodes run the previous digest again;
+(f) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy (the
+    development build, image mode: its fabric step runs the image's own parser) finishes the rollback and both nodes
+    run the previous digest again;
 (g) the follower killed while the group starts (before the head is ready): launch.yml fails naming the follower
     within 90 s of the kill; the next launch.yml brings the deployment back;
 (h) the capacity curve at three max-model-len points, one beyond the KV budget: the plan predicts the refusal point
@@ -40,6 +42,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -318,13 +321,22 @@ def _first_failure_s(run):
     return _stamp(failed[0]) - _stamp(events[0]) if failed else float("inf")
 
 
-def test_d_upgrade_to_the_second_real_image(deployed):
+# (d) moves the deployment to the engine's development build (engine-dev: the same engine reporting
+# 0.32.1.dev7+g5f76ae224.cpu) with kimi_k3_vllm_version: image, as an operator moves to the recipe's kimi-k3 image;
+# the deploy that finishes (f)'s interrupted upgrade returns to it with the same setting and runs the fabric step's
+# image check (the image's own parser) on the way: the whole deploy on a development build.
+DEV = {"kimi_k3_vllm_version": "image"}
+
+
+def test_d_upgrade_to_the_engines_development_build(deployed):
     sim, _r = deployed
-    target = sim.images["engine-b"]
-    r = _run(sim, "upgrade.yml", dict(GATE_SMOKE, kimi_k3_image=target))
+    target = sim.images["engine-dev"]
+    r = _run(sim, "upgrade.yml", dict(GATE_SMOKE, kimi_k3_image=target, **DEV))
     assert r.status == "successful", failed_tasks(r)
     assert _images(sim) == [target, target]
     assert _http(HEAD_URL + "/health") == 200
+    with urllib.request.urlopen(HEAD_URL + "/version", timeout=10) as resp:
+        assert json.load(resp)["version"] == "0.32.1.dev7+g5f76ae224.cpu"
     assert _state()["upgrade"] is None
 
 
@@ -395,12 +407,18 @@ def test_f_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     assert proc.returncode != 0, "".join(seen[-20:])
     st = _state()
     assert st["upgrade"] and st["upgrade"]["to_image"] == target, st
-    # the operator's next deploy, with the image the inventory holds for what was deployed before the upgrade
-    r = _run(sim, "deploy.yml", dict(GATE_SMOKE, kimi_k3_image=before[0]), skip_tags="preflight")
+    # the operator's next deploy, with the image (and version setting) the inventory holds for what was deployed
+    # before the upgrade: (d)'s development build
+    assert before[0] == sim.images["engine-dev"]
+    r = _run(sim, "deploy.yml", dict(GATE_SMOKE, kimi_k3_image=before[0], **DEV), skip_tags="preflight")
     assert r.status == "successful", failed_tasks(r)
     with open(os.path.join(r.config.artifact_dir, "stdout")) as handle:
         out = " ".join(handle.read().split())
     assert "was interrupted at the" in out and "Finishing the rollback to" in out
+    # the fabric step judged the development build with its own parser before the launch
+    with open(os.path.join(ART, "fabric-report.json")) as handle:
+        judged = {(f["host"], f["check"]): f["status"] for f in json.load(handle)["findings"]}
+    assert [judged.get((node, "image_argv")) for node in (HEAD, FOLLOWER)] == ["pass", "pass"], judged
     assert _images(sim) == before
     assert _state()["upgrade"] is None
     assert _http(HEAD_URL + "/health") == 200
