@@ -51,6 +51,10 @@ USED_KEYWORDS = {
     "TLSConfig": ("verify", "client_cert", "ca_cert"),
 }
 
+# What engine/api.py takes from here (re-exported, hence listed).
+__all__ = ["APIClient", "MINIMUM_DOCKER_API_VERSION", "DockerException", "MissingRequirementException", "TLSConfig",
+           "parse_host", "IMPORT_ERROR", "SUPPORTED_RANGE", "installed_version", "refusal", "supported"]
+
 # The imports are spelled out (not built from USED_NAMES) so ansible-core's module packer sees them and ships
 # community.docker's files with the modules; inside try, a name it cannot find is left out instead of failing the
 # packing, and the node then gets the refusal below.
