@@ -9,8 +9,11 @@ the venv's bin first on PATH (`python3`, `ansible-*` are the venv's); no ANSIBLE
 Offline, and honest about it: there is no Galaxy access here. community.docker (and its dependency) come from the
 venv's `ansible` package, which ansible-galaxy finds on sys.path and skips ("is already installed, skipping") -
 what an operator whose pip installed `ansible` sees too; an operator with ansible-core only gets it from Galaxy.
-`pip install -r requirements.txt` runs with PIP_NO_INDEX=1: it passes only because the venv already satisfies the
-list, and can neither download nor change anything.
+The first command, the venv (`python3 -m venv ~/kimi-venv && . ~/kimi-venv/bin/activate && pip install -r
+requirements.txt`), is checked word for word but not run: it would download the whole list. The test venv stands in
+for ~/kimi-venv (its bin is first on PATH, `pip install -r requirements.txt` runs in it with PIP_NO_INDEX=1 and
+passes only because the venv already satisfies the list). The venv line ran for real on a clean HOME with the
+PyPI mirror when it was written (#39).
 
 Not run verbatim: the README's last command, `cd ~/kimi-site && ansible-playbook deploy.yml -i
 inventories/gb300-cluster`, which would contact the example's nodes (10.20.0.x). The same command runs with
@@ -46,6 +49,17 @@ def _env(home):
     env.update(HOME=str(home), PATH=BIN + os.pathsep + env.get("PATH", "/usr/bin:/bin"), ANSIBLE_NOCOLOR="1",
                PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     return env
+
+
+VENV_LINE = ("python3 -m venv ~/kimi-venv && . ~/kimi-venv/bin/activate && pip install -r %s"
+             "   # ansible-core + libraries")
+
+
+def without_venv(lines, requirements="requirements.txt"):
+    """The commands after the venv line, which must come first (ansible-galaxy is ansible-core's) and read as
+    VENV_LINE; its pip step runs in the test venv instead."""
+    assert lines[0] == VENV_LINE % requirements, lines[0]
+    return ["python3 -m pip install -r %s" % requirements] + lines[1:]
 
 
 def _bash(script, cwd, env, timeout=300):
@@ -88,15 +102,22 @@ def test_readme_blocks_are_what_this_test_runs():
     assert any("site_init" in line for line in readme)
     guide = sh_block(os.path.join(REPO, "docs", "install.md"), "### From a built tarball")
     assert guide[0].startswith("git clone "), guide
+    # on a clean machine ansible-galaxy exists only after the venv line, and the collection's own install does not
+    # depend on Galaxy (community.docker has a line of its own)
+    for block in (readme, guide[1:]):
+        assert without_venv(block)[1].startswith("ansible-galaxy collection build"), block
+        installs = [line for line in block if "collection install" in line and ".tar.gz" in line]
+        assert installs and all("--no-deps" in line for line in installs), installs
+        assert any("-r requirements.yml" in line for line in block), block
 
 
 def test_readme_install_and_site_commands_verbatim(checkout):
     clone, home, elsewhere = checkout
     env = _env(home)
-    lines = sh_block(os.path.join(REPO, "README.md"), "## Install (operators)")
+    lines = without_venv(sh_block(os.path.join(REPO, "README.md"), "## Install (operators)"))
     out = _bash("\n".join(lines[:-1]), clone, env)
-    # community.docker: not from Galaxy (none here) but the venv's `ansible` package, found and skipped
-    assert "'community.docker:" in out and "is already installed, skipping" in out, out
+    # community.docker: not from Galaxy (none here) but the venv's `ansible` package, found, so Galaxy is not asked
+    assert "Nothing to do. All requested collections are already installed." in out, out
     assert "gpufleet.kimi_k3:0.1.0 was installed successfully" in out, out
     inst = home / ".ansible" / "collections" / "ansible_collections" / "gpufleet" / "kimi_k3"
     assert (inst / "MANIFEST.json").is_file()
@@ -127,7 +148,7 @@ def test_install_md_tarball_commands_verbatim(checkout):
     lines = sh_block(os.path.join(REPO, "docs", "install.md"), "### From a built tarball")
     # the first line is the clone (the fixture made it): the rest runs in it, twice (a second run replaces)
     for attempt in (1, 2):
-        out = _bash("\n".join(lines[1:]), clone, env)
+        out = _bash("\n".join(without_venv(lines[1:])), clone, env)
         assert "gpufleet.kimi_k3:0.1.0 was installed successfully" in out, (attempt, out)
     assert _installed_path(elsewhere, env) == [str(home / ".ansible" / "collections" / "ansible_collections")]
     out = _bash("ansible-playbook gpufleet.kimi_k3.site_init -e site_dir=~/kimi-site", elsewhere, env)

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read-only requests to a node's container engine through community.docker's client (the vendored Docker SDK
 ``APIClient``), so every engine URL the ``docker_container`` tasks of the roles accept works here too: a unix
-socket, plain or TLS ``tcp://`` and ``ssh://`` (paramiko, or the ssh CLI with ``use_ssh_client``).
+socket, plain or TLS ``tcp://`` and ``ssh://`` (paramiko, or the ssh CLI with ``use_ssh_client``). That client is
+community.docker's private code: engine/docker_sdk.py alone imports it and says which releases are supported.
 
 The options carry community.docker's names (``docker_host``, ``tls``, ``validate_certs``, ``ca_path``,
 ``client_cert``, ``client_key``, ``use_ssh_client``) so a role passes the plan's ``docker_client`` mapping to this
@@ -20,25 +21,9 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported on nodes
     from urlparse import urlparse
 
-try:
-    from ansible_collections.community.docker.plugins.module_utils._api.api.client import APIClient
-    from ansible_collections.community.docker.plugins.module_utils._api.constants import \
-        MINIMUM_DOCKER_API_VERSION
-    from ansible_collections.community.docker.plugins.module_utils._api.errors import \
-        DockerException, MissingRequirementException
-    from ansible_collections.community.docker.plugins.module_utils._api.tls import TLSConfig
-    from ansible_collections.community.docker.plugins.module_utils._api.utils.utils import parse_host
-    SDK_IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - community.docker is a dependency of the collection
-    APIClient = TLSConfig = parse_host = None
-    MINIMUM_DOCKER_API_VERSION = "1.21"
-    SDK_IMPORT_ERROR = str(exc)
-
-    class DockerException(Exception):
-        pass
-
-    class MissingRequirementException(DockerException):
-        pass
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import docker_sdk
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine.docker_sdk import (
+    APIClient, MINIMUM_DOCKER_API_VERSION, DockerException, MissingRequirementException, TLSConfig, parse_host)
 
 # The engine URL every module, the plan and the checks default to (kimi_k3_docker_host, docker_host options).
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
@@ -205,9 +190,8 @@ def open_client(options, timeout=5.0):
     problem = options_problem(options)
     if problem:
         raise EngineError("%s: %s" % problem)
-    if SDK_IMPORT_ERROR is not None:
-        raise EngineError("community.docker's Docker client is not importable (%s): install community.docker "
-                          "on the controller (requirements.yml)" % SDK_IMPORT_ERROR)
+    if docker_sdk.IMPORT_ERROR is not None:
+        raise EngineError(docker_sdk.refusal())
     params = connect_params(options, timeout)
     try:
         if "tls" in params:

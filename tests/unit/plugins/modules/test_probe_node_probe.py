@@ -91,7 +91,8 @@ STDLIB_OK = {"__future__", "errno", "glob", "json", "os", "re", "socket", "http"
 
 @pytest.mark.parametrize("path", ["modules/node_probe.py", "module_utils/probe/collect.py",
                                   "module_utils/probe/parsers.py", "module_utils/engine/api.py",
-                                  "modules/node_gpu_memory.py", "module_utils/probe/gpu_memory.py"])
+                                  "module_utils/engine/docker_sdk.py", "modules/node_gpu_memory.py",
+                                  "module_utils/probe/gpu_memory.py"])
 def test_node_side_code_is_stdlib_only_and_py39(path):
     src = open(os.path.join(PLUGINS, path)).read()
     tree = ast.parse(src, feature_version=(3, 9))      # syntax valid for Python 3.9
