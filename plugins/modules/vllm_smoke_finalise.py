@@ -49,7 +49,9 @@ options:
     elements: dict
   reproduction:
     description: Facts needed to reproduce the run (image, driver, CUDA/ROCm, GPU model, interconnect, ...), merged
-      into C(reproduction).
+      into C(reproduction). A C(vllm_args) entry (the plan's C(vllm serve) argv) is not kept; its
+      C(--tool-call-parser), C(--reasoning-parser) and C(--tool-strict-level) are, as C(tool_call_parser),
+      C(reasoning_parser) and C(tool_strict_level).
     type: dict
   plan_cluster:
     description:

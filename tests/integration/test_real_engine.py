@@ -178,6 +178,11 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
     md = open(os.path.join(r.artifacts_dir, "smoke", "smoke-%s.md" % HEAD)).read()
     assert "vLLM 0.32.0" in md and "NOT judged for accuracy" in md
     assert "| KV cache size (tokens per engine) | 466,032 | 466,032 | +0.000 % |" in md
+    # the parsers the server ran (from the plan's argv) beside the tool figures, per stream mode
+    assert (rep["tool_call_parser"], rep["reasoning_parser"], rep["tool_strict_level"]) == (
+        "kimi_k2", "kimi_k3", "parameter"), rep
+    assert "- server parsers: tool `kimi_k2` (strict level parameter), reasoning `kimi_k3`" in md
+    assert "- by stream mode: non_stream 12/12 cases valid (attempts " in md
     # the real server's tool-call path: Kimi's ids, arguments valid against the schema
     msg = _forced_call()
     call = msg.tool_calls[0]

@@ -41,6 +41,9 @@ def finalise(facts, log_lines=None, log_results=None, node_probes=None, reproduc
     elif node_probes or "gpu_memory" not in facts:
         facts["gpu_memory"] = smoke_gpu.gpu_memory_summary(node_probes)
     if reproduction:
+        reproduction = dict(reproduction)
+        # the plan's argv is read for its parsers only: the report names them, the whole argv is the plan's
+        reproduction.update(smoke_report.served_parsers(reproduction.pop("vllm_args", None)))
         facts["reproduction"] = dict(facts.get("reproduction") or {}, **reproduction)
     if capacity is not None or "kv_check" not in facts:
         capacity = capacity or {}

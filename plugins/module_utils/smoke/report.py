@@ -28,6 +28,46 @@ def summary_rows(facts):
     return rows
 
 
+# The serve flags that decide how tool calls and reasoning reach the client: the report names them beside the
+# figures, so a tool-call rate is read against the parser that produced it.
+PARSER_FLAGS = ("--tool-call-parser", "--reasoning-parser", "--tool-strict-level")
+
+
+def served_parsers(vllm_args):
+    """``{flag without dashes and with underscores: value}`` of :data:`PARSER_FLAGS` in a ``vllm serve`` argv (the
+    ``--flag value`` and ``--flag=value`` forms; the last occurrence wins, as in argparse)."""
+    out = {}
+    args = list(vllm_args or [])
+    for i, arg in enumerate(args):
+        flag, eq, value = str(arg).partition("=")
+        if flag not in PARSER_FLAGS:
+            continue
+        if not eq:
+            if i + 1 >= len(args):
+                continue
+            value = str(args[i + 1])
+        out[flag.lstrip("-").replace("-", "_")] = value
+    return out
+
+
+def _mode_line(tc):
+    parts = []
+    for mode, m in sorted((tc.get("by_mode") or {}).items()):
+        if m.get("cases"):
+            parts.append("%s %s/%s cases valid (attempts %s, first-attempt %s)" % (
+                mode, m.get("final_ok"), m.get("cases"), m.get("attempts"), m.get("first_attempt_success_rate")))
+    return "- by stream mode: %s" % ("; ".join(parts) or "no case sent")
+
+
+def _parser_line(rep):
+    if not any(rep.get(k) for k in ("tool_call_parser", "reasoning_parser")):
+        return []
+    return ["- server parsers: tool `%s`%s, reasoning `%s`" % (
+        rep.get("tool_call_parser") or "none",
+        " (strict level %s)" % rep["tool_strict_level"] if rep.get("tool_strict_level") else "",
+        rep.get("reasoning_parser") or "none")]
+
+
 SUMMARY_HEADER = ["group", "status", "ttft mean s", "ttft p99 s", "itl p50 s", "itl p99 s", "tok/s", "out tok",
                   "retries", "error"]
 
@@ -61,6 +101,7 @@ def render_markdown(facts, violations=None):
                   "is below smoke_min_tool_call_success_rate)" % (
                       (tc.get("first_attempt") or {}).get("k"), (tc.get("first_attempt") or {}).get("n"),
                       "..".join(str(b) for b in (tc.get("first_attempt") or {}).get("ci95") or [])),
+                  _mode_line(tc)] + _parser_line(facts.get("reproduction") or {}) + [
                   "- failures per class: %s" % (tc.get("failures") or {}),
                   "- retries per class: %s" % (tc.get("retries") or {}), ""]
     lines += _full_profile_sections(facts)
