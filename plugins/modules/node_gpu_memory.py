@@ -18,14 +18,27 @@ description:
     the preflight probe's from before the launch (P(gpufleet.kimi_k3.smoke#role)).
   - A node without either tool, or a tool that fails, gives no GPU and the reason in RV(gpu_memory.errors); the
     module does not fail for it.
+  - On a node without GPUs (the cpu profile) the engine's weights and KV cache live in host memory: with
+    O(container) it also reads that container's memory from the node's Docker engine (C(docker stats)' figure) into
+    RV(gpu_memory.engine_memory).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes.read_only
+  - gpufleet.kimi_k3.container_engine.client
 options:
   probe_root:
     description: Root under which kernel state is read (tests and the rehearsal); the tools are found on the PATH.
     type: path
     default: /
+  container:
+    description:
+      - The vLLM container whose memory is read when the node has neither GPU tool. Omitted, nothing is read.
+    type: str
+  docker_host:
+    description: The node's Docker engine URL (the plan's C(docker_host)), as P(gpufleet.kimi_k3.vllm_container_log#module)
+      takes it; asked only with O(container).
+    type: str
+    default: unix:///var/run/docker.sock
 author:
   - gpufleet maintainers (@gpufleet)
 """
@@ -60,19 +73,45 @@ gpu_memory:
       description: Why a figure is missing (no tool, a failed command).
       type: list
       elements: str
+    engine_memory:
+      description: The container's memory in use and its limit in MiB (C(container), C(used_mib), C(limit_mib)),
+        read only on a node without GPU tools when O(container) is given; null otherwise.
+      type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
+import json
+
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.engine import api as engine_api
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe import gpu_memory
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.probe.collect import module_io
 
-ARGUMENT_SPEC = dict(probe_root=dict(type="path", default="/"))
+ARGUMENT_SPEC = dict(probe_root=dict(type="path", default="/"), container=dict(type="str"),
+                     docker_host=dict(type="str", default=engine_api.DEFAULT_DOCKER_HOST),
+                     docker_client=engine_api.docker_client_spec())
+
+
+def engine_memory(params):
+    """(the container's memory, or None; the reason it was not read, or None)."""
+    try:
+        status, body = engine_api.engine_get(params, "/containers/%s/stats?stream=false" % params["container"],
+                                             timeout=30)
+        if status != 200:
+            return None, "docker stats %s: HTTP %s" % (params["container"], status)
+        return gpu_memory.container_memory(json.loads(body.decode("utf-8", "replace")), params["container"]), None
+    except (engine_api.EngineError, ValueError) as exc:
+        return None, "docker stats %s: %s" % (params["container"], str(exc)[:300])
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.exit_json(changed=False, gpu_memory=gpu_memory.read(module_io(module, module.params["probe_root"])))
+    out = gpu_memory.read(module_io(module, module.params["probe_root"]))
+    out["engine_memory"] = None
+    if out["vendor"] is None and module.params["container"]:
+        out["engine_memory"], why = engine_memory(module.params)
+        out["errors"] += [why] if why else []
+    module.exit_json(changed=False, gpu_memory=out)
 
 
 if __name__ == "__main__":

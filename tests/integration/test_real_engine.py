@@ -183,6 +183,12 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
         "kimi_k2", "kimi_k3", "parameter"), rep
     assert "- server parsers: tool `kimi_k2` (strict level parameter), reasoning `kimi_k3`" in md
     assert "- by stream mode: non_stream 12/12 cases valid (attempts " in md
+    # no GPU here: the engine's weights and KV cache in each node's host memory, read while it served (the 1 GiB
+    # KV space alone is 1,024 MiB)
+    engine = {h: v["engine_memory"] for h, v in facts["gpu_memory"].items()}
+    assert sorted(engine) == [HEAD, FOLLOWER] and all(e["container"] == NAME and e["used_mib"] > 1024
+                                                      for e in engine.values()), engine
+    assert "## Engine memory (nodes without GPUs" in md
     # the real server's tool-call path: Kimi's ids, arguments valid against the schema
     msg = _forced_call()
     call = msg.tool_calls[0]

@@ -51,3 +51,20 @@ def read(io, clock=time.time, command_timeout=30):
         ctx.error("neither nvidia-smi nor amd-smi on this node: GPU memory not read")
     return {"read_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)), "read_epoch": round(when, 3),
             "vendor": vendor, "gpus": gpus, "errors": list(ctx.errors)}
+
+
+def _mib(value):
+    return round(value / 1048576.0, 1) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def container_memory(stats, name):
+    """``{"container", "used_mib", "limit_mib"}`` of a Docker stats answer (``GET /containers/<name>/stats``):
+    what a node without GPUs holds for the engine (its weights and its KV cache live in host memory). Used is the
+    cgroup's usage less its inactive file cache, as ``docker stats`` shows it (cgroup v2: ``inactive_file``, v1:
+    ``total_inactive_file``); None where the answer has no figure."""
+    mem = stats.get("memory_stats") if isinstance(stats, dict) else None
+    mem = mem if isinstance(mem, dict) else {}
+    usage, detail = mem.get("usage"), mem.get("stats") if isinstance(mem.get("stats"), dict) else {}
+    cache = detail.get("inactive_file", detail.get("total_inactive_file", 0))
+    used = usage - cache if isinstance(usage, int) and isinstance(cache, int) and cache <= usage else usage
+    return {"container": name, "used_mib": _mib(used), "limit_mib": _mib(mem.get("limit"))}

@@ -68,5 +68,6 @@ def gpu_memory_from_reads(results):
         per = [{"index": g.get("index"), "used_mib": smoke_stats.parse_number(g.get("memory_used_mib")),
                 "total_mib": smoke_stats.parse_number(g.get("memory_total_mib"))}
                for g in gm.get("gpus") or [] if isinstance(g, dict)]
-        out[str(r["item"])] = _summary(per, read_at=gm.get("read_at"), errors=errors, source=SMOKE_WINDOW)
+        out[str(r["item"])] = _summary(per, read_at=gm.get("read_at"), errors=errors, source=SMOKE_WINDOW,
+                                       engine_memory=gm.get("engine_memory"))
     return out

@@ -116,6 +116,11 @@ def render_markdown(facts, violations=None):
             ["host", "gpus", "used MiB", "total MiB", "used", "read", "note"],
             [[h, v["gpus"], v["used_mib"], v["total_mib"], _fmt(v["used_frac"], 3), v.get("read_at") or
               v.get("source") or "", "; ".join(v.get("errors") or [])] for h, v in sorted(gm.items())]), ""]
+    engine = [(h, v["engine_memory"], v.get("read_at")) for h, v in sorted(gm.items()) if v.get("engine_memory")]
+    if engine:
+        lines += ["## Engine memory (nodes without GPUs: weights and KV cache in host memory)", "", markdown_table(
+            ["host", "container", "used MiB", "limit MiB", "read"],
+            [[h, e.get("container"), e.get("used_mib"), e.get("limit_mib"), at or ""] for h, e, at in engine]), ""]
     lf = facts.get("log_findings") or {}
     if lf:
         lines += ["## Container logs (warnings/errors)", ""]

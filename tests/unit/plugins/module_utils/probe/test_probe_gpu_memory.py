@@ -31,3 +31,19 @@ def test_missing_or_failing_tools_are_reported_not_raised():
     broken = gpu_memory.read(io, clock=clock)
     assert broken["vendor"] == "nvidia" and broken["gpus"] == []
     assert broken["errors"][0].startswith("nvidia-smi --query-gpu failed (rc 1): fixture: no output recorded")
+
+
+def test_container_memory_is_docker_stats_figure_usage_less_inactive_file():
+    mib = 1048576
+    v2 = {"memory_stats": {"usage": 3000 * mib, "limit": 6144 * mib, "stats": {"inactive_file": 200 * mib + 1}}}
+    assert gpu_memory.container_memory(v2, "vllm-kimi-k3") == {"container": "vllm-kimi-k3", "used_mib": 2800.0,
+                                                               "limit_mib": 6144.0}
+    v1 = {"memory_stats": {"usage": 100 * mib, "limit": 200 * mib, "stats": {"total_inactive_file": 50 * mib}}}
+    assert gpu_memory.container_memory(v1, "c")["used_mib"] == 50.0
+    # no cache figure, or one larger than the usage: the usage as it is
+    assert gpu_memory.container_memory({"memory_stats": {"usage": mib}}, "c")["used_mib"] == 1.0
+    assert gpu_memory.container_memory({"memory_stats": {"usage": mib, "stats": {"inactive_file": 2 * mib}}},
+                                       "c")["used_mib"] == 1.0
+    # a stopped container answers without memory figures; garbage is no figure, never an exception
+    for answer in ({"memory_stats": {}}, {}, None, [], {"memory_stats": {"usage": "x", "limit": True}}):
+        assert gpu_memory.container_memory(answer, "c") == {"container": "c", "used_mib": None, "limit_mib": None}

@@ -202,16 +202,30 @@ def test_gpu_memory_is_what_the_nodes_said_during_the_window_not_the_probe():
     gm = facts["gpu_memory"]
     assert gm["tray01"] == {"gpus": 4, "used_mib": 1080000, "total_mib": 1136832, "used_frac": 0.95,
                             "per_gpu": [{"index": i, "used_mib": 270000, "total_mib": 284208} for i in range(4)],
-                            "read_at": "2026-12-06T10:00:00Z", "errors": [], "source": "read during the smoke window"}
+                            "read_at": "2026-12-06T10:00:00Z", "errors": [], "source": "read during the smoke window",
+                            "engine_memory": None}
     assert gm["tray02"] == {"gpus": 0, "used_mib": None, "total_mib": 0, "used_frac": None, "per_gpu": [],
                             "read_at": None, "errors": ["Failed to connect to the host via ssh"],
-                            "source": "read during the smoke window"}
+                            "source": "read during the smoke window", "engine_memory": None}
     md = smoke_report.render_markdown(facts)
     assert "| tray01 | 4 | 1080000 | 1136832 | 0.950 | 2026-12-06T10:00:00Z |  |" in md
     assert facts["kv_check"]["observed"]["gpu_memory_used_mib"] == 270000.0
     # without reads (a caller that passes only probes) the figure says where it is from
     assert smoke_finalise.finalise({"groups": {}}, node_probes=probes)["gpu_memory"]["tray01"]["source"] == (
         "node probe (before the launch)")
+
+
+def test_a_node_without_gpus_reports_the_engine_containers_host_memory():
+    memory = {"read_at": "2026-12-06T10:00:00Z", "read_epoch": 1.0, "vendor": None, "gpus": [],
+              "errors": ["neither nvidia-smi nor amd-smi on this node: GPU memory not read"],
+              "engine_memory": {"container": "vllm-kimi-k3", "used_mib": 2815.4, "limit_mib": 6144.0}}
+    facts = smoke_finalise.finalise({"groups": {}}, gpu_reads=[{"item": "cpu-node01", "gpu_memory": memory}])
+    assert facts["gpu_memory"]["cpu-node01"]["engine_memory"] == memory["engine_memory"]
+    md = smoke_report.render_markdown(facts)
+    assert "## Engine memory (nodes without GPUs: weights and KV cache in host memory)" in md
+    assert "| cpu-node01 | vllm-kimi-k3 | 2815.4 | 6144.0 | 2026-12-06T10:00:00Z |" in md
+    assert "## Engine memory" not in smoke_report.render_markdown(
+        smoke_finalise.finalise({"groups": {}}, gpu_reads=[{"item": "h", "gpu_memory": dict(memory, engine_memory=None)}]))
 
 
 def test_read_failure_messages():
