@@ -18,9 +18,9 @@ description:
     the preflight probe's from before the launch (P(gpufleet.kimi_k3.smoke#role)).
   - A node without either tool, or a tool that fails, gives no GPU and the reason in RV(gpu_memory.errors); the
     module does not fail for it.
-  - On a node without GPUs (the cpu profile) the engine's weights and KV cache live in host memory: with
-    O(container) it also reads that container's memory from the node's Docker engine (C(docker stats)' figure) into
-    RV(gpu_memory.engine_memory).
+  - On a node without GPUs (the cpu profile) the engine's weights and KV cache live in host memory, so with
+    O(container) it also reads that container's memory from the node's Docker engine (the figure C(docker stats)
+    shows) into RV(gpu_memory.engine_memory).
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes.read_only

@@ -76,6 +76,22 @@ def _full_profile_sections(facts):
     return smoke_report_sections.render(facts)
 
 
+def _memory_lines(gm):
+    """The GPU memory table and, for nodes without GPUs, the engine container's host memory."""
+    if not gm:
+        return []
+    lines = ["## GPU memory", "", markdown_table(
+        ["host", "gpus", "used MiB", "total MiB", "used", "read", "note"],
+        [[h, v["gpus"], v["used_mib"], v["total_mib"], _fmt(v["used_frac"], 3), v.get("read_at") or
+          v.get("source") or "", "; ".join(v.get("errors") or [])] for h, v in sorted(gm.items())]), ""]
+    engine = [(h, v["engine_memory"], v.get("read_at")) for h, v in sorted(gm.items()) if v.get("engine_memory")]
+    if engine:
+        lines += ["## Engine memory (nodes without GPUs: weights and KV cache in host memory)", "", markdown_table(
+            ["host", "container", "used MiB", "limit MiB", "read"],
+            [[h, e.get("container"), e.get("used_mib"), e.get("limit_mib"), at or ""] for h, e, at in engine]), ""]
+    return lines
+
+
 def render_markdown(facts, violations=None):
     s = facts.get("server") or {}
     lines = ["# Kimi-K3 smoke report", "",
@@ -110,17 +126,7 @@ def render_markdown(facts, violations=None):
         lines += ["## Server during the smoke window", "",
                   markdown_table(["metric", "value"], [[k, _fmt(v, 4)] for k, v in sorted(win.items())]), ""]
     lines += capacity_check.markdown_lines(facts.get("kv_check"))
-    gm = facts.get("gpu_memory") or {}
-    if gm:
-        lines += ["## GPU memory", "", markdown_table(
-            ["host", "gpus", "used MiB", "total MiB", "used", "read", "note"],
-            [[h, v["gpus"], v["used_mib"], v["total_mib"], _fmt(v["used_frac"], 3), v.get("read_at") or
-              v.get("source") or "", "; ".join(v.get("errors") or [])] for h, v in sorted(gm.items())]), ""]
-    engine = [(h, v["engine_memory"], v.get("read_at")) for h, v in sorted(gm.items()) if v.get("engine_memory")]
-    if engine:
-        lines += ["## Engine memory (nodes without GPUs: weights and KV cache in host memory)", "", markdown_table(
-            ["host", "container", "used MiB", "limit MiB", "read"],
-            [[h, e.get("container"), e.get("used_mib"), e.get("limit_mib"), at or ""] for h, e, at in engine]), ""]
+    lines += _memory_lines(facts.get("gpu_memory") or {})
     lf = facts.get("log_findings") or {}
     if lf:
         lines += ["## Container logs (warnings/errors)", ""]

@@ -15,18 +15,18 @@ docker run --detach \
   --cap-add IPC_LOCK \
   --volume /data/hf-cache:/root/.cache/huggingface \
   --label io.gpufleet.kimi_k3.node_rank=1 \
-  --label io.gpufleet.kimi_k3.plan_hash=f7719fcdfd33ede5 \
+  --label io.gpufleet.kimi_k3.plan_hash=49cd7d4836ba82bb \
   --label io.gpufleet.kimi_k3.role=worker \
   --label io.gpufleet.kimi_k3.strategy=multi_node_dep \
   --restart no \
   --env AITER_BF16_FP8_MOE_BOUND=0 \
+  --env AITER_SITUV2_A8W4=1 \
   --env GLOO_SOCKET_IFNAME=ens50f0 \
   --env NCCL_SOCKET_IFNAME=ens50f0 \
   --env SAFETENSORS_FAST_GPU=1 \
   --env VLLM_ENGINE_READY_TIMEOUT_S=3600 \
   --env VLLM_HOST_IP=10.30.0.22 \
   --env VLLM_ROCM_USE_AITER=1 \
-  --env VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4=1 \
   --env VLLM_USE_BREAKABLE_CUDAGRAPH=0 \
   --env VLLM_API_KEY \
   vllm/vllm-openai-rocm@sha256:5aa7e626ff73672f5ca7aae46754570488c23d33ca1ac90756a1d2d1a3fe099b \
