@@ -73,7 +73,7 @@ def plan_inventory(name):
 
 GOLDEN = os.path.join(HERE, "golden_plans")
 ADDED = {"deployment": "main", "deployment_kind": "single", "master_port": 29501, "dp_rpc_port": 29550,
-         # every example pins a release: the image's own version is not what the flags follow
+         # the examples pin a release, but for IMAGE_MODE's (below)
          "vllm_version_from_image": False,
          "docker_client": {"tls": False, "validate_certs": False, "ca_path": None, "client_cert": None,
                            "client_key": None, "use_ssh_client": False},
@@ -154,3 +154,25 @@ def test_sim_addresses_are_the_ones_the_sim_serves():
     assert sorted(p["internal_address"] for p in pd.values()) == ["127.0.0.%d" % i for i in range(31, 36)]
     fleet = plan_inventory("sim-gb300-fleet")["plans"]
     assert sorted(p["internal_address"] for p in fleet.values()) == ["127.0.0.%d" % i for i in range(51, 56)]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(REPO, "inventories")) if n.startswith("gb300")))
+def test_gb300_examples_plan_with_a_development_build_as_with_their_release(name):
+    """The GB300 examples pin a release; pointed at a development build of vLLM (the recipe's vllm/vllm-openai:kimi-k3
+    is one, its digest unknown to the recipe) with kimi_k3_vllm_version: image, they render the same argv by
+    plan_release's rules and say who judges it (the fabric step runs the image's own parser)."""
+    nodes, routers = nodes_of(name)
+    release = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, routers)
+    dev_image = "vllm/vllm-openai@sha256:" + "d" * 64
+    for node in nodes + routers:
+        node["vars"] = dict(node["vars"], kimi_k3_vllm_version="image", kimi_k3_image=dev_image)
+    dev = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, routers)
+    assert release["ok"] and dev["ok"], [plan_render.format_problem(e) for e in dev["errors"]]
+    engines = dict((h, p) for h, p in dev["plans"].items() if "vllm_version_from_image" in p)  # not the router
+    assert engines
+    for host, plan in engines.items():
+        assert (plan["vllm_version"], plan["vllm_version_from_image"]) == (RECIPE["development_builds"]["plan_release"],
+                                                                           True)
+        assert plan["vllm_args"] == release["plans"][host]["vllm_args"] and plan["image"] == dev_image
+    said = [w["variable"] for w in dev["warnings"] if w["message"].startswith("image: the plan cannot know")]
+    assert said and set(said) == {"kimi_k3_vllm_version"}
