@@ -222,8 +222,8 @@ def choose_source(f, origin, me, view, run, silent_s, peer_wait_s, endpoint_only
 def refusal_message(node, r, endpoint):
     """One refused file, for the operator: node, path, both hashes, where the bytes came from, the endpoint."""
     return ("%s: %s refused: %s sent content whose %s is %s, but %s lists %s for it at this revision; the "
-            "bytes were deleted and never linked" % (node, r["path"], r["source"], r["algo"], r["actual"], _redact(endpoint),
-                                        r["expected"]))
+            "bytes were deleted and never linked" % (node, r["path"], r["source"], r["algo"], r["actual"],
+                                                     _redact(endpoint), r["expected"]))
 
 
 # ---------------------------------------------------------------------------------------------------- HTTP

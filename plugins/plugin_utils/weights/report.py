@@ -71,8 +71,8 @@ def cluster_line(records, run, elapsed_s):
 
 def render_markdown(rep):
     t = rep["total"]
-    lines = ["# Weights staging report", "", "Run `%s`: %s." % (rep["run"], "every node verified" if rep["ok"]
-                                                                  else "**not every node verified**"), "",
+    verdict = "every node verified" if rep["ok"] else "**not every node verified**"
+    lines = ["# Weights staging report", "", "Run `%s`: %s." % (rep["run"], verdict), "",
              "| node | from endpoint | from peers | files verified by hash | blobs re-read | wall (s) | refused |",
              "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rep["nodes"]:
