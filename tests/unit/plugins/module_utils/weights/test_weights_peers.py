@@ -236,3 +236,27 @@ def test_a_blob_corrupted_on_disk_is_refused_deleted_and_fetched_again(hub, tmp_
 @pytest.mark.parametrize("bad", ["garbage", "0" * 40 + "/../x"])
 def test_peer_server_ignores_names_that_are_no_blob_ids(tmp_path, bad):
     assert peer.servable(str(tmp_path), bad) is None
+
+
+def _free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_the_detached_server_starts_once_and_stops(tmp_path):
+    repo_dir = str(tmp_path / "hub" / "models--o--m")
+    port = _free_port()
+    changed, rec = peer.start(repo_dir, "127.0.0.1", port, lifetime_s=120)
+    try:
+        assert changed and rec["port"] == port and peer.running(repo_dir)["pid"] == rec["pid"]
+        assert _get("http://127.0.0.1:%d/manifest" % port)[0] == 200
+        assert peer.start(repo_dir, "127.0.0.1", port)[0] is False        # already serving: left alone
+    finally:
+        assert peer.stop(repo_dir) is True
+    assert peer.running(repo_dir) is None and peer.stop(repo_dir) is False
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen("http://127.0.0.1:%d/manifest" % port, timeout=2)
