@@ -297,8 +297,12 @@ def test_killed_mid_transfer_then_verified_on_the_next_run(gb300, hf, proxy, tmp
     finally:
         os.killpg(proc.pid, signal.SIGKILL)                # the controller dies ...
         proc.wait(30)
-    for n in gb300.nodes:                                  # ... and so does the staging on the nodes
-        gb300.ssh(n["name"], "pkill -KILL -f 'hf_stage' || true")
+    # ... and so does the staging on the nodes: the processes holding a partial file open (the module runs from
+    # stdin with pipelining, so no command line names it; the peer servers hold no partial file and stay)
+    holders = ("for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null | grep -q '[.]incomplete$' && kill -9 ${p#/proc/}; "
+               "done; true")
+    for n in gb300.nodes:
+        gb300.ssh(n["name"], holders)
     _hf_fault()
     again = run_playbook("weights.yml", gb300.inventory, extravars=_extra(hf, weights_artifacts_dir=str(tmp_path)))
     assert again.status == "successful", failed_tasks(again)
