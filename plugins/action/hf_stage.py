@@ -84,7 +84,8 @@ class ActionModule(ActionBase):
                 break
             self._record(ctx, first, totals, refused, fallbacks, False)
             elapsed = time.monotonic() - start
-            done_bytes = first["bytes_present"] + totals["bytes_transferred"]
+            # blobs read again count as done: with weights_verify=full that is the whole pass's progress
+            done_bytes = first["bytes_present"] + totals["bytes_transferred"] + totals["bytes_rehashed"]
             rate = totals["bytes_transferred"] / elapsed if elapsed > 0 else 0.0
             display.display("[%s] %s" % (host, progress_line(done_bytes, first["bytes_total"], rate, res.get("current"))))
             self._cluster_line(ctx)

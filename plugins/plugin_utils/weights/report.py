@@ -29,8 +29,8 @@ def node_record(host, run, first, totals, refused, fallbacks, elapsed_s, done, o
     for key in ("bytes_from_endpoint", "bytes_from_peers", "files_verified", "files_rehashed", "bytes_rehashed",
                 "files_transferred"):
         rec[key] = int(totals.get(key) or 0)
-    rec["bytes_done"] = min(rec["bytes_total"], int(first.get("bytes_present") or 0)
-                            + rec["bytes_from_endpoint"] + rec["bytes_from_peers"])
+    rec["bytes_done"] = min(rec["bytes_total"], int(first.get("bytes_present") or 0) + rec["bytes_from_endpoint"]
+                            + rec["bytes_from_peers"] + rec["bytes_rehashed"])
     return rec
 
 
@@ -84,7 +84,10 @@ def render_markdown(rep):
     lines.append("| **total** | %s | %s | %d | %d | %.1f | %d |" % (
         _gb(t["bytes_from_endpoint"]), _gb(t["bytes_from_peers"]), t["files_verified"], t["files_rehashed"],
         t["wall_s"], t["refused"]))
-    lines += ["", "The endpoint served %.2f copies of the checkpoint." % t["endpoint_copies"], ""]
+    lines += ["", "The endpoint served %.2f copies of the checkpoint." % t["endpoint_copies"]]
+    if rep["nodes"] and not (t["bytes_from_endpoint"] or t["bytes_from_peers"] or t["files_rehashed"] or t["refused"]):
+        lines.append("Nothing was transferred and no blob was read again: every file was verified before.")
+    lines.append("")
     return "\n".join(lines)
 
 

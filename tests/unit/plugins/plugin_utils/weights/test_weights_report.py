@@ -39,3 +39,16 @@ def test_records_are_written_and_read_back_per_host(tmp_path):
     assert [r["node"] for r in R.read_records(str(tmp_path), ["n1", "n2"])] == ["n1"]
     rep = R.write_report(str(tmp_path), ["n1", "n2"], "r1")
     assert rep["total"]["bytes_from_peers"] == 2 and (tmp_path / "weights-report.md").exists()
+
+
+def test_a_second_run_says_it_moved_and_read_nothing():
+    quiet = R.node_record("n1", "r2", dict(FIRST, bytes_present=FIRST["bytes_total"]), {}, [], [], 1.5, True, True)
+    rep = R.aggregate([quiet], "r2")
+    assert rep["nodes"][0]["bytes_done"] == FIRST["bytes_total"]
+    assert "Nothing was transferred and no blob was read again" in R.render_markdown(rep)
+    assert "Nothing was transferred" not in R.render_markdown(R.aggregate([_rec("n1", 5, 0)], "r1"))
+
+
+def test_blobs_read_again_count_as_progress():
+    full = R.node_record("n1", "r1", FIRST, {"bytes_rehashed": 1_000_000_000}, [], [], 5.0, False, True)
+    assert full["bytes_done"] == 1_000_000_000
