@@ -106,6 +106,12 @@ def parse_tree(entries):
     return sorted(files, key=lambda f: f["path"])
 
 
+def listing_of(files):
+    """Parsed files as tree entries again (the action hands them to the next round instead of listing again)."""
+    return [dict({"type": "file", "path": f["path"], "size": f["size"], "oid": f["etag"]},
+                 **({"lfs": {"oid": f["etag"], "size": f["size"]}} if f["lfs"] else {})) for f in files]
+
+
 def _snapshot_link_ok(repo_dir, revision, f):
     link = os.path.join(repo_dir, "snapshots", revision, f["path"])
     target = os.path.relpath(os.path.join(repo_dir, "blobs", f["etag"]), os.path.dirname(link))
@@ -472,8 +478,7 @@ def stage(repo, revision, cache_dir, endpoint, token=None, max_seconds=None, mar
     refusal = disk_problem(plan["bytes_needed"], result["free_bytes"], margin_bytes, cache_dir)
     if refusal:
         raise StageError(refusal)
-    result["files"] = [dict({"type": "file", "path": f["path"], "size": f["size"], "oid": f["etag"]},
-                            **({"lfs": {"oid": f["etag"], "size": f["size"]}} if f["lfs"] else {})) for f in files]
+    result["files"] = listing_of(files)
     if check_mode:
         # a blob to hash again may pass (no change) or not (fetched again): only what surely changes is claimed
         result.update(changed=any(f["state"] in ("missing", "partial", "blob") for f in plan["files"]), done=True)

@@ -147,3 +147,46 @@ def test_save_manifest_is_atomic(tmp_path):
     m = ig.empty_manifest()
     ig.save_manifest(str(tmp_path), m)
     assert os.listdir(str(tmp_path)) == [ig.MANIFEST_NAME]
+
+
+JUNK = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=8)
+ENTRY = st.fixed_dictionaries({"type": st.sampled_from(["file", "directory", 3, None]),
+                               "path": st.one_of(st.text("ab/._", max_size=10), JUNK),
+                               "size": st.one_of(st.integers(-5, 10 ** 15), JUNK),
+                               "oid": st.one_of(st.text("0123456789abcdef", min_size=40, max_size=40), JUNK)},
+                              optional={"lfs": st.one_of(JUNK, st.fixed_dictionaries({
+                                  "oid": st.one_of(st.text("0123456789abcdef", min_size=64, max_size=64), JUNK),
+                                  "size": st.one_of(st.integers(0, 10 ** 15), JUNK)}))})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(ENTRY, JUNK), max_size=6))
+def test_the_tree_parser_accepts_or_refuses_by_name_never_crashes(entries):
+    try:
+        files = hs.parse_tree(entries)
+    except hs.StageError as exc:
+        assert str(exc)
+        return
+    for f in files:
+        assert f["algo"] in ("sha256", "git-sha1") and ig.HEX[f["algo"]].match(f["etag"]) and f["size"] >= 0
+        assert not f["path"].startswith("/") and ".." not in f["path"].split("/")
+
+
+VALID = st.lists(st.tuples(st.text("abcxyz_-.", min_size=1, max_size=6).filter(lambda p: p not in (".", "..")),
+                           st.integers(0, 10 ** 13), st.booleans(), st.binary(min_size=20, max_size=32)),
+                 min_size=1, max_size=8, unique_by=lambda t: t[0])
+
+
+@settings(max_examples=150, deadline=None)
+@given(VALID)
+def test_the_list_a_round_hands_the_next_one_parses_to_the_same_files(spec):
+    entries = []
+    for path, size, lfs, seed in spec:
+        e = {"type": "file", "path": path, "size": size, "oid": hashlib.sha1(seed).hexdigest()}
+        if lfs:
+            e["lfs"] = {"oid": hashlib.sha256(seed).hexdigest(), "size": size, "pointerSize": 130}
+        entries.append(e)
+    files = hs.parse_tree(entries)
+    assert hs.parse_tree(hs.listing_of(files)) == files
