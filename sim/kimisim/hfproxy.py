@@ -109,88 +109,90 @@ class Stats(object):
             return {"bytes": self.bytes, "by_path": dict(self.by_path), "requests": self.requests}
 
 
+class Proxy(BaseHTTPRequestHandler):
+    """Forwards GET/HEAD to olah (``server.upstream``), applying ``server.faults_path``'s faults to file bodies."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_DELETE(self):
+        if self.path == "/_sim/stats":
+            with self.server.stats.lock:
+                self.server.stats.reset()
+            return self._reply(200, b"{}")
+        return self._reply(405, b"read-only")
+
+    def do_HEAD(self):
+        self._forward("HEAD")
+
+    def do_GET(self):
+        if self.path == "/_sim/stats":
+            return self._reply(200, json.dumps(self.server.stats.view()).encode())
+        with self.server.stats.lock:
+            self.server.stats.requests += 1
+        self._forward("GET")
+
+    def _reply(self, code, body):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _head(self, r, method):
+        body_len = r.getheader("Content-Length")
+        self.send_response(r.status, r.reason)
+        for k, v in r.getheaders():
+            if k.lower() not in ("connection", "transfer-encoding", "keep-alive"):
+                self.send_header(k, v)
+        if body_len is None and method == "GET":
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        cr = re.match(r"bytes (\d+)-\d+/(\d+)", r.getheader("Content-Range") or "")
+        if r.status == 206 and cr:
+            return int(cr.group(1)), int(cr.group(2))
+        return 0, (int(body_len) if body_len is not None else None)
+
+    def _forward(self, method):
+        faults = load_faults(self.server.faults_path)
+        m = RESOLVE_RE.match(self.path)
+        file_path = m.group(1) if m else None
+        headers = dict((k, v) for k, v in self.headers.items() if k.lower() not in ("host", "connection"))
+        conn = http.client.HTTPConnection(self.server.upstream[0], self.server.upstream[1], timeout=120)
+        try:
+            conn.request(method, self.path, headers=headers)
+            r = conn.getresponse()
+            pos, size = self._head(r, method)
+            if method == "HEAD":
+                return
+            tamper = file_path in faults["tamper"] and size is not None and r.status in (200, 206)
+            target = tamper_offset(size) if tamper else -1
+            while True:
+                chunk = r.read(CHUNK)
+                if not chunk:
+                    break
+                if tamper:
+                    chunk = tamper_chunk(chunk, pos, target)
+                self.server.throttle.take(len(chunk), faults["throttle_bps"])
+                self.wfile.write(chunk)
+                pos += len(chunk)
+                if file_path:
+                    self.server.stats.add(file_path, len(chunk))
+        except (OSError, http.client.HTTPException):
+            self.close_connection = True
+        finally:
+            conn.close()
+
+
 def make_server(listen, upstream, faults_path, clock=time.monotonic, sleep=time.sleep):
     host, port = listen.rsplit(":", 1)
     up_host, up_port = upstream.rsplit(":", 1)
-    throttle, stats = Throttle(clock, sleep), Stats()
-
-    class Proxy(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_DELETE(self):
-            if self.path == "/_sim/stats":
-                with stats.lock:
-                    stats.reset()
-                return self._reply(200, b"{}")
-            return self._reply(405, b"read-only")
-
-        def do_HEAD(self):
-            self._forward("HEAD")
-
-        def do_GET(self):
-            if self.path == "/_sim/stats":
-                return self._reply(200, json.dumps(stats.view()).encode())
-            with stats.lock:
-                stats.requests += 1
-            self._forward("GET")
-
-        def _reply(self, code, body):
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _forward(self, method):
-            faults = load_faults(faults_path)
-            m = RESOLVE_RE.match(self.path)
-            file_path = m.group(1) if m else None
-            headers = dict((k, v) for k, v in self.headers.items() if k.lower() not in ("host", "connection"))
-            conn = http.client.HTTPConnection(up_host, int(up_port), timeout=120)
-            try:
-                conn.request(method, self.path, headers=headers)
-                r = conn.getresponse()
-                body_len = r.getheader("Content-Length")
-                self.send_response(r.status, r.reason)
-                for k, v in r.getheaders():
-                    if k.lower() not in ("connection", "transfer-encoding", "keep-alive"):
-                        self.send_header(k, v)
-                if body_len is None and method == "GET":
-                    self.send_header("Connection", "close")
-                    self.close_connection = True
-                self.end_headers()
-                if method == "HEAD":
-                    return
-                pos, size = 0, None
-                cr = re.match(r"bytes (\d+)-\d+/(\d+)", r.getheader("Content-Range") or "")
-                if r.status == 206 and cr:
-                    pos, size = int(cr.group(1)), int(cr.group(2))
-                elif body_len is not None:
-                    size = int(body_len)
-                tamper = file_path in faults["tamper"] and size is not None and r.status in (200, 206)
-                target = tamper_offset(size) if tamper else -1
-                while True:
-                    chunk = r.read(CHUNK)
-                    if not chunk:
-                        break
-                    if tamper:
-                        chunk = tamper_chunk(chunk, pos, target)
-                    throttle.take(len(chunk), faults["throttle_bps"])
-                    self.wfile.write(chunk)
-                    pos += len(chunk)
-                    if file_path:
-                        stats.add(file_path, len(chunk))
-            except (OSError, http.client.HTTPException):
-                self.close_connection = True
-            finally:
-                conn.close()
-
     server = ThreadingHTTPServer((host, int(port)), Proxy)
     server.daemon_threads = True
-    server.stats = stats
+    server.upstream, server.faults_path = (up_host, int(up_port)), faults_path
+    server.throttle, server.stats = Throttle(clock, sleep), Stats()
     return server
 
 

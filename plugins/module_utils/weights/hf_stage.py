@@ -495,104 +495,131 @@ def stage(repo, revision, cache_dir, endpoint, token=None, max_seconds=None, mar
         raise
 
 
-def _transfer(result, st, files, plan, deadline, refused_this_run, started, node, peers, concurrency, peer_wait_s,
-              elapsed_s, peer_seen):
-    """Steps 1 and 2 of ``stage``: hash again what is on disk unvouched for, then transfer what is missing."""
-    repo_dir, revision, run = st.repo_dir, st.revision, st.run
-
-    # 1. blobs on disk the manifest does not vouch for (new, changed since, or verify=full): read each once
+def _reverify(result, st, plan, deadline, refused_this_run):
+    """Step 1 of ``stage``: read once each blob on disk the manifest does not vouch for (new, changed since, or
+    verify=full), relink verified blobs. Returns the files still to transfer, or None when the deadline came first."""
     pending = []
     for f in plan["files"]:
         if f["state"] == "unverified":
             if deadline is not None and _clock() >= deadline:
                 result.update(current=f["path"])
-                return _finish(result, st, files, plan, done=False)
+                return None
             ok = st.rehash(f)
             result["files_rehashed"] += 1
             result["bytes_rehashed"] += f["size"]
             if ok:
                 result["files_verified"] += 1
-                result["files_linked"] += int(link_snapshot(repo_dir, revision, f))
+                result["files_linked"] += int(link_snapshot(st.repo_dir, st.revision, f))
                 result["changed"] = result["changed"] or result["files_linked"] > 0
             else:
                 result["changed"] = True
                 pending.append(dict(f, state="missing", have=0))
         elif f["state"] == "blob":
-            result["files_linked"] += int(link_snapshot(repo_dir, revision, f))
+            result["files_linked"] += int(link_snapshot(st.repo_dir, st.revision, f))
             result["changed"] = True
         elif f["state"] in ("missing", "partial") and f["etag"] not in refused_this_run:
             pending.append(f)
+    return pending
 
-    # 2. transfers: this node's share from the endpoint, the rest from the peers that pulled it
-    names = [p["name"] for p in peers or []]
-    # over the whole listing, not what this node misses: every node must compute the same origins
-    origins = integrity.assign_origins(files, names) if len(names) > 1 and node in names else {}
-    by_name = _peers_by_name(peers)
-    views, polled = {}, 0.0
-    seen = dict((n, float((peer_seen or {}).get(n, 0.0))) for n in names)
-    result["peer_seen"] = seen
-    endpoint_only = set()
-    running = {}
-    pool = ThreadPoolExecutor(max_workers=max(1, int(concurrency)))
-    error = None
-    try:
-        while pending or running:
-            now = _clock()
-            waited = float(elapsed_s) + (now - started)
-            needed = set(origins.get(f["path"]) for f in pending) - set([node, None])
-            if needed and now - polled >= PEER_POLL_S:
-                views = dict((n, peer_view(by_name[n])) for n in needed)
-                seen.update((n, waited) for n, v in views.items() if v is not None)
-                polled = now
-            open_round = error is None and (deadline is None or now < deadline)
-            waiting = []
-            for f in pending:
-                origin = origins.get(f["path"])
-                src = choose_source(f, origin, node, views.get(origin), run, waited - seen.get(origin, 0.0),
-                                    peer_wait_s, f["path"] in endpoint_only) if open_round else None
-                if src is None or len(running) >= max(1, int(concurrency)):
-                    waiting.append(f)
-                    continue
-                if src == "endpoint" and origins.get(f["path"]) not in (None, node):
-                    result["peer_fallbacks"].append(f["path"])
-                peer = by_name.get(origins.get(f["path"])) if src == "peer" else None
-                running[pool.submit(st.fetch, f, src, peer)] = (f, src)
-            pending = waiting
-            result["waiting"] = len(pending)
-            if not running:
-                if not pending or not open_round:
-                    break
-                time.sleep(min(PEER_POLL_S, max(0.05, (deadline - now) if deadline else PEER_POLL_S)))
+
+class _Transfers(object):
+    """Step 2 of ``stage``: this node's share from the endpoint, the rest from the peers that pulled it, at most
+    ``concurrency`` files at a time; a file whose peer copy failed or was refused comes from the endpoint."""
+
+    def __init__(self, result, st, files, node, peers, concurrency, peer_wait_s, waited_before, peer_seen):
+        names = [p["name"] for p in peers or []]
+        # over the whole listing, not what this node misses: every node must compute the same origins
+        self.origins = integrity.assign_origins(files, names) if len(names) > 1 and node in names else {}
+        self.by_name = _peers_by_name(peers)
+        self.result, self.st, self.node, self.peer_wait_s = result, st, node, peer_wait_s
+        self.concurrency, self.waited_before = max(1, int(concurrency)), float(waited_before)
+        self.views, self.polled, self.endpoint_only, self.running, self.error = {}, None, set(), {}, None
+        self.seen = dict((n, float((peer_seen or {}).get(n, 0.0))) for n in names)
+        result["peer_seen"] = self.seen
+
+    def _poll(self, pending, now, waited):
+        needed = set(self.origins.get(f["path"]) for f in pending) - set([self.node, None])
+        if needed and (self.polled is None or now - self.polled >= PEER_POLL_S):
+            self.views = dict((n, peer_view(self.by_name[n])) for n in needed)
+            self.seen.update((n, waited) for n, v in self.views.items() if v is not None)
+            self.polled = now
+
+    def _dispatch(self, pending, pool, waited):
+        """Start what can start now; returns the files that wait."""
+        waiting = []
+        for f in pending:
+            origin = self.origins.get(f["path"])
+            src = choose_source(f, origin, self.node, self.views.get(origin), self.st.run,
+                                waited - self.seen.get(origin, 0.0), self.peer_wait_s, f["path"] in self.endpoint_only)
+            if src is None or len(self.running) >= self.concurrency:
+                waiting.append(f)
                 continue
-            finished, _rest = wait(list(running), timeout=PEER_POLL_S, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                f, src = running.pop(fut)
-                try:
-                    res = fut.result()
-                except StageError as exc:
-                    if src == "peer":  # a peer gone mid-copy: its part stays, and the endpoint finishes it
-                        endpoint_only.add(f["path"])
-                        pending.append(dict(f, state="partial"))
-                        continue
-                    error = error or exc
+            if src == "endpoint" and origin not in (None, self.node):
+                self.result["peer_fallbacks"].append(f["path"])
+            peer = self.by_name.get(origin) if src == "peer" else None
+            self.running[pool.submit(self.st.fetch, f, src, peer)] = (f, src)
+        return waiting
+
+    def _collect(self, fut, pending):
+        f, src = self.running.pop(fut)
+        try:
+            res = fut.result()
+        except StageError as exc:
+            if src == "peer":  # a peer gone mid-copy: its part stays, and the endpoint finishes it
+                self.endpoint_only.add(f["path"])
+                pending.append(dict(f, state="partial"))
+            else:
+                self.error = self.error or exc
+            return
+        result, key = self.result, "peers" if src == "peer" else "endpoint"
+        result["changed"] = True
+        result["bytes_from_" + key] += res["got"]
+        result["bytes_transferred"] += res["got"]
+        if res["restarted"]:
+            result["restarted"].append(f["path"])
+        if res["ok"]:
+            result["files_from_" + key] += 1
+            result["files_transferred"] += 1
+            result["files_verified"] += 1
+        elif src == "peer":  # the peer's copy is refused; the endpoint's is fetched and checked here
+            self.endpoint_only.add(f["path"])
+            pending.append(dict(f, state="missing", have=0))
+
+    def run(self, pending, started, deadline):
+        """Transfer until nothing is pending or the deadline passed (files in flight are finished). Returns the
+        files left; raises the first endpoint error once the transfers in flight ended."""
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        try:
+            while pending or self.running:
+                now = _clock()
+                waited = self.waited_before + (now - started)
+                self._poll(pending, now, waited)
+                open_round = self.error is None and (deadline is None or now < deadline)
+                pending = self._dispatch(pending, pool, waited) if open_round else pending
+                self.result["waiting"] = len(pending)
+                if not self.running:
+                    if not pending or not open_round:
+                        break
+                    time.sleep(min(PEER_POLL_S, max(0.05, (deadline - now) if deadline else PEER_POLL_S)))
                     continue
-                result["changed"] = True
-                key = "peers" if src == "peer" else "endpoint"
-                result["bytes_from_" + key] += res["got"]
-                result["bytes_transferred"] += res["got"]
-                if res["restarted"]:
-                    result["restarted"].append(f["path"])
-                if res["ok"]:
-                    result["files_from_" + key] += 1
-                    result["files_transferred"] += 1
-                    result["files_verified"] += 1
-                elif src == "peer":  # the peer's copy is refused; the endpoint's is fetched and checked here
-                    endpoint_only.add(f["path"])
-                    pending.append(dict(f, state="missing", have=0))
-    finally:
-        pool.shutdown(wait=True)
-    if error is not None:
-        raise error
+                finished, _rest = wait(list(self.running), timeout=PEER_POLL_S, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    self._collect(fut, pending)
+        finally:
+            pool.shutdown(wait=True)
+        if self.error is not None:
+            raise self.error
+        return pending
+
+
+def _transfer(result, st, files, plan, deadline, refused_this_run, started, node, peers, concurrency, peer_wait_s,
+              elapsed_s, peer_seen):
+    """Steps 1 and 2 of ``stage``: hash again what is on disk unvouched for, then transfer what is missing."""
+    pending = _reverify(result, st, plan, deadline, refused_this_run)
+    if pending is None:
+        return _finish(result, st, files, plan, done=False)
+    transfers = _Transfers(result, st, files, node, peers, concurrency, peer_wait_s, elapsed_s, peer_seen)
+    pending = transfers.run(pending, started, deadline)
     result["current"] = pending[0]["path"] if pending else None
     return _finish(result, st, files, plan, done=not pending)
 
