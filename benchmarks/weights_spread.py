@@ -79,8 +79,8 @@ def main(argv=None):
     print("checkpoint %d bytes, endpoint throttled to %d B/s" % (hf["bytes_total"], a.throttle))
     print("%5s  %15s  %15s  %8s  %14s" % ("nodes", "endpoint bytes", "peer bytes", "wall s", "endpoint copies"))
     for row in rows:
-        print("%5d  %15d  %15d  %8.1f  %14.2f" % (row["nodes"], row["endpoint_bytes"], row["peer_bytes"],
-                                                   row["wall_s"], row["endpoint_copies"]))
+        cells = (row["nodes"], row["endpoint_bytes"], row["peer_bytes"], row["wall_s"], row["endpoint_copies"])
+        print("%5d  %15d  %15d  %8.1f  %14.2f" % cells)
     return 0
 
 

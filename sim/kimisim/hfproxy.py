@@ -15,7 +15,6 @@ at once, without a restart:
 import argparse
 import http.client
 import json
-import os
 import re
 import threading
 import time
