@@ -19,11 +19,20 @@ description:
   - Action plugin. It runs the node-side module in rounds of O(round_seconds) and prints a progress line per node
     (bytes, percent, rate, ETA, current file) after each round. Partial files (C(blobs/<etag>.incomplete)) are
     resumed with HTTP Range; a server that ignores Range restarts that file (listed in RV(restarted)).
-  - Before any transfer the free space of O(cache_dir) must hold the missing bytes plus O(margin_gb); after the last
-    file, names and sizes of the snapshot are verified against the revision's file list (C(/api/models/<repo>/tree/<revision>?recursive=true)).
-  - A revision already staged transfers nothing and reports C(changed=false).
+  - Before any transfer the free space of O(cache_dir) must hold the missing bytes plus O(margin_gb).
+  - Every file is checked against the hash the revision's file list (C(/api/models/<repo>/tree/<revision>?recursive=true))
+    gives it - the LFS sha256 of weight shards, the git blob id of small files - while its bytes arrive (a resumed
+    partial file is read once first). A mismatch refuses the file (listed in RV(refused) with both hashes and the
+    source), deletes its bytes and never links it into the snapshot.
+  - Verified blobs are recorded in a manifest beside the cache (C(.kimi-k3-verified.json) - hash, size, mtime); a
+    later run reads only blobs whose size or mtime changed, or every blob with O(verify=full).
+  - With O(peers), each file is pulled from the endpoint by one node (its origin, largest files spread evenly) and
+    copied by the other nodes from that node's peer server (M(gpufleet.kimi_k3.hf_peer)), then checked again; a
+    peer silent for O(peer_wait_s) is replaced by the endpoint.
+  - A revision already staged transfers nothing, reads no blob and reports C(changed=false).
   - Standard library only on the node (no huggingface_hub). The token goes in the Authorization header only (never
-    in argv, URLs or messages) and is not sent to another host after a redirect.
+    in argv, URLs or messages), only over https or to a loopback endpoint, never to a peer, and not to another
+    scheme, host or port after a redirect.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.kimi_k3.attributes
@@ -68,6 +77,65 @@ options:
     description: Internal (the action plugin passes the file list of the first round to the next ones).
     type: list
     elements: dict
+  verify:
+    description:
+      - C(changed) - read again only blobs whose size or mtime differs from the manifest (or that it lacks).
+      - C(full) - read every blob once in this run and compare it with its listed hash.
+    type: str
+    choices: [changed, full]
+    default: changed
+  run:
+    description: Id of this staging run, the same on every node (the role sets it once per play).
+    type: str
+  node:
+    description: This node's name among O(peers) (the inventory name); used in refusals.
+    type: str
+  peers:
+    description:
+      - Every node staging this revision, this one included, in one order all nodes share; each runs
+        M(gpufleet.kimi_k3.hf_peer). Unset or one node - everything comes from the endpoint.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Inventory name.
+        type: str
+        required: true
+      address:
+        description: Cluster-internal address (the plan's C(internal_address)).
+        type: str
+        required: true
+      port:
+        description: Port of its peer server.
+        type: int
+        required: true
+  concurrency:
+    description: Files transferred at the same time by this node.
+    type: int
+    default: 4
+  peer_wait_s:
+    description: Seconds a silent peer is waited for before its files come from the endpoint.
+    type: float
+    default: 600
+  elapsed_s:
+    description: Internal (seconds the staging ran before this round; the action plugin passes it).
+    type: float
+    default: 0
+  peer_seen:
+    description: Internal (when each peer last answered; the action plugin passes it from round to round).
+    type: dict
+  artifacts_dir:
+    description: Controller directory for C(weights-report.json) and C(weights-report.md) (action plugin).
+    type: path
+  cluster:
+    description: Inventory names of every node of this staging (action plugin; the report and the cluster line).
+    type: list
+    elements: str
+  peer_port:
+    description:
+      - Port of the nodes' peer servers (action plugin). With two or more nodes in O(cluster), the action builds
+        O(peers) from O(cluster) and each node's plan (C(plan_result.plans[host].internal_address)).
+    type: int
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -112,9 +180,36 @@ restarted:
   type: list
   elements: str
 verified:
-  description: C(ok), C(problems) (missing or wrongly sized files) and C(extra) (files not in the list).
+  description: C(ok), C(problems) (missing, wrongly sized or not content-verified files) and C(extra) (files not
+    in the list).
   returned: success
   type: dict
+bytes_from_endpoint:
+  description: Bytes this node downloaded from the endpoint.
+  returned: success
+  type: int
+bytes_from_peers:
+  description: Bytes this node copied from peers.
+  returned: success
+  type: int
+files_verified:
+  description: Files this run checked by content hash (transferred or read again from disk).
+  returned: success
+  type: int
+files_rehashed:
+  description: Blobs already on disk that this run read again (changed since the manifest, or O(verify=full)).
+  returned: success
+  type: int
+refused:
+  description: Files refused for a hash mismatch - node, path, algo, expected, actual, source, msg.
+  returned: success
+  type: list
+  elements: dict
+peer_fallbacks:
+  description: Files this node took from the endpoint although a peer was their origin.
+  returned: success
+  type: list
+  elements: str
 snapshot_dir:
   description: The staged snapshot directory.
   returned: success
@@ -147,6 +242,19 @@ def main():
             timeout=dict(type="float", default=60.0),
             max_rounds=dict(type="int", default=100000),
             files=dict(type="list", elements="dict"),
+            verify=dict(type="str", choices=["changed", "full"], default="changed"),
+            run=dict(type="str"),
+            node=dict(type="str"),
+            peers=dict(type="list", elements="dict", options=dict(
+                name=dict(type="str", required=True), address=dict(type="str", required=True),
+                port=dict(type="int", required=True))),
+            concurrency=dict(type="int", default=4),
+            peer_wait_s=dict(type="float", default=600.0),
+            elapsed_s=dict(type="float", default=0.0),
+            peer_seen=dict(type="dict"),
+            artifacts_dir=dict(type="path"),
+            cluster=dict(type="list", elements="str"),
+            peer_port=dict(type="int"),
         ),
         supports_check_mode=True,
     )
@@ -154,7 +262,10 @@ def main():
     try:
         result = hf_stage.stage(p["repo"], p["revision"], p["cache_dir"], p["endpoint"], token=p["token"],
                                 max_seconds=p["round_seconds"], margin_bytes=int(p["margin_gb"] * 1e9),
-                                files=p["files"], check_mode=module.check_mode, timeout=p["timeout"])
+                                files=p["files"], check_mode=module.check_mode, timeout=p["timeout"],
+                                verify=p["verify"], run=p["run"], node=p["node"], peers=p["peers"],
+                                concurrency=p["concurrency"], peer_wait_s=p["peer_wait_s"],
+                                elapsed_s=p["elapsed_s"], peer_seen=p["peer_seen"])
     except (hf_stage.StageError, OSError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import urllib.request
 
-from kimisim.settings import HF_MIRROR, HF_REPO, HF_SHARDS, HF_SHARD_BYTES, STATE
+from kimisim.settings import HF_FAULT_PROXY, HF_MIRROR, HF_REPO, HF_SHARDS, HF_SHARD_BYTES, SIM_DIR, STATE
 from kimisim.util import die, log, pid_alive, read_json, read_pid, sh, tcp_open, terminate, wait_for, write_file, write_json
 
 
@@ -66,11 +66,51 @@ def ensure_hf_repo():
     sh(git + ["add", "-A"], env=env)
     sh(git + ["commit", "-q", "-m", "kimi-sim stand-in checkpoint"], env=env)
     rev = sh(git + ["rev-parse", "HEAD"], env=env).stdout.strip()
-    rec = {"endpoint": "http://" + HF_MIRROR, "repo": HF_REPO, "revision": rev,
+    rec = {"endpoint": "http://" + HF_MIRROR, "fault_endpoint": "http://" + HF_FAULT_PROXY, "repo": HF_REPO,
+           "revision": rev,
            "files": dict((n, {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()}) for n, d in files.items()),
            "bytes_total": sum(len(d) for d in files.values())}
     write_json(rec_path, rec)
     return rec
+
+
+def faults_path():
+    return os.path.join(STATE, "hf", "faults.json")
+
+
+def start_hf_proxy():
+    """The fault proxy (kimisim.hfproxy) on HF_FAULT_PROXY in front of olah; its faults start cleared."""
+    pidf = os.path.join(STATE, "hf", "proxy.pid")
+    if pid_alive(read_pid(pidf)) and tcp_open(*HF_FAULT_PROXY.split(":")):
+        return False
+    if tcp_open(*HF_FAULT_PROXY.split(":")):
+        die("something else listens on %s (not started by simctl); stop it first" % HF_FAULT_PROXY)
+    write_json(faults_path(), {"throttle_bps": None, "tamper": []})
+    logf = open(os.path.join(STATE, "hf", "proxy.log"), "ab")
+    proc = subprocess.Popen(["python3", "-m", "kimisim.hfproxy", "--listen", HF_FAULT_PROXY, "--upstream", HF_MIRROR,
+                             "--faults", faults_path()], stdout=logf, stderr=logf, stdin=subprocess.DEVNULL,
+                            cwd=SIM_DIR, env=dict(os.environ, PYTHONPATH=SIM_DIR), start_new_session=True,
+                            close_fds=True)
+    logf.close()
+    write_file(pidf, "%d\n" % proc.pid)
+    wait_for(lambda: proc.poll() is None and tcp_open(*HF_FAULT_PROXY.split(":")), 30,
+             "hf fault proxy on " + HF_FAULT_PROXY, 0.2)
+    return True
+
+
+def cmd_hf_fault(a):
+    """`simctl hf-fault throttle=BPS tamper=PATH ...` / `--clear` / no argument: print the faults."""
+    from kimisim.hfproxy import parse_faults
+    if not a.clear and not a.faults:
+        print(json.dumps(read_json(faults_path(), {})))
+        return 0
+    try:
+        faults = parse_faults([] if a.clear else a.faults)
+    except ValueError as e:
+        die(str(e))
+    write_json(faults_path(), faults)
+    log("hf mirror faults: %s" % (json.dumps(faults) if a.faults and not a.clear else "cleared"))
+    return 0
 
 
 def hf_mirror_ok(rec=None):
@@ -94,6 +134,7 @@ def start_hf_mirror():
     rec = ensure_hf_repo()
     pidf = os.path.join(STATE, "hf", "olah.pid")
     if pid_alive(read_pid(pidf)) and hf_mirror_ok(rec):
+        start_hf_proxy()
         return False
     if tcp_open(*HF_MIRROR.split(":")):
         die("something else listens on %s (not started by simctl); stop it first" % HF_MIRROR)
@@ -110,10 +151,12 @@ def start_hf_mirror():
     logf.close()
     write_file(pidf, "%d\n" % proc.pid)
     wait_for(lambda: proc.poll() is None and hf_mirror_ok(rec), 60, "olah on " + HF_MIRROR, 0.3)
+    start_hf_proxy()
     return True
 
 
 def stop_hf_mirror():
-    pid = read_pid(os.path.join(STATE, "hf", "olah.pid"))
-    if pid_alive(pid):
-        terminate(pid, 10)
+    for name in ("proxy.pid", "olah.pid"):
+        pid = read_pid(os.path.join(STATE, "hf", name))
+        if pid_alive(pid):
+            terminate(pid, 10)

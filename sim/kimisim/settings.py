@@ -20,6 +20,9 @@ AUTH_USER = "kimi-sim"
 # Self-hosted Hugging Face mirror (olah, from PyPI; sim/install.sh puts it in /opt/kimi-sim/olah) serving, offline,
 # a small stand-in model repository simctl creates as a git repo with LFS objects (tests/integration/test_weights.py).
 HF_MIRROR = "127.0.0.1:8090"
+# olah behind the fault proxy (sim/kimisim/hfproxy.py: `simctl hf-fault throttle=BPS tamper=PATH`): the weights
+# tests' endpoint.
+HF_FAULT_PROXY = "127.0.0.1:8089"
 HF_REPO = "kimi-sim/Kimi-K3-standin"
 HF_SHARDS = 4
 HF_SHARD_BYTES = 16 * 1024 * 1024

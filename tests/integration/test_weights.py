@@ -1,13 +1,19 @@
 """Weight staging (docs/weights.md) from a real self-hosted Hugging Face mirror, on sim/simctl up --cluster gb300.
 
 simctl runs olah (PyPI, offline) on 127.0.0.1:8090 serving a stand-in model repository it creates (a git repo with
-LFS objects: 3 JSON files and 4 x 16 MiB shards; sim/.state/hf/repo.json has its revision, sizes and sha256).
-Each node stages into its own directory (/var/tmp/kimi-weights-<node>, inside the node container). Timings of the
-first and the second run are written to build/weights-timings.json and printed.
+LFS objects: 3 JSON files and 4 x 16 MiB shards; sim/.state/hf/repo.json has its revision, sizes and sha256), and
+in front of it the fault proxy on 127.0.0.1:8089 (sim/kimisim/hfproxy.py: `simctl hf-fault throttle=BPS
+tamper=PATH`, bytes sent per file at /_sim/stats). Each node stages into its own directory
+(/var/tmp/kimi-weights-<node>, inside the node container); the two trays copy from each other through their peer
+servers (127.0.0.11/12:29780). Timings of the first and the second run are written to build/weights-timings.json.
 """
+import hashlib
 import json
 import os
+import signal
+import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -16,6 +22,9 @@ from tests.helpers.runner import REPO, failed_tasks, run_playbook, task_results
 pytestmark = pytest.mark.sim
 
 RECORD = os.path.join(REPO, "sim", ".state", "hf", "repo.json")
+SIMCTL = os.path.join(REPO, "sim", "simctl")
+PROXY = "http://127.0.0.1:8089"
+PLAN_TASK = "Validate the inventory and render every node's launch plan"
 STAGE = "Stage the weights ({{ weights_model }})"
 TIMINGS = os.path.join(REPO, "build", "weights-timings.json")
 
@@ -39,7 +48,8 @@ def _cache(node):
 
 def _extra(hf, **kw):
     extra = {"kimi_k3_model": hf["repo"], "kimi_k3_model_revision": hf["revision"],
-             "weights_hf_endpoint": hf["endpoint"], "weights_cache_dir": "/var/tmp/kimi-weights-{{ inventory_hostname }}",
+             "weights_hf_endpoint": hf.get("fault_endpoint") or PROXY,
+             "weights_cache_dir": "/var/tmp/kimi-weights-{{ inventory_hostname }}",
              "weights_margin_gb": 0.01, "weights_round_seconds": 0.2}
     extra.update(kw)
     return extra
@@ -98,8 +108,9 @@ def test_staging_from_the_mirror_then_a_second_run_transfers_nothing(gb300, hf):
     assert {h: c for h, c in second.stats.get("changed", {}).items() if c} == {}
     for host, res in _staged(second).items():
         assert not res["changed"] and res["bytes_transferred"] == 0 and res["files_transferred"] == 0
-        assert res["msg"] == "%s: %s already staged (%d files, %.2f GB verified): nothing transferred" % (
-            host, hf["revision"], len(hf["files"]), hf["bytes_total"] / 1e9)
+        assert res["msg"] == "%s: %s already staged (%d files, %.2f GB verified): nothing transferred, nothing " \
+            "re-read" % (host, hf["revision"], len(hf["files"]), hf["bytes_total"] / 1e9)
+        assert res["files_rehashed"] == 0
         timings["second_%s_s" % host] = res["elapsed_s"]
     timings["bytes_per_node"] = hf["bytes_total"]
     os.makedirs(os.path.dirname(TIMINGS), exist_ok=True)
@@ -172,3 +183,145 @@ def test_deploy_runs_the_weights_stage_only_when_asked(gb300, hf):
     tagged = run_playbook("deploy.yml", gb300.inventory, extravars=_extra(hf), tags="weights")
     assert tagged.status == "successful", failed_tasks(tagged)
     assert {h for h, res in _staged(tagged).items() if not res["changed"]} == {n["name"] for n in gb300.nodes}
+
+
+# ------------------------------------------------------------------------------------------------- issue #38
+def _hf_fault(*words):
+    p = subprocess.run([SIMCTL, "hf-fault"] + list(words or ["--clear"]), capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.fixture
+def proxy(hf):
+    """The fault proxy with its faults cleared and its counters zeroed; cleared again afterwards."""
+    _hf_fault()
+    urllib.request.urlopen(urllib.request.Request(PROXY + "/_sim/stats", method="DELETE"), timeout=10).read()
+    yield lambda: json.loads(urllib.request.urlopen(PROXY + "/_sim/stats", timeout=10).read())
+    _hf_fault()
+
+
+def _git_blob_id(data):
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _mirror_bytes(hf, path):
+    url = "%s/%s/resolve/%s/%s" % (hf["endpoint"], hf["repo"], hf["revision"], path)
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.read()
+
+
+def _report(tmp_path):
+    with open(os.path.join(str(tmp_path), "weights-report.json")) as f:
+        return json.load(f)
+
+
+def test_each_file_leaves_the_endpoint_once_and_the_report_says_so(gb300, hf, proxy, tmp_path):
+    _clean(gb300)
+    first = run_playbook("weights.yml", gb300.inventory, extravars=_extra(hf, weights_artifacts_dir=str(tmp_path)))
+    assert first.status == "successful", failed_tasks(first)
+    staged = _staged(first)
+    assert proxy()["bytes"] == hf["bytes_total"], proxy()          # one copy for the whole cluster
+    assert sum(r["bytes_from_endpoint"] for r in staged.values()) == hf["bytes_total"]
+    for host, res in staged.items():
+        assert res["bytes_from_endpoint"] + res["bytes_from_peers"] == hf["bytes_total"], res
+        assert res["bytes_from_peers"] > 0 and res["files_verified"] == len(hf["files"]) and res["refused"] == []
+        assert _snapshot_sha256(gb300, host, hf) == {n: f["sha256"] for n, f in hf["files"].items()}
+    report = _report(tmp_path)
+    assert report["ok"] and report["total"]["endpoint_copies"] == 1.0
+    assert {n["node"] for n in report["nodes"]} == set(staged)
+    assert os.path.exists(os.path.join(str(tmp_path), "weights-report.md"))
+    assert [ev for ev in first.events if (ev.get("stdout") or "").lstrip().startswith("[cluster] 2 node(s)")]
+    second = run_playbook("weights.yml", gb300.inventory, extravars=_extra(hf, weights_artifacts_dir=str(tmp_path)))
+    assert second.status == "successful", failed_tasks(second)
+    assert {h: c for h, c in second.stats.get("changed", {}).items() if c} == {}
+    assert proxy()["bytes"] == hf["bytes_total"]                  # the second run took nothing from the endpoint
+    for res in _staged(second).values():
+        assert (res["bytes_transferred"], res["files_rehashed"], res["changed"]) == (0, 0, False)
+
+
+def test_a_tampered_file_is_refused_on_every_node_and_never_reaches_a_peer(gb300, hf, proxy, tmp_path):
+    _clean(gb300)
+    good = _mirror_bytes(hf, "config.json")
+    bad = bytearray(good)
+    bad[len(good) // 2] ^= 1
+    expected, actual = _git_blob_id(good), _git_blob_id(bytes(bad))
+    _hf_fault("tamper=config.json")
+    r = run_playbook("weights.yml", gb300.inventory, extravars=_extra(hf, weights_artifacts_dir=str(tmp_path)))
+    assert r.status == "failed"
+    failures = failed_tasks(r)
+    assert {h for h, _t, _m in failures} == {n["name"] for n in gb300.nodes}
+    for host, task, msg in failures:
+        assert task.startswith("Stage the weights (")
+        assert ("%s: config.json refused: endpoint %s/%s/resolve/%s/config.json sent content whose git-sha1 is %s, "
+                "but %s lists %s" % (host, PROXY, hf["repo"], hf["revision"], actual, PROXY, expected)) in msg, msg
+        repo_dir = "%s/hub/models--%s" % (_cache(host), hf["repo"].replace("/", "--"))
+        assert gb300.ssh(host, "test -e %s/blobs/%s" % (repo_dir, expected)).returncode != 0
+        assert gb300.ssh(host, "test -e %s/snapshots/%s/config.json" % (repo_dir, hf["revision"])).returncode != 0
+        # the shards were verified and are in place: only the tampered file is missing
+        assert gb300.ssh(host, "test -L %s/snapshots/%s/model-00001-of-00004.safetensors"
+                         % (repo_dir, hf["revision"])).returncode == 0
+    # every node took config.json from the endpoint itself (its origin's refusal sent it there): no peer served it
+    assert proxy()["by_path"]["config.json"] == len(gb300.nodes) * len(good)
+    report = _report(tmp_path)
+    assert not report["ok"] and report["total"]["refused"] == len(gb300.nodes)
+    for node in report["nodes"]:
+        (refusal,) = node["refused"]
+        assert (refusal["expected"], refusal["actual"], refusal["source"].split()[0]) == (expected, actual, "endpoint")
+
+
+def _playbook_cmd(gb300, hf, tmp_path):
+    extra = json.dumps(_extra(hf, weights_artifacts_dir=str(tmp_path), weights_round_seconds=1))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_INJECT_FACT_VARS="false",
+               KIMI_K3_API_KEY=os.environ.get("KIMI_K3_API_KEY", "test-placeholder-api-key"))
+    env["PATH"] = os.path.join(REPO, ".venv", "bin") + os.pathsep + env.get("PATH", "")
+    cmd = ["ansible-playbook", os.path.join(REPO, "playbooks", "weights.yml"), "-i", gb300.inventory, "-e", extra]
+    return cmd, env
+
+
+def test_killed_mid_transfer_then_verified_on_the_next_run(gb300, hf, proxy, tmp_path):
+    _clean(gb300)
+    _hf_fault("throttle=2000000")                          # ~34 s for one copy of the 67 MB checkpoint
+    cmd, env = _playbook_cmd(gb300, hf, tmp_path)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    parts = "ls %s/hub/models--*/blobs/*.incomplete 2>/dev/null | wc -l"
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if any(int((gb300.ssh(n["name"], parts % _cache(n["name"])).stdout or "0").strip() or 0)
+                   for n in gb300.nodes):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("no partial file appeared within 120 s")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)                # the controller dies ...
+        proc.wait(30)
+    # ... and so does the staging on the nodes: the processes holding a partial file open (the module runs from
+    # stdin with pipelining, so no command line names it; the peer servers hold no partial file and stay)
+    holders = ("for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null | grep -q '[.]incomplete$' && kill -9 ${p#/proc/}; "
+               "done; true")
+    for n in gb300.nodes:
+        gb300.ssh(n["name"], holders)
+    _hf_fault()
+    again = run_playbook("weights.yml", gb300.inventory, extravars=_extra(hf, weights_artifacts_dir=str(tmp_path)))
+    assert again.status == "successful", failed_tasks(again)
+    for host, res in _staged(again).items():
+        assert res["verified"]["ok"] and res["refused"] == [], res
+        assert _snapshot_sha256(gb300, host, hf) == {n: f["sha256"] for n, f in hf["files"].items()}
+    # olah answers Range with the whole file, so a cut shard starts over from the endpoint; never twice per node
+    assert proxy()["bytes"] <= len(gb300.nodes) * hf["bytes_total"]
+    assert _report(tmp_path)["ok"]
+
+
+def test_a_token_with_a_plain_http_endpoint_off_loopback_is_refused_at_plan_time(gb300, hf):
+    token = "hf_simtoken0123456789"
+    r = run_playbook("weights.yml", gb300.inventory, extravars=_extra(
+        hf, weights_hf_endpoint="http://hf-mirror.invalid:8090", kimi_k3_hf_token=token))
+    assert r.status == "failed"
+    failures = failed_tasks(r)
+    assert {t for _h, t, _m in failures} == {PLAN_TASK}
+    assert all("weights_hf_endpoint: weights_hf_endpoint http://hf-mirror.invalid:8090 is plain http to a host that "
+               "is not loopback, and a Hugging Face token is set" in m for _h, _t, m in failures), failures
+    assert _staged(r) == {}
+    assert not [ev for ev in r.events if token in json.dumps(ev)], "the token reached an event"

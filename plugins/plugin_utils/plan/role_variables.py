@@ -24,6 +24,7 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.errors import UnsupportedError
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights import integrity as weights_integrity
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import redaction
@@ -200,6 +201,28 @@ def _image_strings_problem(host, value, node_vars, plan):
                     "'18.09']), or leave smoke_image empty for the shipped receipt.")
 
 
+def _weights_token_problem(host, node_vars, plan):
+    """A Hugging Face token the weights role would send over plain http off loopback (module_utils.weights.integrity's
+    rule, which the node applies too): refused here, before any host is contacted. The role's defaults: the endpoint
+    is HF_ENDPOINT of the controller's environment, else the Hub; the token is kimi_k3_hf_token."""
+    if not plan or plan.get("router"):
+        return None
+    if "weights_hf_token" in node_vars:
+        has_token = bool(node_vars["weights_hf_token"])
+    else:
+        has_token = "HF_TOKEN" in (plan.get("secret_env") or [])
+    from_env = not node_vars.get("weights_hf_endpoint") and bool(os.environ.get("HF_ENDPOINT"))
+    endpoint = node_vars.get("weights_hf_endpoint") or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    if not has_token or weights_integrity.token_allowed(endpoint):
+        return None
+    variable = "weights_hf_endpoint"
+    message = weights_integrity.token_transport_problem(
+        endpoint, "HF_ENDPOINT (the default of weights_hf_endpoint)" if from_env else variable)
+    return _problem(host, variable, message + ".",
+                    "set %s to an https:// URL (or an http://127.x / localhost mirror on the node), or leave "
+                    "kimi_k3_hf_token / weights_hf_token unset for a public mirror (docs/weights.md)." % variable)
+
+
 # Checks of a value against the plan or the controller, by variable (the role makes the same check when it runs).
 SEMANTIC_CHECKS = {
     "smoke_image": _image_strings_problem,
@@ -234,6 +257,9 @@ def host_problems(host, node_vars, plan, options):
         issue = _type_problem(host, name, node_vars[name], role, spec)
         if issue is None and name in SEMANTIC_CHECKS:
             issue = SEMANTIC_CHECKS[name](host, node_vars[name], node_vars, plan)
+        out += [issue] if issue else []
+    if not any(p["variable"] in ("weights_hf_endpoint", "weights_hf_token") for p in out):
+        issue = _weights_token_problem(host, node_vars, plan)
         out += [issue] if issue else []
     return out
 

@@ -16,7 +16,8 @@ BASE = "kimi-sim/base:0123456789abcdef"
 def test_the_entry_point_lists_every_command():
     p = subprocess.run([sys.executable, SIMCTL, "--help"], capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("usage: simctl [-h] {up,down,status,fault,check,env,prefetch-engine,images} ...")
+    assert " ".join(p.stdout.split()).startswith(
+        "usage: simctl [-h] {up,down,status,fault,hf-fault,check,env,prefetch-engine,images} ...")
     assert "simctl - the local rehearsal cluster for gpufleet.kimi_k3 (see docs/sim.md)." in p.stdout
 
 
@@ -102,7 +103,7 @@ def test_down_removes_only_the_files_up_wrote(tmp_path, monkeypatch):
 
 
 # The rows of the package table in docs/dev/architecture.md: a module imports modules of its own row or above.
-LAYERS = (("settings",), ("util", "cachekey", "pipconf"), ("clusters",), ("engines", "devices"), ("registry", "hfmirror"),
+LAYERS = (("settings",), ("util", "cachekey", "pipconf", "hfproxy"), ("clusters",), ("engines", "devices"), ("registry", "hfmirror"),
           ("images", "router_image", "engine_image"), ("nodes", "inventories"),
           ("up", "down", "status", "faults", "check", "cli"))
 

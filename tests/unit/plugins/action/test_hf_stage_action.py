@@ -1,4 +1,5 @@
 """The hf_stage action plugin: rounds until done, summed byte counts, progress lines, the final message."""
+import json
 from unittest import mock
 
 from ansible_collections.gpufleet.kimi_k3.plugins.action import hf_stage as action
@@ -39,13 +40,16 @@ def _run(rounds, check_mode=False, args=None):
 def test_rounds_are_summed_and_the_file_list_is_passed_on():
     result, calls, printed = _run([
         _round(bytes_transferred=1_000_000_000, current="model-00001.safetensors", changed=True),
-        _round(bytes_transferred=2_000_000_000, files_transferred=2, done=True, changed=True,
+        _round(bytes_transferred=2_000_000_000, bytes_from_endpoint=2_000_000_000, files_transferred=2,
+               files_verified=2, done=True, changed=True,
                verified={"ok": True, "problems": [], "extra": []}),
     ])
     assert "files" not in calls[0] and calls[1]["files"] == FILES
     assert result["bytes_transferred"] == 3_000_000_000 and result["files_transferred"] == 2 and result["rounds"] == 2
     assert result["changed"] and not result.get("failed")
-    assert result["msg"].startswith("tray01: staged %s: 2 files, 3.00 GB transferred in " % ("r" * 40))
+    assert result["msg"].startswith("tray01: staged %s: 2 files, 3.00 GB transferred (2.00 GB from the endpoint, 0.00 "
+                                    "GB from peers) in " % ("r" * 40))
+    assert result["msg"].endswith(", 2 verified by content hash")
     assert len(printed) == 1 and printed[0].startswith("[tray01] 1.00 / 3.00 GB (33.3 %), ")
     assert printed[0].endswith("at model-00001.safetensors")
 
@@ -54,7 +58,8 @@ def test_already_staged_reports_nothing_transferred_and_no_change():
     result, _calls, printed = _run([_round(files_present=2, bytes_present=3_000_000_000, bytes_needed=0, done=True,
                                            verified={"ok": True, "problems": [], "extra": []})])
     assert not result["changed"] and printed == []
-    assert result["msg"] == "tray01: %s already staged (2 files, 3.00 GB verified): nothing transferred" % ("r" * 40)
+    assert result["msg"] == ("tray01: %s already staged (2 files, 3.00 GB verified): nothing transferred, nothing "
+                             "re-read" % ("r" * 40))
 
 
 def test_failed_round_and_failed_verification_fail_the_node():
@@ -74,4 +79,26 @@ def test_max_rounds_keeps_the_partial_files_and_says_so():
 def test_check_mode_message():
     result, _c, _p = _run([_round(done=True, changed=True)], check_mode=True)
     assert result["changed"] and result["msg"] == (
-        "tray01: %s: 0 of 2 files present; a real run would transfer 3.00 GB" % ("r" * 40))
+        "tray01: %s: 0 of 2 files present and verified; a real run would transfer 3.00 GB" % ("r" * 40))
+
+
+REFUSAL = {"node": "tray01", "path": "modeling_kimi.py", "algo": "git-sha1", "expected": "e" * 40, "actual": "a" * 40,
+           "source": "endpoint http://m/o/m/resolve/x/modeling_kimi.py", "msg": "tray01: modeling_kimi.py refused: ..."}
+
+
+def test_a_refused_file_fails_the_node_with_the_refusal_and_the_report_names_it(tmp_path):
+    result, _c, _p = _run([_round(done=True, bytes_transferred=5, bytes_from_endpoint=5, refused=[REFUSAL],
+                                  verified={"ok": False, "problems": ["modeling_kimi.py is missing"], "extra": []})],
+                          args={"artifacts_dir": str(tmp_path), "run": "r1", "cluster": ["tray01"]})
+    assert result["failed"] and result["msg"].endswith("does not match the file list: tray01: modeling_kimi.py refused: ...")
+    report = json.load(open(str(tmp_path / "weights-report.json")))
+    (node,) = report["nodes"]
+    assert (node["node"], node["ok"], node["bytes_from_endpoint"], node["refused"]) == ("tray01", False, 5, [REFUSAL])
+    assert "modeling_kimi.py (expected %s, got %s" % ("e" * 40, "a" * 40) in open(str(tmp_path / "weights-report.md")).read()
+
+
+def test_peers_come_from_the_plans_internal_addresses():
+    plans = {"a": {"internal_address": "10.0.0.1"}, "b": {"internal_address": "10.0.0.2"}, "r": {}}
+    assert action.peers_of(["a", "b", "r"], plans, 29780) == [
+        {"name": "a", "address": "10.0.0.1", "port": 29780}, {"name": "b", "address": "10.0.0.2", "port": 29780}]
+    assert action.peers_of(["a"], plans, 29780) is None and action.peers_of(["a", "b"], plans, None) is None

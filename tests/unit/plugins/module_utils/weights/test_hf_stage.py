@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights import hf_stage as hs
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.weights import integrity
 
 REPO = "sim-org/Tiny"
 REV = "a" * 40
@@ -24,7 +25,7 @@ FILES = {"config.json": b'{"x": 1}\n', "model-00001-of-00002.safetensors": os.ur
 def _tree():
     out = []
     for path, data in sorted(FILES.items()):
-        e = {"type": "file", "path": path, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+        e = {"type": "file", "path": path, "size": len(data), "oid": integrity.git_blob_id(data)}
         if path.endswith(".safetensors"):
             e["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
         out.append(e)
@@ -34,6 +35,7 @@ def _tree():
 class Hub(object):
     def __init__(self, ranges=True, token=None):
         self.ranges, self.token, self.requests = ranges, token, []
+        self.tamper, self.sent, self.lock = {}, {}, threading.Lock()
         hub = self
 
         class H(BaseHTTPRequestHandler):
@@ -54,10 +56,12 @@ class Hub(object):
                 m = re.match(r"^/%s/resolve/%s/(.+)$" % (REPO, REV), self.path)
                 if not m or m.group(1) not in FILES:
                     return self._send(404, b"not found")
-                data = FILES[m.group(1)]
+                data = hub.tamper.get(m.group(1), FILES[m.group(1)])
                 rng = re.match(r"bytes=(\d+)-$", self.headers.get("Range") or "")
+                start = int(rng.group(1)) if rng and hub.ranges else 0
+                with hub.lock:
+                    hub.sent[m.group(1)] = hub.sent.get(m.group(1), 0) + len(data) - start
                 if rng and hub.ranges:
-                    start = int(rng.group(1))
                     return self._send(206, data[start:], {"Content-Range": "bytes %d-%d/%d" % (
                         start, len(data) - 1, len(data))})
                 return self._send(200, data, {"Accept-Ranges": "bytes"} if hub.ranges else {})
@@ -97,7 +101,8 @@ def test_parse_tree_uses_the_lfs_sha256_as_blob_name_and_drops_directories():
     shard = [f for f in files if f["path"] == "model-00002-of-00002.safetensors"][0]
     assert shard["etag"] == hashlib.sha256(FILES[shard["path"]]).hexdigest() and shard["lfs"]
     cfg = [f for f in files if f["path"] == "config.json"][0]
-    assert cfg["etag"] == hashlib.sha1(FILES["config.json"]).hexdigest() and cfg["size"] == len(FILES["config.json"])
+    assert cfg["etag"] == integrity.git_blob_id(FILES["config.json"]) and cfg["size"] == len(FILES["config.json"])
+    assert (cfg["algo"], shard["algo"]) == ("git-sha1", "sha256")
 
 
 @pytest.mark.parametrize("entries,words", [
@@ -155,38 +160,64 @@ def test_full_staging_builds_the_hf_cache_layout_then_transfers_nothing(hub, tmp
     assert not [p for p, _h in hub.requests[seen:] if "/resolve/" in p], "a second run downloaded"
 
 
-def test_rounds_stop_at_the_deadline_and_resume_with_range(hub, tmp_path, monkeypatch):
-    monkeypatch.setattr(hs, "CHUNK", 256 * 1024)
+def _ticking(monkeypatch):
     ticks = iter(range(0, 10 ** 6))
-    monkeypatch.setattr(hs.time, "monotonic", lambda: next(ticks))   # every chunk costs one "second"
-    first = hs.stage(REPO, REV, str(tmp_path), hub.url, max_seconds=8)
-    assert not first["done"] and first["current"] == "model-00001-of-00002.safetensors"
-    part = os.path.join(_repo_dir(tmp_path), "blobs",
-                        hashlib.sha256(FILES[first["current"]]).hexdigest() + ".incomplete")
-    have = os.path.getsize(part)
-    assert 0 < have < len(FILES[first["current"]])
+    monkeypatch.setattr(hs, "_clock", lambda: next(ticks))   # every look at the clock costs one "second"
+
+
+def test_a_round_ends_between_files_at_the_deadline_and_the_next_round_goes_on(hub, tmp_path, monkeypatch):
+    _ticking(monkeypatch)
+    first = hs.stage(REPO, REV, str(tmp_path), hub.url, max_seconds=4, concurrency=1)
+    assert not first["done"] and 1 <= first["files_transferred"] < len(FILES) and first["current"]
+    # a file is never left half done by the deadline: the next round would have to read it again to hash it
+    assert not [n for n in os.listdir(os.path.join(_repo_dir(tmp_path), "blobs")) if n.endswith(".incomplete")]
     rest = hs.stage(REPO, REV, str(tmp_path), hub.url, files=first["files"])
     assert rest["done"] and rest["verified"]["ok"] and rest["restarted"] == []
-    resumed = [h for p, h in hub.requests if p.endswith(first["current"]) and "Range" in h]
-    assert resumed and resumed[-1]["Range"] == "bytes=%d-" % have
     assert rest["bytes_transferred"] + first["bytes_transferred"] == sum(len(d) for d in FILES.values())
+    assert rest["files_verified"] + first["files_verified"] == len(FILES)
 
 
-def test_a_server_that_cannot_resume_gets_each_file_finished_within_the_round(tmp_path, monkeypatch):
-    monkeypatch.setattr(hs, "CHUNK", 256 * 1024)
-    ticks = iter(range(0, 10 ** 6))
-    monkeypatch.setattr(hs.time, "monotonic", lambda: next(ticks))
-    hub = Hub(ranges=False)
-    try:
-        first = hs.stage(REPO, REV, str(tmp_path), hub.url, max_seconds=3)
-        # the deadline passed inside the big shard, yet it was completed (no partial that the next round would
-        # have to throw away); the round stops before the next file
-        assert not first["done"] and first["files_transferred"] >= 2 and first["restarted"] == []
-        rest = hs.stage(REPO, REV, str(tmp_path), hub.url, files=first["files"])
-        assert rest["done"] and rest["verified"]["ok"] and rest["restarted"] == []
-        assert first["bytes_transferred"] + rest["bytes_transferred"] == sum(len(d) for d in FILES.values())
-    finally:
-        hub.close()
+def _part(tmp_path, path, data):
+    f = [x for x in hs.parse_tree(_tree()) if x["path"] == path][0]
+    blobs = os.path.join(_repo_dir(tmp_path), "blobs")
+    os.makedirs(blobs, exist_ok=True)
+    part = os.path.join(blobs, f["etag"] + ".incomplete")
+    with open(part, "wb") as out:
+        out.write(data)
+    return f, part
+
+
+def test_a_partial_file_is_resumed_with_range_and_its_bytes_are_hashed_first(hub, tmp_path):
+    shard = "model-00001-of-00002.safetensors"
+    have = 1024 * 1024 + 3
+    _part(tmp_path, shard, FILES[shard][:have])
+    r = hs.stage(REPO, REV, str(tmp_path), hub.url)
+    assert r["done"] and r["verified"]["ok"] and r["restarted"] == [] and r["refused"] == []
+    resumed = [h for p, h in hub.requests if p.endswith(shard)]
+    assert [h.get("Range") for h in resumed] == ["bytes=%d-" % have]
+    assert r["bytes_transferred"] == sum(len(d) for d in FILES.values()) - have
+
+
+def test_a_corrupt_partial_file_is_refused_deleted_and_never_linked_then_fetched_whole(hub, tmp_path):
+    shard = "model-00001-of-00002.safetensors"
+    f, part = _part(tmp_path, shard, b"\0" * 1000)
+    r = hs.stage(REPO, REV, str(tmp_path), hub.url, node="tray01", run="run-1")
+    bad = integrity.ContentHash("sha256", f["size"])
+    bad.update(b"\0" * 1000 + FILES[shard][1000:])
+    (refusal,) = r["refused"]
+    assert refusal["expected"] == f["etag"] and refusal["actual"] == bad.hexdigest() and refusal["node"] == "tray01"
+    assert refusal["msg"] == (
+        "tray01: %s refused: endpoint %s/%s/resolve/%s/%s sent content whose sha256 is %s, but %s lists %s for it "
+        "at this revision; the bytes were deleted and never linked" % (
+            shard, hub.url, REPO, REV, shard, bad.hexdigest(), hub.url, f["etag"]))
+    assert not os.path.exists(part) and not os.path.lexists(os.path.join(r["snapshot_dir"], shard))
+    assert r["done"] and not r["verified"]["ok"] and r["verified"]["problems"] == ["%s is missing" % shard]
+    # the same run does not fetch it again; the next run does, whole, and verifies it
+    again = hs.stage(REPO, REV, str(tmp_path), hub.url, node="tray01", run="run-1")
+    assert again["bytes_transferred"] == 0 and not again["verified"]["ok"]
+    fixed = hs.stage(REPO, REV, str(tmp_path), hub.url, node="tray01", run="run-2")
+    assert fixed["verified"]["ok"] and fixed["bytes_from_endpoint"] == f["size"] and fixed["refused"] == []
+    assert integrity.load_manifest(_repo_dir(tmp_path))["refused"] == {}
 
 
 def test_a_server_ignoring_range_restarts_the_file(tmp_path):
@@ -259,8 +290,13 @@ def test_unreachable_endpoint_names_the_setting(tmp_path):
 def test_redirect_to_another_host_drops_the_token():
     import urllib.request
     handler = hs._SameHostRedirect()
-    req = urllib.request.Request("http://hub.example/a", headers={"Authorization": "Bearer t"})
-    new = handler.redirect_request(req, None, 302, "Found", {}, "http://cdn.example/b")
-    assert "Authorization" not in new.headers
-    same = handler.redirect_request(req, None, 302, "Found", {}, "http://hub.example/c")
+    req = urllib.request.Request("https://hub.example/a", headers={"Authorization": "Bearer t"})
+    for elsewhere in ("https://cdn.example/b", "http://hub.example/c", "https://hub.example:8443/c",
+                      "https://hub.example.evil.test/c"):
+        new = handler.redirect_request(req, None, 302, "Found", {}, elsewhere)
+        assert "Authorization" not in new.headers and "Authorization" not in new.unredirected_hdrs, elsewhere
+    same = handler.redirect_request(req, None, 302, "Found", {}, "https://HUB.example/c")
     assert same.headers.get("Authorization") == "Bearer t"
+    loop = urllib.request.Request("http://127.0.0.1:8090/a", headers={"Authorization": "Bearer t"})
+    assert handler.redirect_request(loop, None, 302, "Found", {}, "http://127.0.0.1:8090/b").headers.get(
+        "Authorization") == "Bearer t"

@@ -176,3 +176,39 @@ def test_the_upgrade_roles_variables_are_checked_like_the_others():
     (choice,) = problems(upgrade_interrupted="skip")
     assert choice["variable"] == "upgrade_interrupted" and "rollback, fail, ignore" in choice["message"]
     assert problems(upgrade_interrupted="fail", upgrade_rolling_rejoin_timeout_s=60) == []
+
+
+TOKEN_PLANS = {"tray01": {"image": IMAGE, "secret_env": ["HF_TOKEN"]}}
+
+
+def test_a_token_over_plain_http_off_loopback_is_refused_at_plan_time(monkeypatch):
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    (p,) = rv.role_variable_problems([("tray01", {"weights_hf_endpoint": "http://hf-mirror.corp:8090"})], TOKEN_PLANS)
+    assert (p["host"], p["variable"]) == ("tray01", "weights_hf_endpoint")
+    assert p["message"].startswith("weights_hf_endpoint http://hf-mirror.corp:8090 is plain http to a host that is "
+                                   "not loopback, and a Hugging Face token is set")
+    assert p["fix"].startswith("set weights_hf_endpoint to an https:// URL")
+    # the role's own token variable counts too, and its secret never shows
+    (q,) = rv.role_variable_problems([("tray01", {"weights_hf_endpoint": "http://10.0.0.9",
+                                                  "weights_hf_token": "hf_abcdefgh"})], PLANS)
+    assert "hf_abcdefgh" not in str(q)
+    # HF_ENDPOINT of the controller is the role's default endpoint: named as such
+    monkeypatch.setenv("HF_ENDPOINT", "http://hf-mirror.corp")
+    (r,) = rv.role_variable_problems([("tray01", {})], TOKEN_PLANS)
+    assert r["message"].startswith("HF_ENDPOINT (the default of weights_hf_endpoint) http://hf-mirror.corp is plain")
+
+
+def test_a_token_over_https_or_to_loopback_and_no_token_over_http_pass(monkeypatch):
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    for endpoint in ("https://hf-mirror.corp", "http://127.0.0.1:8090", "http://localhost:8090", "http://[::1]:80"):
+        assert rv.role_variable_problems([("tray01", {"weights_hf_endpoint": endpoint})], TOKEN_PLANS) == [], endpoint
+    assert rv.role_variable_problems([("tray01", {"weights_hf_endpoint": "http://hf-mirror.corp"})], PLANS) == []
+    assert rv.role_variable_problems([("tray01", {"weights_hf_endpoint": "http://hf-mirror.corp",
+                                                  "weights_hf_token": ""})], TOKEN_PLANS) == []
+    assert rv.role_variable_problems([("tray01", {})], TOKEN_PLANS) == []   # the Hub, https
+
+
+def test_weights_verify_takes_changed_or_full():
+    (p,) = problems(weights_verify="sometimes")
+    assert p["variable"] == "weights_verify" and "changed, full" in p["message"]
+    assert problems(weights_verify="full") == []
