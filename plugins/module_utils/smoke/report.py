@@ -117,8 +117,9 @@ def render_markdown(facts, violations=None):
                   "is below smoke_min_tool_call_success_rate)" % (
                       (tc.get("first_attempt") or {}).get("k"), (tc.get("first_attempt") or {}).get("n"),
                       "..".join(str(b) for b in (tc.get("first_attempt") or {}).get("ci95") or [])),
-                  _mode_line(tc)] + _parser_line(facts.get("reproduction") or {}) + [
-                  "- failures per class: %s" % (tc.get("failures") or {}),
+                  _mode_line(tc)]
+        lines += _parser_line(facts.get("reproduction") or {})
+        lines += ["- failures per class: %s" % (tc.get("failures") or {}),
                   "- retries per class: %s" % (tc.get("retries") or {}), ""]
     lines += _full_profile_sections(facts)
     win = s.get("window") or {}
