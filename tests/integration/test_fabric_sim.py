@@ -9,7 +9,7 @@
   an interface that exists but does not carry the node's address (kimi_k3_socket_ifname set to the machine's first
   interface other than lo: the nodes share the host's network namespace and their 127.x addresses are on lo; the
   collective is not started on it, so no traffic leaves loopback), the master port blocked by a packet filter (sim
-  fault `fabric_port_blocked`: an iptables REJECT for the head's address and port 29501), and an image whose vLLM
+  fault `fabric_port_blocked`: an iptables REJECT for the head's address and master port, 29601 on this cluster), and an image whose vLLM
   release differs from the plan's (-e kimi_k3_vllm_version=0.33.0 against the 0.32.0 image); and (#35) the
   engine-dev variant, a development build, accepted with kimi_k3_vllm_version: image while an extra arg its own
   parser does not know is refused in this step, naming flag and digest.
