@@ -574,9 +574,9 @@ stage_timeout_of() {
   fi
   echo "$t"
 }
-record_stage() {  # record_stage NAME RC T0 TIMEOUT: one row of the summary
+record_stage() {  # record_stage NAME RC T0 TIMEOUT [T1]: one row of the summary (T1: when it ended, default now)
   local s=$1 rc=$2 res dt n
-  dt=$(awk -v a="$3" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+  dt=$(awk -v a="$3" -v b="${5:-$(date +%s.%N)}" 'BEGIN{printf "%.1f", b-a}')
   case "$rc" in
     0) res=PASS ;;
     "$SKIP_RC") res=SKIP ;;
@@ -590,8 +590,10 @@ record_stage() {  # record_stage NAME RC T0 TIMEOUT: one row of the summary
 beside_start() {
   BESIDE_STAGE=$1 BESIDE_T0=$(date +%s.%N)
   say "===== stage $1 (in the background beside the stages after it; log build/test-logs/$1.log) ====="
-  KIMI_K3_BESIDE=1 timeout --signal=TERM --kill-after=60 "$(stage_timeout_of "$1")" "$self" __stage "$1" \
-    > "$logdir/$1.log" 2>&1 < /dev/null &
+  rm -f "$logdir/$1.ended"
+  # its row's seconds are its own (it may end long before the run waits for it): the end time goes to $1.ended
+  { KIMI_K3_BESIDE=1 timeout --signal=TERM --kill-after=60 "$(stage_timeout_of "$1")" "$self" __stage "$1"
+    rc=$?; date +%s.%N > "$logdir/$1.ended"; exit "$rc"; } > "$logdir/$1.log" 2>&1 < /dev/null &
   BESIDE_PID=$!
   export KIMI_K3_BESIDE_ACTIVE=1
 }
@@ -602,7 +604,8 @@ beside_wait() {
   BESIDE_PID=""
   unset KIMI_K3_BESIDE_ACTIVE
   sed "s/^/[$BESIDE_STAGE] /" "$logdir/$BESIDE_STAGE.log"
-  record_stage "$BESIDE_STAGE" "$rc" "$BESIDE_T0" "$(stage_timeout_of "$BESIDE_STAGE")"
+  record_stage "$BESIDE_STAGE" "$rc" "$BESIDE_T0" "$(stage_timeout_of "$BESIDE_STAGE")" \
+    "$(cat "$logdir/$BESIDE_STAGE.ended" 2>/dev/null)"
   # the stages beside it left the registry and the control engine up for it
   if [ -x sim/simctl ] && [ "${KIMI_K3_KEEP_SIM:-0}" != 1 ] && [ "${KIMI_K3_SIM_WAS_UP:-0}" != 1 ]; then
     say "bringing the rehearsal cluster down"; sim/simctl down || true

@@ -185,6 +185,8 @@ def test_molecule_runs_beside_realengine_and_the_run_waits_for_it(tmp_path):
     summary = (repo / "build" / "test-logs" / "summary.txt").read_text()
     row = [line for line in summary.splitlines() if line.startswith("molecule ")]
     assert len(row) == 1 and " PASS " in row[0] and "passed [default deploy-mi355x]" in row[0]
+    # its own seconds (two scenarios of 2 s), not the time until the run waited for it
+    assert 4 <= float(row[0].split()[2]) < 8, row[0]
     assert "[molecule] [test] molecule test -s deploy-mi355x" in p.stdout
 
 
