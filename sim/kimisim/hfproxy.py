@@ -166,10 +166,16 @@ class Proxy(BaseHTTPRequestHandler):
             pos, size = self._head(r, method)
             if method == "HEAD":
                 return
-            tamper = file_path in faults["tamper"] and size is not None and r.status in (200, 206)
+            tamper = file_path in faults["tamper"] and r.status in (200, 206)
+            whole = None
+            if tamper and size is None:
+                # olah streams some files without a length: read the whole (small) file to find its middle byte
+                whole = r.read()
+                size = pos + len(whole)
             target = tamper_offset(size) if tamper else -1
             while True:
-                chunk = r.read(CHUNK)
+                chunk = r.read(CHUNK) if whole is None else whole
+                whole = b"" if whole is not None else None
                 if not chunk:
                     break
                 if tamper:

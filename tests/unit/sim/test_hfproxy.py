@@ -22,6 +22,14 @@ class Upstream(object):
                 pass
 
             def do_GET(self):
+                m = re.match(r"^/org/m/resolve/[0-9a-f]+/(streamed/)?(.+)$", self.path)
+                if m and m.group(1):  # as olah serves some files: no length, the end of the body is the close
+                    self.send_response(200)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(DATA[m.group(2)])
+                    self.close_connection = True
+                    return
                 m = re.match(r"^/org/m/resolve/[0-9a-f]+/(.+)$", self.path)
                 if not m or m.group(1) not in DATA:
                     self.send_response(404)
@@ -95,6 +103,15 @@ def test_a_tampered_file_keeps_its_size_and_differs_in_its_middle_byte(proxy):
     assert _get(base + URL + "model-00001-of-00004.safetensors", {"Range": "bytes=%d-" % (mid + 1)})[1] == shard[mid + 1:]
     code, tail = _get(base + URL + "model-00001-of-00004.safetensors", {"Range": "bytes=100-"})
     assert code == 206 and tail[mid - 100] == shard[mid] ^ 1 and tail[:mid - 100] == shard[100:mid]
+
+
+def test_a_file_streamed_without_a_length_is_tampered_in_its_middle_byte_too(proxy):
+    base, faults, _server = proxy
+    faults.write_text(json.dumps({"throttle_bps": None, "tamper": ["streamed/config.json"]}))
+    data = DATA["config.json"]
+    code, got = _get(base + URL + "streamed/config.json")
+    assert code == 200 and len(got) == len(data)
+    assert [i for i in range(len(data)) if got[i] != data[i]] == [len(data) // 2]
 
 
 def test_the_throttle_is_one_bucket_for_every_connection():
