@@ -39,9 +39,29 @@ def _stats(reset=False):
     return json.loads(urllib.request.urlopen(req, timeout=10).read() or b"{}")
 
 
+def _inventory_names(cluster):
+    """{sim node name: its inventory host name} by address (the fleet inventory names its trays gb300-tray51...)."""
+    import yaml  # pylint: disable=import-outside-toplevel  # the dev venv's; only this benchmark needs it
+
+    by_address = {}
+
+    def walk(tree):
+        for key, value in (tree or {}).items() if isinstance(tree, dict) else []:
+            if isinstance(value, dict) and "ansible_host" in value:
+                by_address[value["ansible_host"]] = key
+            elif isinstance(value, dict):
+                walk(value)
+
+    with open(os.path.join(cluster.inventory, "hosts.yml")) as f:
+        walk(yaml.safe_load(f))
+    return {n["name"]: by_address.get(n["address"], n["name"]) for n in cluster.nodes}
+
+
 def run(cluster, hf, hosts, throttle):
+    names = _inventory_names(cluster)
     for h in hosts:
-        cluster.ssh(h, "rm -rf /var/tmp/kimi-weights-%s" % h)
+        cluster.ssh(h, "rm -rf /var/tmp/kimi-weights-%s" % names[h])
+    hosts = [names[h] for h in hosts]
     _simctl("hf-fault", "throttle=%d" % throttle)
     _stats(reset=True)
     artifacts = tempfile.mkdtemp(prefix="weights-bench-")
