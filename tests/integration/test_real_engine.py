@@ -23,8 +23,7 @@ must be equal or listed with its reason in sim/conformance.yml. One deployment s
 (e) upgrade.yml to the image whose engine really fails at start (it cannot import the model class): the collection
     notices within 90 s, names the node whose engine stopped first and rolls back to the previous real image;
 (f) an upgrade interrupted (SIGINT) while the new group starts leaves "upgrade in progress"; the next deploy (the
-    development build, image mode: its fabric step runs the image's own parser) finishes the rollback and both nodes
-    run the previous digest again;
+    development build, image mode) finishes the rollback and both nodes run the previous digest again;
 (g) the follower killed while the group starts (before the head is ready): launch.yml fails naming the follower
     within 90 s of the kill; the next launch.yml brings the deployment back;
 (h) the capacity curve at three max-model-len points, one beyond the KV budget: the plan predicts the refusal point
@@ -334,8 +333,8 @@ def _first_failure_s(run):
 
 # (d) moves the deployment to the engine's development build (engine-dev: the same engine reporting
 # 0.32.1.dev7+g5f76ae224.cpu) with kimi_k3_vllm_version: image, as an operator moves to the recipe's kimi-k3 image;
-# the deploy that finishes (f)'s interrupted upgrade returns to it with the same setting and runs the fabric step's
-# image check (the image's own parser) on the way: the whole deploy on a development build.
+# the deploy that finishes (f)'s interrupted upgrade returns to it with the same setting (its fabric step is skipped:
+# vLLM runs and holds the ports; test_fabric_sim.py runs the image's own parser on this image before any launch).
 DEV = {"kimi_k3_vllm_version": "image"}
 
 
@@ -426,10 +425,6 @@ def test_f_interrupted_upgrade_is_finished_by_the_next_deploy(deployed):
     with open(os.path.join(r.config.artifact_dir, "stdout")) as handle:
         out = " ".join(handle.read().split())
     assert "was interrupted at the" in out and "Finishing the rollback to" in out
-    # the fabric step judged the development build with its own parser before the launch
-    with open(os.path.join(ART, "fabric-report.json")) as handle:
-        judged = {(f["host"], f["check"]): f["status"] for f in json.load(handle)["findings"]}
-    assert [judged.get((node, "image_argv")) for node in (HEAD, FOLLOWER)] == ["pass", "pass"], judged
     assert _images(sim) == before
     assert _state()["upgrade"] is None
     assert _http(HEAD_URL + "/health") == 200
