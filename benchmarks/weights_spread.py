@@ -20,6 +20,9 @@ import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+from ansible.inventory.manager import InventoryManager  # noqa: E402
+from ansible.parsing.dataloader import DataLoader  # noqa: E402
+
 from tests.helpers.runner import failed_tasks, run_playbook  # noqa: E402
 from tests.integration import conftest as sim  # noqa: E402
 
@@ -41,19 +44,8 @@ def _stats(reset=False):
 
 def _inventory_names(cluster):
     """{sim node name: its inventory host name} by address (the fleet inventory names its trays gb300-tray51...)."""
-    import yaml  # pylint: disable=import-outside-toplevel  # the dev venv's; only this benchmark needs it
-
-    by_address = {}
-
-    def walk(tree):
-        for key, value in (tree or {}).items() if isinstance(tree, dict) else []:
-            if isinstance(value, dict) and "ansible_host" in value:
-                by_address[value["ansible_host"]] = key
-            elif isinstance(value, dict):
-                walk(value)
-
-    with open(os.path.join(cluster.inventory, "hosts.yml")) as f:
-        walk(yaml.safe_load(f))
+    inventory = InventoryManager(loader=DataLoader(), sources=[cluster.inventory])
+    by_address = {h.vars.get("ansible_host"): h.name for h in inventory.get_hosts()}
     return {n["name"]: by_address.get(n["address"], n["name"]) for n in cluster.nodes}
 
 

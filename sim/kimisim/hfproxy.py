@@ -173,11 +173,7 @@ class Proxy(BaseHTTPRequestHandler):
                 whole = r.read()
                 size = pos + len(whole)
             target = tamper_offset(size) if tamper else -1
-            while True:
-                chunk = r.read(CHUNK) if whole is None else whole
-                whole = b"" if whole is not None else None
-                if not chunk:
-                    break
+            for chunk in [whole] if whole is not None else iter(lambda: r.read(CHUNK), b""):
                 if tamper:
                     chunk = tamper_chunk(chunk, pos, target)
                 self.server.throttle.take(len(chunk), faults["throttle_bps"])

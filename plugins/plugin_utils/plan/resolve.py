@@ -16,6 +16,7 @@ __metaclass__ = type
 
 import dataclasses
 
+from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.image import reference as image_ref
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import addresses
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import extras
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import ranks
@@ -228,7 +229,7 @@ FROM_IMAGE = "image"
 
 def known_build(recipe, image):
     """The recipe's development_builds.builds entry whose ``digest`` the image reference pins, or None."""
-    digest = image.rpartition("@")[2] if isinstance(image, str) and "@" in image else None
+    digest = image_ref.image_reference_parse(image, allow_unpinned=True)["digest"] if image else None
     for entry in (recipe.get("development_builds") or {}).get("builds") or []:
         if digest and entry.get("digest") == digest:
             return entry

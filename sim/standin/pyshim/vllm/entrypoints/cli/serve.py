@@ -3,10 +3,9 @@ with the stand-in's flag snapshot of the release it follows (VLLM_STANDIN_VERSIO
 (`vllm serve: error: unrecognized arguments: --x` on stderr, exit status 2), as the stand-in's `vllm serve` does."""
 import argparse
 import os
-import sys
 
 from vllm_standin import flags as flagmod
-from vllm_standin.main import DEFAULT_VERSION
+from vllm_standin import main
 
 
 class ServeSubcommand(object):
@@ -18,9 +17,7 @@ class ServeSubcommand(object):
         return parser
 
     def validate(self, args):
-        version = os.environ.get("VLLM_STANDIN_VERSION", DEFAULT_VERSION)
-        try:
-            flagmod.parse_args(list(args.serve_argv), flagmod.Snapshot(flagmod.load_snapshot(version)))
-        except flagmod.ArgError as exc:
-            sys.stderr.write("%s\n%s: error: %s\n" % (flagmod.USAGE, flagmod.PROG, exc.message or "no argv"))
-            raise SystemExit(exc.code)
+        # the stand-in's own `vllm serve` parse: it prints argparse's refusal and returns the exit status
+        parsed = main._parse(list(args.serve_argv), os.environ.get("VLLM_STANDIN_VERSION", main.DEFAULT_VERSION))
+        if not isinstance(parsed, tuple):
+            raise SystemExit(parsed)
