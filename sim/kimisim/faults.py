@@ -1,6 +1,7 @@
 """`simctl fault`: rewrite a node's profile in place; the host-side packet filter and disk read limit."""
 import json
 import os
+import shlex
 import shutil
 
 from kimisim.clusters import all_known_clusters
@@ -17,22 +18,39 @@ def find_node(node):
     die("unknown node %r (is the sim up? see `simctl status`)" % node)
 
 
+COMMENT = "kimi-sim:fabric_port_blocked"
+
+
+def _rejects_for(address):
+    """The INPUT REJECT rules for the node's address, as `iptables -S` prints them (without `-A INPUT`).
+
+    The address is the node's own 127.x address, so every REJECT for it is this sim's, whoever added it: a rule
+    left by a run that was killed, or by another checkout's sim, is found here too, not only the ones recorded."""
+    if shutil.which("iptables") is None:
+        return []
+    p = sh(["iptables", "-S", "INPUT"], check=False)
+    found = []
+    for line in (p.stdout or "").splitlines():
+        parts = shlex.split(line)                       # the comment comes back quoted
+        if parts[:2] != ["-A", "INPUT"] or "REJECT" not in parts or "-d" not in parts:
+            continue
+        if parts[parts.index("-d") + 1] in (address, address + "/32"):
+            found.append(parts[2:])
+    return found
+
+
 def packet_filter(node, address, ports):
     """The node's blocked TCP ports (fault fabric_port_blocked): REJECT rules for its address in the host's filter.
 
-    The nodes share the host's network namespace, so the rule names the node's own 127.x address and port; the
-    rules this node holds are recorded in its state directory so that clearing (or `down`) removes exactly them."""
-    record = os.path.join(node_state_dir(node), "packet_filter.json")
-    for rule in read_json(record, []) or []:
+    The nodes share the host's network namespace, so the rule names the node's own 127.x address and port. Every
+    REJECT for the address goes first (see _rejects_for), so clearing, `down` or a node made again leaves none."""
+    for rule in _rejects_for(address):
         sh(["iptables", "-D", "INPUT"] + rule, check=False)
-    rules = [["-p", "tcp", "-d", address, "--dport", str(int(port)), "-j", "REJECT", "--reject-with", "tcp-reset"]
-             for port in ports or []]
-    for rule in rules:
-        if shutil.which("iptables") is None:
-            die("fault needs iptables on the host (apt-get install iptables)")
-        sh(["iptables", "-I", "INPUT"] + rule)
-    if rules or os.path.exists(record):
-        write_json(record, rules)
+    if ports and shutil.which("iptables") is None:
+        die("fault needs iptables on the host (apt-get install iptables)")
+    for port in ports or []:
+        sh(["iptables", "-I", "INPUT", "-p", "tcp", "-d", address, "--dport", str(int(port)),
+            "-m", "comment", "--comment", COMMENT, "-j", "REJECT", "--reject-with", "tcp-reset"])
 
 
 def _blkio_dir(node):

@@ -9,6 +9,7 @@ from kimisim.clusters import all_known_clusters, light_nodes, selected_clusters
 from kimisim.devices import ensure_host_devices
 from kimisim.engine_image import ensure_cpu_model, ensure_engine_images
 from kimisim.engines import ensure_hook, start_engine
+from kimisim.faults import packet_filter
 from kimisim.hfmirror import start_hf_mirror
 from kimisim.images import ensure_base_image, ensure_node_image, ensure_standin_images
 from kimisim.inventories import write_bench_inventory, write_sim_image
@@ -134,6 +135,9 @@ def _ensure_cluster_nodes(clusters, up, node_img, key):
         with cf.ThreadPoolExecutor(max_workers=4) as ex:
             created = list(ex.map(lambda n, c=c: ensure_node(c, n, node_img, key), c["nodes"]))
         fresh.update(n["name"] for n, new in zip(c["nodes"], created) if new)
+        for n in c["nodes"]:                             # the host's filter as the node's faults say, nothing left over
+            prof = read_json(os.path.join(node_state_dir(n["name"]), "profile.json"), {}) or {}
+            packet_filter(n["name"], n["address"], prof.get("blocked_tcp_ports"))
         up[c["name"]] = c
         write_json(os.path.join(STATE, "clusters.json"), up)
         if c.get("shared_engine"):

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -263,11 +264,21 @@ def test_a_tampered_file_is_refused_on_every_node_and_never_reaches_a_peer(gb300
                          % (repo_dir, hf["revision"])).returncode == 0
     # every node took config.json from the endpoint itself (its origin's refusal sent it there): no peer served it
     assert proxy()["by_path"]["config.json"] == len(gb300.nodes) * len(good)
+    # the failed staging stopped its peer servers too (a server left up holds the port against the next run)
+    assert [n["name"] for n in gb300.nodes if _listening(n["address"], 29780)] == []
     report = _report(tmp_path)
     assert not report["ok"] and report["total"]["refused"] == len(gb300.nodes)
     for node in report["nodes"]:
         (refusal,) = node["refused"]
         assert (refusal["expected"], refusal["actual"], refusal["source"].split()[0]) == (expected, actual, "endpoint")
+
+
+def _listening(address, port):
+    try:
+        socket.create_connection((address, port), timeout=2).close()
+    except OSError:
+        return False
+    return True
 
 
 def _playbook_cmd(gb300, hf, tmp_path):
@@ -283,19 +294,23 @@ def test_killed_mid_transfer_then_verified_on_the_next_run(gb300, hf, proxy, tmp
     _clean(gb300)
     _hf_fault("throttle=2000000")                          # ~34 s for one copy of the 67 MB checkpoint
     cmd, env = _playbook_cmd(gb300, hf, tmp_path)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    out = tmp_path / "killed-run.log"
+    with open(out, "wb") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     parts = "ls %s/hub/models--*/blobs/*.incomplete 2>/dev/null | wc -l"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 180
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and proc.poll() is None:
             if any(int((gb300.ssh(n["name"], parts % _cache(n["name"])).stdout or "0").strip() or 0)
                    for n in gb300.nodes):
                 break
             time.sleep(0.5)
         else:
-            pytest.fail("no partial file appeared within 120 s")
+            pytest.fail("no partial file appeared (playbook exit %s); its output ends:\n%s"
+                        % (proc.poll(), out.read_text(errors="replace")[-4000:]))
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)                # the controller dies ...
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)            # the controller dies ...
         proc.wait(30)
     # ... and so does the staging on the nodes: the processes holding a partial file open (the module runs from
     # stdin with pipelining, so no command line names it; the peer servers hold no partial file and stay)
