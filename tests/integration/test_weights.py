@@ -294,9 +294,9 @@ def test_killed_mid_transfer_then_verified_on_the_next_run(gb300, hf, proxy, tmp
     _clean(gb300)
     _hf_fault("throttle=2000000")                          # ~34 s for one copy of the 67 MB checkpoint
     cmd, env = _playbook_cmd(gb300, hf, tmp_path)
-    out = tmp_path / "killed-run.log"
-    with open(out, "wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    out, err = tmp_path / "killed-run.out", tmp_path / "killed-run.err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        proc = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
     parts = "ls %s/hub/models--*/blobs/*.incomplete 2>/dev/null | wc -l"
     deadline = time.monotonic() + 180
     try:
@@ -306,8 +306,8 @@ def test_killed_mid_transfer_then_verified_on_the_next_run(gb300, hf, proxy, tmp
                 break
             time.sleep(0.5)
         else:
-            pytest.fail("no partial file appeared (playbook exit %s); its output ends:\n%s"
-                        % (proc.poll(), out.read_text(errors="replace")[-4000:]))
+            pytest.fail("no partial file appeared (playbook exit %s); its output ends:\n%s\nstderr:\n%s"
+                        % (proc.poll(), out.read_text(errors="replace")[-4000:], err.read_text(errors="replace")[-2000:]))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)            # the controller dies ...
