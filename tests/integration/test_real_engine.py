@@ -8,7 +8,7 @@ same probe (tests/helpers/conformance.py) and the same smoke and capacity step r
 must be equal or listed with its reason in sim/conformance.yml. One deployment serves every test, in this order:
 
 (a) deploy.yml end to end from nothing: plan, preflight (GPU checks not applicable), image by digest, the fabric
-    step, launch in order, smoke; the report holds the version the server says (0.32.0), KV tokens and concurrency
+    step (real gloo bandwidth and latency for the pair, both ranks joined), launch in order, smoke; the report holds the version the server says (0.32.0), KV tokens and concurrency
     from the real start-up log and the real metrics, schema-valid tool calls with Kimi's ids, and says that answers
     are not judged;
 (b) conformance on the fresh deployment: /health, /version, /v1/models, chats (plain, streamed, streamed with
@@ -160,6 +160,18 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
     assert (rep["image_vllm_version"], rep["image_torch_version"], rep["image_torch_cuda"]) == (
         "0.32.0", "2.13.0+cpu", None), rep
     print("\nfabric step inside deploy.yml: %.1f s" % _role_seconds(r, "fabric"))
+    # the fabric step of this deploy on the healthy cluster: real gloo bandwidth and latency for the pair, every
+    # rank joined over gloo within the step's timeout (60 s), and the job's container gone afterwards
+    with open(os.path.join(r.artifacts_dir, "fabric-report.json")) as handle:
+        fabric = json.load(handle)
+    (pair,) = fabric["bandwidth"]
+    assert pair["bandwidth_gbps"] > 0 and pair["latency_us"] > 0, pair
+    for node in fabric["nodes"].values():
+        assert node["collective"] == "ok" and node["backend"] == "gloo" and node["join_s"] < 60, node
+        assert node["vllm"] == "0.32.0" and node["torch"].startswith("2.13.0") and not node["torch_cuda"], node
+    for node in (HEAD, FOLLOWER):
+        names = sim.docker(node, "ps", "-a", "--filter", "name=vllm-kimi-k3-fabric", "--format", "{{.Names}}")
+        assert names.stdout.strip() == "", (node, names.stdout)
     # the engine's own figures: vllm:cache_config_info, and its start-up line read by the collection's parser
     # (1 GiB of VLLM_CPU_KVCACHE_SPACE / (576 x 2 bytes x 2 MLA layers), in 16-token blocks)
     assert server["kv_cache_size_tokens"] == 466032 and server["block_size"] == 16
@@ -353,6 +365,7 @@ def test_d_upgrade_to_the_engines_development_build(deployed):
 def test_e_engine_that_fails_at_start_is_rolled_back_within_90s(deployed):
     sim, _r = deployed
     before = _images(sim)
+    deployed_id = _state()["deployed"]["plan_id"]
     broken = sim.images["engine-broken"]
     r = _run(sim, "upgrade.yml", dict(GATE_SMOKE, kimi_k3_image=broken))
     assert r.status == "failed"
@@ -367,9 +380,18 @@ def test_e_engine_that_fails_at_start_is_rolled_back_within_90s(deployed):
     assert any(stopped), msgs[0]
     # the collection notices the crash within 90 s; the rollback then waits for the previous engine's start
     assert noticed < 90, noticed
+    # one summary of the group, on the node that failed first, with its engine's log tail
+    summary = [(h, m) for h, t, m in failed_tasks(r) if t == "Fail with one summary of the group"]
+    assert len(summary) == 1, failed_tasks(r)
+    first, text = summary[0]
+    assert first in (HEAD, FOLLOWER), summary
+    assert "The vLLM group failed: %s: its vLLM container stopped" % first in text, text
+    # the tail of that node's log: the engine's own error (the model class it cannot inspect)
+    assert "Last 40 log lines of %s:" % first in text and "DeepseekV3ForCausalLM" in text, text
     assert _images(sim) == before
     assert _http(HEAD_URL + "/health") == 200
-    assert _state()["upgrade"] is None
+    st = _state()
+    assert st["upgrade"] is None and st["deployed"]["plan_id"] == deployed_id
 
 
 def _popen_with_sigint(cmd, **kw):
@@ -488,6 +510,7 @@ SWEEP = {"capacity_max_concurrency": 2, "capacity_requests_per_level": 1, "capac
          "capacity_probe_refusal": True, "capacity_max_model_lens": POINTS,
          "kimi_k3_extra_env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}}
 PREDICT = "Predict from the plan's KV budget whether the engine refuses max-model-len %d"
+DECIDE = "Decide whether the point needs a relaunch, max-model-len %d"
 
 
 @pytest.fixture(scope="module")
@@ -503,13 +526,20 @@ def _capacity_report(art):
 
 
 def test_h_refusal_predicted_before_the_relaunch(curve):
-    _sim, _art, r = curve
+    _sim, art, r = curve
     assert r.status == "successful", failed_tasks(r)
     for value, refused, launched in ((2048, False, True), (4096, False, False), (524288, True, True)):
         facts = task_results(r, PREDICT % value)[HEAD]["ansible_facts"]
         assert facts["capacity_prediction"]["limit"] == LIMIT
         assert facts["capacity_prediction"]["refused"] is refused
         assert facts["capacity_launching"] is launched
+    # the relaunch decision (capacity.restart_decision end to end): none for the running value, one for a new one
+    decide = dict((v, task_results(r, DECIDE % v)[HEAD]["ansible_facts"]["capacity_decision"]) for v in (4096, 2048))
+    assert decide[4096] == {"running": 4096, "wanted": 4096, "restart": False,
+                            "reason": "already serving max_model_len 4096"}
+    assert (decide[2048]["running"], decide[2048]["wanted"], decide[2048]["restart"]) == (4096, 2048, True)
+    for name in ("capacity.json", "capacity.md", "capacity.png"):
+        assert os.path.getsize(os.path.join(art, "capacity", name)) > 0
 
 
 def test_h_served_points_and_the_engines_refusal(curve):
