@@ -234,8 +234,9 @@ def _strategy_fits(d, name, strategy):
         return errors  # the node count is the mistake; a GPU count problem would only repeat it
     offered = d.hw.get("strategies")
     if offered and name not in offered:
-        return [problem(where, PREFIX + "strategy", "%s is not offered on %s." % (name, d.accelerator),
-                        "use one of %s." % ", ".join(offered))]
+        why = (d.hw.get("withdrawn") or {}).get(name)
+        return [problem(where, PREFIX + "strategy", "%s is not offered on %s%s." % (
+            name, d.accelerator, (": " + why) if why else ""), "use one of %s." % ", ".join(offered))]
     min_gpus = d.role_spec.get("min_gpus", d.hw.get("min_gpus", strategy.get("min_gpus", 0)))
     if gpn and total < min_gpus:
         errors.append(problem(where, PREFIX + "strategy", "%s needs at least %d GPUs, the cluster has %d (%d nodes "
