@@ -41,7 +41,7 @@ def _run(playbook, inventory, extra, timeout=3600):
 
 def _auto_pick(inventory, base):
     """The strategy the plan renders for kimi_k3_strategy: auto (cluster.strategy_choice of the plan's result)."""
-    r, _ = _run("plan.yml", inventory, dict(base, kimi_k3_strategy="auto"))
+    r = _run("plan.yml", inventory, dict(base, kimi_k3_strategy="auto"))[0]
     if r.status != "successful":
         sys.exit("plan.yml with kimi_k3_strategy auto failed: %s" % failed_tasks(r))
     for ev in r.events:
@@ -128,7 +128,7 @@ def main(argv=None):
     os.makedirs(out, exist_ok=True)
     target = {"max_model_len": args.max_model_len, "concurrency": args.concurrency, "objective": args.objective}
     base = {"kimi_k3_target": target, "kimi_k3_artifacts_dir": out}
-    listed, _ = _run("layouts.yml", args.inventory, base, timeout=600)
+    listed = _run("layouts.yml", args.inventory, base, timeout=600)[0]
     if listed.status != "successful":
         sys.exit("layouts.yml failed: %s" % failed_tasks(listed))
     with open(os.path.join(out, "layouts.json")) as handle:

@@ -8,9 +8,9 @@ same probe (tests/helpers/conformance.py) and the same smoke and capacity step r
 must be equal or listed with its reason in sim/conformance.yml. One deployment serves every test, in this order:
 
 (a) deploy.yml end to end from nothing: plan, preflight (GPU checks not applicable), image by digest, the fabric
-    step (real gloo bandwidth and latency for the pair, both ranks joined), launch in order, smoke; the report holds the version the server says (0.32.0), KV tokens and concurrency
-    from the real start-up log and the real metrics, schema-valid tool calls with Kimi's ids, and says that answers
-    are not judged;
+    step (real gloo bandwidth and latency for the pair, both ranks joined), launch in order, smoke; the report
+    holds the version the server says (0.32.0), KV tokens and concurrency from the real start-up log and the real
+    metrics, schema-valid tool calls with Kimi's ids, and says that answers are not judged;
 (b) conformance on the fresh deployment: /health, /version, /v1/models, chats (plain, streamed, streamed with
     thinking), a forced tool call, the two refusals, /metrics, the head's log, the smoke step (its text group) and a
     capacity sweep, stand-in against real;

@@ -60,8 +60,8 @@ def test_goodput_is_the_best_step_within_the_slo():
 
 
 def test_measured_sets_the_prediction_beside_the_engine():
-    r = sweep.measured(_row("multi_node_tp", 1, concurrency=113.78), _capacity([_step(1, 10.0, 0.3, 0.03),
-                                                                                 _step(2, 19.0, 0.5, 0.04)]), SLO)
+    steps = [_step(1, 10.0, 0.3, 0.03), _step(2, 19.0, 0.5, 0.04)]
+    r = sweep.measured(_row("multi_node_tp", 1, concurrency=113.78), _capacity(steps), SLO)
     assert r == {"layout": "multi_node_tp", "rank": 1, "max_model_len": 4096, "measured": True,
                  "predicted_concurrency": 113.78, "predicted_kv_tokens": 466032,
                  "engine_concurrency": 113.7773, "engine_kv_tokens": 466032, "concurrency_error_pct": 0.002,
