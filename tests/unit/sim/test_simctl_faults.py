@@ -1,6 +1,10 @@
 """`simctl fault`'s disk read limit (slow_weights_disk): set on the node container's blkio cgroup and recorded in
 the node's state directory, lifted from that record on clear; a fault call that neither asks for a limit nor has
-one recorded leaves the container alone (no `docker inspect`)."""
+one recorded leaves the container alone (no `docker inspect`). Its packet filter (fabric_port_blocked): every REJECT
+for the node's address is the sim's and goes before the fault's own rule is set, a stale one without a record too."""
+
+import shlex
+import types
 
 import pytest
 
@@ -86,3 +90,54 @@ def test_a_limit_without_blkio_is_refused(faults, tmp_path, monkeypatch, capsys)
     assert "fault slow_weights_disk needs cgroup v1 blkio for the node container (none found for %s)" % NODE \
         in capsys.readouterr().err
     assert not _record(tmp_path).exists()
+
+
+class _FakeIptables:
+    """`iptables` as `simctl` calls it through `sh`: -S prints the rules as iptables does (the comment in double
+    quotes), -D removes the rule given as tokens, -I adds one (as iptables lists it: /32 and `-m tcp`)."""
+
+    def __init__(self, rules):
+        self.rules = [shlex.split(r) for r in rules]
+
+    @staticmethod
+    def _printed(tokens):
+        return " ".join('"%s"' % t if prev == "--comment" else t for prev, t in zip([""] + tokens, tokens))
+
+    def __call__(self, cmd, check=True, **kwargs):
+        assert cmd[0] == "iptables", cmd
+        done = types.SimpleNamespace(returncode=0, stdout="", stderr="")
+        if cmd[1] == "-S":
+            done.stdout = "-P INPUT ACCEPT\n" + "".join("-A INPUT %s\n" % self._printed(r) for r in self.rules)
+        elif cmd[1] == "-D":
+            self.rules.remove(cmd[3:])
+        else:
+            spec = cmd[3:]
+            spec[spec.index("-d") + 1] += "/32"
+            self.rules.insert(0, spec[:spec.index("--dport")] + ["-m", "tcp"] + spec[spec.index("--dport"):])
+        return done
+
+
+STALE = "-d 127.0.0.61/32 -p tcp -m tcp --dport 29601 -j REJECT --reject-with tcp-reset"
+OTHER = "-d 127.0.0.62/32 -p tcp -m tcp --dport 29601 -j REJECT --reject-with tcp-reset"
+ACCEPT = "-d 127.0.0.61/32 -p tcp -m tcp --dport 22 -j ACCEPT"
+
+
+@pytest.fixture
+def iptables(monkeypatch):
+    mod = _simctl("faults")
+    monkeypatch.setattr(mod.shutil, "which", lambda name: "/usr/sbin/" + name)
+    fake = _FakeIptables([STALE, OTHER, ACCEPT])
+    monkeypatch.setattr(mod, "sh", fake)
+    return mod, fake
+
+
+def test_a_rule_left_without_its_record_is_removed_with_the_nodes_own(iptables):
+    mod, fake = iptables
+    mod.packet_filter("cpu-node01", "127.0.0.61", [29601])
+    # the stale REJECT for the node's address went, the new one carries the sim's comment; another node's rule and
+    # a rule that is not a REJECT stay
+    assert [fake._printed(r) for r in fake.rules] == [
+        '-p tcp -d 127.0.0.61/32 -m tcp --dport 29601 -m comment --comment "kimi-sim:fabric_port_blocked" -j REJECT '
+        '--reject-with tcp-reset', OTHER, ACCEPT]
+    mod.packet_filter("cpu-node01", "127.0.0.61", [])          # cleared: the quoted comment is matched too
+    assert [fake._printed(r) for r in fake.rules] == [OTHER, ACCEPT]
