@@ -510,6 +510,9 @@ def parse_worker_output(out, err, returncode, local_rank):
             except ValueError as exc:
                 return {"local_rank": local_rank, "status": "failed", "stage": "unreadable report (%s)" % exc,
                         "stderr": output}
+            if isinstance(report, dict) and "status" not in report:
+                return {"local_rank": local_rank, "status": "failed", "stage": "unreadable report (no status)",
+                        "stderr": output}
             if isinstance(report, dict):
                 if report.get("status") != "ok" and output:
                     report.setdefault("stderr", output)

@@ -119,6 +119,9 @@ def test_a_rank_without_a_report_or_with_a_garbled_one_is_a_failure(job):
     garbled = job.parse_worker_output(b"FABRIC_RESULT {not json\n", b"", 0, 0)
     assert garbled["status"] == "failed" and garbled["stage"].startswith("unreadable report (")
     assert job.parse_worker_output(b"FABRIC_RESULT [1]\n", None, 3, 0)["stage"] == "exited 3 without a report"
+    # an object without a status is no report either (found by the property test below)
+    assert job.parse_worker_output(b"FABRIC_RESULT {}\n", b"", 0, 1) == {
+        "local_rank": 1, "status": "failed", "stage": "unreadable report (no status)", "stderr": ""}
 
 
 @settings(max_examples=200, deadline=None)
