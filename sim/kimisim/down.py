@@ -45,7 +45,7 @@ def down_cluster(name):
     for e in {n["engine"] for n in c["nodes"]} - other_engines:
         stop_engine(e)
     for n in c["nodes"]:
-        packet_filter(n["name"], n["address"], [])
+        packet_filter(n["address"], [])
         shutil.rmtree(node_state_dir(n["name"]), ignore_errors=True)
     remove_generated_files(c)
     write_json(os.path.join(STATE, "clusters.json"), up)
@@ -66,7 +66,7 @@ def cmd_down(a):
         engines = []
         for c in up.values():
             for n in c["nodes"]:
-                packet_filter(n["name"], n["address"], [])
+                packet_filter(n["address"], [])
                 if n["engine"] not in engines:
                     engines.append(n["engine"])
         # also engines left from a partial run

@@ -39,7 +39,7 @@ def _rejects_for(address):
     return found
 
 
-def packet_filter(node, address, ports):
+def packet_filter(address, ports):
     """The node's blocked TCP ports (fault fabric_port_blocked): REJECT rules for its address in the host's filter.
 
     The nodes share the host's network namespace, so the rule names the node's own 127.x address and port. Every
@@ -125,7 +125,7 @@ def cmd_fault(a):
         return 0
     with locked():
         prof = read_json(write_profile(c, n["name"], faults), {}) or {}
-        packet_filter(n["name"], n["address"], prof.get("blocked_tcp_ports"))
+        packet_filter(n["address"], prof.get("blocked_tcp_ports"))
         disk_throttle(c, n["name"], prof.get("weights_read_bps"))
     # re-run the profile-derived static files helper inside the running node, if the image has it
     dk(CONTROL, "exec", node_container(n["name"]), "sh", "-c",

@@ -137,7 +137,7 @@ def _ensure_cluster_nodes(clusters, up, node_img, key):
         fresh.update(n["name"] for n, new in zip(c["nodes"], created) if new)
         for n in c["nodes"]:                             # the host's filter as the node's faults say, nothing left over
             prof = read_json(os.path.join(node_state_dir(n["name"]), "profile.json"), {}) or {}
-            packet_filter(n["name"], n["address"], prof.get("blocked_tcp_ports"))
+            packet_filter(n["address"], prof.get("blocked_tcp_ports"))
         up[c["name"]] = c
         write_json(os.path.join(STATE, "clusters.json"), up)
         if c.get("shared_engine"):

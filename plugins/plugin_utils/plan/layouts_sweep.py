@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
+
 # The engine's concurrency (its KV tokens / max-model-len) against the plan's: within this, the prediction holds.
 CONCURRENCY_TOLERANCE_PCT = 2.0
 # The layout `auto` picks holds if its measured goodput is within this of the best measured one.
@@ -64,9 +66,9 @@ def _engine_concurrency(point):
 
 
 def _within_slo(step, slo):
-    return (not step.get("failed_requests") and step.get("ttft_s", {}).get("p99") is not None
-            and step["ttft_s"]["p99"] <= slo["ttft_s"] and (step.get("tpot_s") or {}).get("p99") is not None
-            and step["tpot_s"]["p99"] <= slo["tpot_s"])
+    ttft, tpot = _p(step, "ttft_s", "p99"), _p(step, "tpot_s", "p99")
+    return (not step.get("failed_requests") and ttft is not None and tpot is not None
+            and ttft <= slo["ttft_s"] and tpot <= slo["tpot_s"])
 
 
 def goodput(steps, slo):
@@ -77,12 +79,6 @@ def goodput(steps, slo):
         return 0.0, None
     best = max(good, key=lambda s: (s.get("throughput_tok_s") or 0.0, -s.get("concurrency", 0)))
     return float(best.get("throughput_tok_s") or 0.0), best
-
-
-def _pct(measured, predicted):
-    if measured in (None, 0) or predicted is None:
-        return None
-    return round((predicted - measured) * 100.0 / measured, 3)
 
 
 def measured(row, capacity, slo):
@@ -98,7 +94,8 @@ def measured(row, capacity, slo):
     value, step = goodput(point.get("steps", []), slo)
     engine = _engine_concurrency(point)
     out.update({"engine_concurrency": engine, "engine_kv_tokens": point.get("kv_cache_size_tokens"),
-                "concurrency_error_pct": _pct(engine, out["predicted_concurrency"]),
+                # the plan's figure against the engine's: the engine is the reference here
+                "concurrency_error_pct": capacity_check.error_pct(engine, out["predicted_concurrency"]),
                 "goodput_tok_s": round(value, 3), "peak_throughput_tok_s": point.get("peak_throughput_tok_s"),
                 "at_concurrency": step.get("concurrency") if step else None,
                 "ttft_p50_s": _p(step, "ttft_s", "p50"), "ttft_p99_s": _p(step, "ttft_s", "p99"),

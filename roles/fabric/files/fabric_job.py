@@ -510,10 +510,10 @@ def parse_worker_output(out, err, returncode, local_rank):
             except ValueError as exc:
                 return {"local_rank": local_rank, "status": "failed", "stage": "unreadable report (%s)" % exc,
                         "stderr": output}
-            if isinstance(report, dict) and "status" not in report:
-                return {"local_rank": local_rank, "status": "failed", "stage": "unreadable report (no status)",
-                        "stderr": output}
             if isinstance(report, dict):
+                if "status" not in report:
+                    return {"local_rank": local_rank, "status": "failed", "stage": "unreadable report (no status)",
+                            "stderr": output}
                 if report.get("status") != "ok" and output:
                     report.setdefault("stderr", output)
                 return report

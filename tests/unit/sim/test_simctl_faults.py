@@ -133,11 +133,11 @@ def iptables(monkeypatch):
 
 def test_a_rule_left_without_its_record_is_removed_with_the_nodes_own(iptables):
     mod, fake = iptables
-    mod.packet_filter("cpu-node01", "127.0.0.61", [29601])
+    mod.packet_filter("127.0.0.61", [29601])
     # the stale REJECT for the node's address went, the new one carries the sim's comment; another node's rule and
     # a rule that is not a REJECT stay
     assert [fake._printed(r) for r in fake.rules] == [
         '-p tcp -d 127.0.0.61/32 -m tcp --dport 29601 -m comment --comment "kimi-sim:fabric_port_blocked" -j REJECT '
         '--reject-with tcp-reset', OTHER, ACCEPT]
-    mod.packet_filter("cpu-node01", "127.0.0.61", [])          # cleared: the quoted comment is matched too
+    mod.packet_filter("127.0.0.61", [])          # cleared: the quoted comment is matched too
     assert [fake._printed(r) for r in fake.rules] == [OTHER, ACCEPT]
