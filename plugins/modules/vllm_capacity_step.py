@@ -17,6 +17,8 @@ description:
   - A step is saturated when p99 TTFT exceeds O(ttft_limit_s), requests wait or get preempted, requests fail, or
     throughput grows less than O(plateau_gain) although concurrency went up. The sweep stops one level past the
     first saturated step when O(stop_on_saturation).
+  - The module fails when every request of a step failed (the server stopped serving, e.g. an engine that dies on
+    its first request), since a curve of such a step would hold no figure, only the look of a result.
   - Up to 128 simultaneous streams run in the module's own process; above that the streams are spread over
     ceil(concurrency / 128) client processes (each with its own connection pool, started and warmed up before the
     clock starts), so the client's own CPU does not cap the load or inflate TTFT/ITL.
@@ -122,6 +124,7 @@ sweep:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import curve as capacity_curve
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as capacity_runner
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import endpoint_args
 
@@ -147,6 +150,11 @@ def main():
     sweep = capacity_runner.run_sweep(p)
     if not sweep["steps"]:
         module.fail_json(msg="capacity sweep could not run: %s" % "; ".join(sweep["errors"]), sweep=sweep)
+    dead = capacity_curve.dead_levels(sweep["steps"])
+    if dead:
+        module.fail_json(msg="capacity sweep at max_model_len %s against %s: the server answered no request at %s. "
+                             "It stopped serving: status.yml names the node that failed and its container log says why."
+                         % (sweep.get("max_model_len"), p["base_url"], "; ".join(dead)), sweep=sweep)
     module.exit_json(changed=False, sweep=sweep)
 
 

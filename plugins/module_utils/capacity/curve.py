@@ -112,6 +112,20 @@ def saturation_reasons(step, previous=None, ttft_limit_s=None, plateau_gain=0.05
     return out
 
 
+def dead_levels(steps):
+    """Why a sweep measured nothing: one line per step whose every request failed (empty list: the server answered).
+
+    A level where a few requests fail is a saturation reason; a level where none got an answer means the server
+    stopped serving (an engine that died on its first request), and a curve built on it would be empty figures.
+    """
+    out = []
+    for s in steps:
+        if s.get("requests") and s.get("failed_requests") == s["requests"]:
+            errors = s.get("errors") or ["no error text"]
+            out.append("concurrency %d: all %d requests failed (%s)" % (s["concurrency"], s["requests"], errors[0]))
+    return out
+
+
 def max_sustainable(steps):
     """Highest concurrency of the unsaturated steps below the first saturated one (None if the first saturates)."""
     best = None

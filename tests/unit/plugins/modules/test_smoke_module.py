@@ -110,3 +110,16 @@ def test_finalise_documentation_matches_argument_spec():
         assert opt["type"] == m.ARGUMENT_SPEC[name]["type"], name
     yaml.safe_load(m.RETURN)
     yaml.safe_load(m.EXAMPLES)
+
+
+def test_capacity_step_fails_when_the_server_answers_no_request(capsys):
+    from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_capacity_step
+
+    with FakeVLLM(status=500, max_model_len=8192) as f:
+        rc, out = run_module({"base_url": f.base_url, "concurrency_levels": [1, 2], "output_tokens": 8,
+                              "max_prompt_tokens": 500, "timeout": 5}, capsys, module=vllm_capacity_step)
+    assert rc == 1
+    assert out["msg"].startswith("capacity sweep at max_model_len 8192 against %s: the server answered no request "
+                                 "at concurrency 1: all 2 requests failed (HTTP 500: engine exploded)" % f.base_url)
+    assert "status.yml names the node" in out["msg"]
+    assert [s["failed_requests"] for s in out["sweep"]["steps"]] == [2, 4]

@@ -154,3 +154,14 @@ def test_sweep_against_dead_server_reports_errors():
                                             (None, None)])
 def test_running_max_model_len_reads_an_integer_or_nothing(value, expected):
     assert cap.running_max_model_len(200, {"data": [{"id": "m", "max_model_len": value}]}) == expected
+
+
+def test_dead_levels_name_the_steps_where_no_request_got_an_answer():
+    steps = [dict(step(1, 0), requests=2, failed_requests=2, errors=["APIConnectionError: Connection error."]),
+             dict(step(2, 10), requests=4, failed_requests=1, errors=["APITimeoutError"]),
+             dict(step(4, 0), requests=8, failed_requests=8, errors=[])]
+    assert cap.dead_levels(steps) == [
+        "concurrency 1: all 2 requests failed (APIConnectionError: Connection error.)",
+        "concurrency 4: all 8 requests failed (no error text)"]
+    assert cap.dead_levels([dict(step(1, 90), requests=2, failed_requests=0)]) == []
+    assert cap.dead_levels([dict(step(1, 0), requests=0, failed_requests=0)]) == []
