@@ -39,8 +39,8 @@ def capacity_refusal(plan_cluster, value, served=None, log_text="", deployment=N
     return capacity_check.point_refusal(cap, int(value), _tri_state(served), str(log_text or ""))
 
 
-def capacity_endpoint(base_url):
-    return plan_handover.endpoint_urls(to_plain(base_url))
+def capacity_endpoint(plan_result, base_url=""):
+    return plan_handover.measured_endpoint(to_plain(plan_result or {}), to_plain(base_url or ""))
 
 
 class FilterModule(object):

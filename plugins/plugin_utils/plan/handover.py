@@ -13,7 +13,8 @@
   backend's ``health_url`` and ``metrics_url``,
 * ``cluster.metrics_urls`` and every ``cluster.deployments[].metrics_urls``: the endpoints' ``/metrics``.
 
-``endpoint_urls`` is the same derivation for an OpenAI base URL an operator names (``capacity_base_url``).
+``endpoint_urls`` is the same derivation for an OpenAI base URL an operator names (``capacity_base_url``);
+``measured_endpoint`` picks the entry point a whole-deployment measurement uses and the engines' metrics.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -70,6 +71,29 @@ def endpoint_urls(base_url):
     base = given.rstrip("/")
     root = base[:-len(OPENAI_PATH)] if base.endswith(OPENAI_PATH) else base
     return {"base_url": given, "models_url": _under(base, MODELS_PATH), "health_url": _under(root, HEALTH_PATH)}
+
+
+def measured_endpoint(result, base_url=""):
+    """What a measurement of the whole deployment (the capacity curve) talks to, from the plan's ``result``
+    (``plans`` and ``cluster``): ``endpoint_urls`` of the entry point plus ``metrics_urls`` and ``via``.
+
+    The entry point is ``base_url`` when the operator names one, else the router's when the plan has one (a fleet
+    or a prefill/decode split is measured as its clients reach it), else the head's. The engines' figures (KV
+    budget, queue, preemptions) come from every serving engine's ``/metrics``: the router's own are not an engine's.
+    """
+    result = result if isinstance(result, dict) else {}
+    cluster, plans = result.get("cluster") or {}, result.get("plans") or {}
+    router = cluster.get("router") or {}
+    if base_url and str(base_url).strip():
+        via, url = "capacity_base_url", base_url
+    elif router.get("host") in plans:
+        via, url = "router %s" % router["host"], plans[router["host"]]["api_base_url"]
+    else:
+        via, url = "head %s" % cluster.get("head"), (plans.get(cluster.get("head")) or {}).get("api_base_url")
+    engines = [u for d in cluster.get("deployments") or [] for u in d.get("metrics_urls") or []]
+    if not engines:
+        engines = [u for u in cluster.get("metrics_urls") or [] if u != router.get("metrics_url")]
+    return dict(endpoint_urls(url), metrics_urls=engines, via=via)
 
 
 def _router_urls(router, api_url):

@@ -99,11 +99,36 @@ def test_endpoint_urls_of_an_operator_base_url():
     assert plan_handover.endpoint_urls("") == {"base_url": "", "models_url": None, "health_url": None}
 
 
-def test_the_capacity_filter_on_the_head_plan_gives_the_plan_own_health_url():
-    head = _plan("sim-gb300")["gb300-tray01"]
-    endpoint = capacity_filters.capacity_endpoint(head["api_base_url"])
-    assert endpoint["health_url"] == head["health_url"] and endpoint["base_url"] == head["api_base_url"]
-    assert endpoint["models_url"] == head["api_base_url"] + "/models"
+def _result(name):
+    nodes, routers = nodes_of(name)
+    result = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, routers)
+    assert result["ok"], result["errors"]
+    return result
+
+
+def test_the_capacity_filter_on_a_single_deployment_measures_the_head():
+    result = _result("sim-gb300")
+    head = result["plans"]["gb300-tray01"]
+    endpoint = capacity_filters.capacity_endpoint(result)
+    assert endpoint == {"base_url": head["api_base_url"], "models_url": head["api_base_url"] + "/models",
+                        "health_url": head["health_url"], "metrics_urls": [head["metrics_url"]],
+                        "via": "head gb300-tray01"}
+
+
+def test_the_capacity_filter_on_a_fleet_measures_the_router_and_reads_every_replica():
+    result = _result("sim-gb300-fleet")
+    plans = result["plans"]
+    endpoint = capacity_filters.capacity_endpoint(result, "")
+    assert endpoint == {"base_url": "http://127.0.0.55:8000/v1", "models_url": "http://127.0.0.55:8000/v1/models",
+                        "health_url": "http://127.0.0.55:8000/health", "via": "router kimi-router55",
+                        "metrics_urls": ["http://127.0.0.51:8000/metrics", "http://127.0.0.53:8000/metrics"]}
+    assert endpoint["base_url"] == plans["kimi-router55"]["api_base_url"]
+    assert plans["kimi-router55"]["metrics_url"] not in endpoint["metrics_urls"]
+    # the operator's entry point wins; the engines read stay the plan's
+    given = capacity_filters.capacity_endpoint(result, "https://lb.example/v1")
+    assert (given["base_url"], given["health_url"], given["via"]) == (
+        "https://lb.example/v1", "https://lb.example/health", "capacity_base_url")
+    assert given["metrics_urls"] == endpoint["metrics_urls"]
 
 
 @settings(max_examples=200, deadline=None)
