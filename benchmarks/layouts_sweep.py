@@ -4,16 +4,18 @@ another: launched, its KV capacity and goodput measured at the target, torn down
 
 Steps: playbooks/layouts.yml with the target (the table, ranked); playbooks/plan.yml with
 kimi_k3_strategy: auto (the layout auto picks, from the plan's own strategy_choice); then for each of the top
-rows that one deployment over the nodes runs (fleets and PD splits need per-node deployments and a router: listed
-as skipped with the reason): launch.yml with that strategy and the target's max-model-len, capacity.yml at that
-length (no relaunch: the running value matches; a concurrency sweep up to the target concurrency), teardown.yml.
+rows (a single deployment over the nodes by its strategy; a fleet or a PD split by the --layout-inventory that
+lays the nodes out so, with a router host; the others listed as skipped with the reason): launch.yml with the
+target's max-model-len, capacity.yml at that length (no relaunch: the running value matches; a concurrency sweep
+up to the target concurrency, through the router for a fleet), teardown.yml.
 Writes layouts-sweep.json / .md / .png to --out (plugins/plugin_utils/plan/layouts_sweep.py judges).
 
-Needs the rehearsal cluster with the real engine: `sim/simctl up --cluster cpu` (two nodes: TP across both and
-PP across both render; the two-replica fleet needs a router host the cpu inventory does not have).
+Needs the rehearsal cluster with the real engine: `sim/simctl up --cluster cpu` (two nodes: TP across both
+renders, PP is withdrawn on the CPU build) and, for the two-replica fleet, `sim/simctl up --cluster cpufleet` (its
+router node) with `--layout-inventory inventories/sim-cpu-fleet`.
 
 Usage: .venv/bin/python benchmarks/layouts_sweep.py [-i inventories/sim-cpu] [--max-model-len 4096]
-       [--concurrency 4] [--top 3] [--out build/layouts-sweep]
+       [--concurrency 4] [--top 3] [--layout-inventory inventories/sim-cpu-fleet] [--out build/layouts-sweep]
 """
 import argparse
 import json
@@ -39,18 +41,34 @@ def _run(playbook, inventory, extra, timeout=3600):
     return r, took
 
 
-def _auto_pick(inventory, base):
-    """The strategy the plan renders for kimi_k3_strategy: auto (cluster.strategy_choice of the plan's result)."""
-    r = _run("plan.yml", inventory, dict(base, kimi_k3_strategy="auto"))[0]
+def _planned(inventory, extra):
+    """The plan's cluster section for ``inventory`` (plan.yml contacts no host)."""
+    r = _run("plan.yml", inventory, extra)[0]
     if r.status != "successful":
-        sys.exit("plan.yml with kimi_k3_strategy auto failed: %s" % failed_tasks(r))
+        sys.exit("plan.yml -i %s failed: %s" % (inventory, failed_tasks(r)))
     for ev in r.events:
         data = ev.get("event_data", {})
         if ev.get("event") == "runner_on_ok" and data.get("task") == PLAN_TASK:
-            cluster = (data.get("res") or {}).get("cluster") or {}
-            for choice in cluster.get("strategy_choice") or []:
-                return choice["strategy"]
+            return (data.get("res") or {}).get("cluster") or {}
+    sys.exit("plan.yml -i %s gave no plan result" % inventory)
+
+
+def _auto_pick(inventory, base):
+    """The strategy the plan renders for kimi_k3_strategy: auto (cluster.strategy_choice of the plan's result)."""
+    for choice in _planned(inventory, dict(base, kimi_k3_strategy="auto")).get("strategy_choice") or []:
+        return choice["strategy"]
     sys.exit("the plan's result named no strategy_choice for kimi_k3_strategy: auto")
+
+
+def _laid_out(inventories, base):
+    """``{layout: inventory}``: the layout each --layout-inventory's plan renders (a fleet, a PD split)."""
+    out = {}
+    for inventory in inventories:
+        layout = layouts_sweep.layout_of(_planned(inventory, base).get("deployments"))
+        if layout is None:
+            sys.exit("%s lays the nodes out in no layout of the table" % inventory)
+        out[layout] = inventory
+    return out
 
 
 def _png(report, path):
@@ -77,12 +95,12 @@ def _png(report, path):
     plt.close(fig)
 
 
-def _measure(row, args, base, out):
+def _measure(row, args, base, out, inventory):
     extra = dict(base, **layouts_sweep.extra_vars(row, args.max_model_len))
     art = os.path.join(out, "runs", row["layout"].replace(" ", "_"))
     extra["kimi_k3_artifacts_dir"] = art
     print("%s:" % row["layout"], flush=True)
-    launched, launch_s = _run("launch.yml", args.inventory, extra)
+    launched, launch_s = _run("launch.yml", inventory, extra)
     timings = {"launch_s": launch_s}
     if launched.status != "successful":
         result = {"layout": row["layout"], "rank": row.get("rank"), "measured": False,
@@ -92,7 +110,7 @@ def _measure(row, args, base, out):
                      capacity_requests_per_level=args.requests_per_level, capacity_output_tokens=args.output_tokens,
                      capacity_prompt_fraction=args.prompt_fraction, capacity_ttft_limit_s=args.ttft_limit_s,
                      capacity_restore=False)
-        measured, timings["capacity_s"] = _run("capacity.yml", args.inventory, sweep)
+        measured, timings["capacity_s"] = _run("capacity.yml", inventory, sweep)
         path = os.path.join(art, "capacity", "capacity.json")
         if measured.status == "successful" and os.path.exists(path):
             with open(path) as handle:
@@ -100,7 +118,7 @@ def _measure(row, args, base, out):
         else:
             result = {"layout": row["layout"], "rank": row.get("rank"), "measured": False,
                       "error": "capacity failed: %s" % failed_tasks(measured)[:2]}
-    _down, timings["teardown_s"] = _run("teardown.yml", args.inventory, extra)
+    _down, timings["teardown_s"] = _run("teardown.yml", inventory, extra)
     result["timings"] = timings
     return result
 
@@ -116,6 +134,9 @@ def main(argv=None):
     ap.add_argument("--concurrency", type=int, default=4, help="the target's concurrency (the load's top step)")
     ap.add_argument("--objective", choices=["throughput", "latency"], default="throughput")
     ap.add_argument("--top", type=int, default=3)
+    ap.add_argument("--layout-inventory", action="append", default=[],
+                    help="an inventory over the same nodes laid out as a fleet or a PD split, with a router host "
+                         "(repeatable; e.g. inventories/sim-cpu-fleet)")
     ap.add_argument("--slo-ttft-s", type=float, default=10.0)
     ap.add_argument("--slo-tpot-s", type=float, default=0.5)
     ap.add_argument("--requests-per-level", type=int, default=2)
@@ -134,9 +155,11 @@ def main(argv=None):
     with open(os.path.join(out, "layouts.json")) as handle:
         table = json.load(handle)
     auto = _auto_pick(args.inventory, base)
-    runs, skipped = layouts_sweep.choose(table, args.top)
-    _run("teardown.yml", args.inventory, base)  # each layout starts from nothing, the first one too
-    results = [_measure(row, args, base, out) for row in runs]
+    laid_out = _laid_out(args.layout_inventory, base)
+    runs, skipped = layouts_sweep.choose(table, args.top, laid_out)
+    for inventory in [args.inventory] + sorted(set(laid_out.values())):
+        _run("teardown.yml", inventory, base)  # each layout starts from nothing, the first one too
+    results = [_measure(row, args, base, out, laid_out.get(row["layout"], args.inventory)) for row in runs]
     report = {"max_model_len": args.max_model_len, "target": target, "slo": _slo(args), "auto_strategy": auto,
               "results": results, "skipped": skipped, "verdict": layouts_sweep.verdict(results, auto)}
     with open(os.path.join(out, "layouts-sweep.json"), "w") as handle:

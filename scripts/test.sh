@@ -245,7 +245,8 @@ matrix_plans() {
     if [ "${name#sim-}" != "$name" ] && [ ! -f "$inv/group_vars/all/sim_image.yml" ]; then
       case "$(grep -h '^kimi_k3_accelerator:' "$inv"/group_vars/*.yml 2>/dev/null)" in
         *mi3*) extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:$(printf '0%.0s' {1..64})") ;;
-        *cpu*) extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:$(printf '0%.0s' {1..64})") ;;
+        *cpu*) extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:$(printf '0%.0s' {1..64})"
+                      -e "kimi_k3_router_image=127.0.0.1:5000/vllm-router@sha256:$(printf '0%.0s' {1..64})") ;;
         *)     extra=(-e "kimi_k3_image=127.0.0.1:5000/vllm/vllm-openai@sha256:$(printf '0%.0s' {1..64})"
                       -e "kimi_k3_router_image=127.0.0.1:5000/vllm-router@sha256:$(printf '0%.0s' {1..64})") ;;
       esac

@@ -1,6 +1,6 @@
 """simctl - the local rehearsal cluster for gpufleet.kimi_k3 (see docs/sim.md).
 
-    simctl up [--cluster gb300|mi355x|all|gb300pd|fleet|cpu|bench] [--nodes N]   start (idempotent; second run fast)
+    simctl up [--cluster gb300|mi355x|all|gb300pd|fleet|cpu|cpufleet|bench] [--nodes N]   start (idempotent; second run fast)
     simctl up --cluster light [--nodes N]                       N host-sshd bench nodes, no engine (own lock/state)
     simctl down [--cluster NAME]                                remove everything simctl created (or one cluster)
     simctl status [--json]                                      engines, registry, nodes, images
@@ -40,7 +40,8 @@ def main(argv=None):
     sp = ap.add_subparsers(dest="cmd", required=True)
     p = sp.add_parser("up")
     p.add_argument("--cluster", default="all",
-                   help="gb300 | mi355x | all (= gb300 + mi355x) | gb300pd | fleet | cpu | bench | light")
+                   help="gb300 | mi355x | all (= gb300 + mi355x) | gb300pd | fleet | cpu | cpufleet (the cpu pair's "
+                        "router: after cpu) | bench | light")
     p.add_argument("--nodes", type=int, help="bench (<= 32) and light (<= 240) only: number of nodes")
     p = sp.add_parser("down")
     p.add_argument("--cluster", default="all", help="all (everything but light) or one cluster name (only its nodes/engines)")

@@ -82,7 +82,7 @@ def cmd_down(a):
         remove_host_devices()
         for c in up.values():
             remove_generated_files(c)
-        for c in ("gb300", "mi355x", "gb300pd", "fleet", "cpu"):
+        for c in ("gb300", "mi355x", "gb300pd", "fleet", "cpu", "cpufleet"):
             for inv in cluster_inventories(cluster_def(c)):
                 with contextlib.suppress(FileNotFoundError, SystemExit):
                     os.unlink(os.path.join(REPO, inv, "group_vars", "all", "sim_image.yml"))

@@ -19,24 +19,42 @@ CONCURRENCY_TOLERANCE_PCT = 2.0
 GOODPUT_TOLERANCE_PCT = 10.0
 
 
-def _runnable(row, has_router):
-    """None when a sweep can launch ``row`` with extra vars alone, else why not."""
-    if row.get("status") != "ok":
-        return "refused by the plan"
-    if row.get("kind") != "single":
-        if not has_router:
-            return "a %s layout needs a router host (the vllm_router group) in the inventory" % row.get("kind")
-        return "a %s layout sets per-node deployments; the sweep launches one deployment over the nodes" \
-            % row.get("kind")
+def layout_of(deployments):
+    """The layouts table's name for the deployments a plan renders (``cluster.deployments``): one deployment is its
+    strategy, k equal replicas are ``"k x <strategy>"``, a prefill/decode split ``"PD <p> x<n> + <d> x<m>"`` (the
+    names of plugin_utils.plan.layouts.candidates); None for any other mix."""
+    deps = [d for d in deployments or [] if isinstance(d, dict)]
+    kinds = [d.get("kind") for d in deps]
+    if len(deps) == 1 and kinds[0] in ("single", None, "main"):
+        return deps[0].get("strategy")
+    if len(deps) > 1 and set(kinds) == {"replica"} and \
+            len({(d.get("strategy"), d.get("nnodes")) for d in deps}) == 1:
+        return "%d x %s" % (len(deps), deps[0].get("strategy"))
+    if sorted(kinds) == ["decode", "prefill"]:
+        pre, dec = sorted(deps, key=lambda d: d["kind"] != "prefill")
+        return "PD %s x%s + %s x%s" % (pre.get("strategy"), pre.get("nnodes"), dec.get("strategy"), dec.get("nnodes"))
     return None
 
 
-def choose(report, top, has_router=False):
+def _runnable(row, laid_out):
+    """None when a sweep can launch ``row`` (a single deployment by extra vars, any other layout by an inventory
+    that lays the nodes out so), else why not."""
+    if row.get("status") != "ok":
+        return "refused by the plan"
+    if row.get("kind") != "single" and row.get("layout") not in laid_out:
+        return ("a %s layout: needs an inventory that lays the nodes out as %s, with a router host "
+                "(--layout-inventory)" % (row.get("kind"), row.get("layout")))
+    return None
+
+
+def choose(report, top, laid_out=None):
     """``(runs, skipped)``: the rendering rows in rank order that the sweep launches (at most ``top``), and
-    ``[(layout, why)]`` for the ones it does not."""
+    ``[(layout, why)]`` for the ones it does not. ``laid_out``: ``{layout: inventory}`` of the inventories given
+    for layouts that extra vars cannot make (fleets, prefill/decode splits)."""
+    laid_out = laid_out or {}
     runs, skipped = [], []
     for row in report.get("layouts", []):
-        why = _runnable(row, has_router)
+        why = _runnable(row, laid_out)
         if why is None and len(runs) < top:
             runs.append(row)
         elif why is None:
@@ -47,9 +65,13 @@ def choose(report, top, has_router=False):
 
 
 def extra_vars(row, max_model_len):
-    """The variables that launch ``row`` (a single deployment over every node) at ``max_model_len``."""
-    (_deployment, _kind, strategy, _count), = row["groups"]
-    return {"kimi_k3_strategy": strategy, "kimi_k3_max_model_len": int(max_model_len)}
+    """The variables that launch ``row`` at ``max_model_len``: a single deployment over every node also gets its
+    strategy; a layout of several deployments comes from its own inventory, which names theirs."""
+    out = {"kimi_k3_max_model_len": int(max_model_len)}
+    if row.get("kind") == "single":
+        (_deployment, _kind, strategy, _count), = row["groups"]
+        out["kimi_k3_strategy"] = strategy
+    return out
 
 
 def _point(capacity, max_model_len):
@@ -110,8 +132,11 @@ def _p(step, key, which):
 
 
 def _kv_tokens(row):
+    """The KV tokens of every serving engine together (what the engines' /metrics add up to)."""
     caps = [d["capacity"] for d in row.get("deployments", []) if d.get("capacity")]
-    return caps[0]["kv_tokens_per_engine"] if len(caps) == 1 else None
+    if not caps or any(c.get("kv_tokens_per_engine") is None for c in caps):
+        return None
+    return sum(c["kv_tokens_per_engine"] * (c.get("engines") or 1) for c in caps)
 
 
 def verdict(results, auto_layout):

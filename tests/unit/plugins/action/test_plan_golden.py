@@ -31,6 +31,8 @@ STAND_IN = "value-from-vault"
 SIM_IMAGES = {"sim-mi355x": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-rocm@sha256:" + "e" * 64},
               "sim-cpu": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64},
               "sim-cpu-single": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64},
+              "sim-cpu-fleet": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64,
+                                "kimi_k3_router_image": "127.0.0.1:5000/vllm-router@sha256:" + "e" * 64},
               "sim-": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64,
                        "kimi_k3_router_image": "127.0.0.1:5000/vllm-router@sha256:" + "e" * 64}}
 

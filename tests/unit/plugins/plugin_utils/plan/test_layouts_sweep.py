@@ -34,17 +34,48 @@ def test_choose_takes_single_rows_in_rank_order_up_to_top_and_says_why_it_skips(
                          _row("single_node_tp", 4)]}
     runs, skipped = sweep.choose(table, 2)
     assert [r["layout"] for r in runs] == ["multi_node_tp", "multi_node_tp_pp"]
-    assert skipped == [("2 x single_node_tp", "a fleet layout needs a router host (the vllm_router group) in the "
-                                              "inventory"),
+    assert skipped == [("2 x single_node_tp", "a fleet layout: needs an inventory that lays the nodes out as "
+                                              "2 x single_node_tp, with a router host (--layout-inventory)"),
                        ("single_node_tp", "beyond the top 2")]
-    _runs, with_router = sweep.choose(table, 3, has_router=True)
-    assert with_router[0] == ("2 x single_node_tp", "a fleet layout sets per-node deployments; the sweep launches "
-                                                    "one deployment over the nodes")
+    # given an inventory for it, the fleet runs in its rank
+    runs, skipped = sweep.choose(table, 3, {"2 x single_node_tp": "inventories/sim-cpu-fleet"})
+    assert [r["layout"] for r in runs] == ["multi_node_tp", "2 x single_node_tp", "multi_node_tp_pp"]
+    assert skipped == [("single_node_tp", "beyond the top 3")]
 
 
 def test_extra_vars_launch_the_rows_strategy_at_the_length():
     assert sweep.extra_vars(_row("multi_node_tp_pp", 2), 4096) == {"kimi_k3_strategy": "multi_node_tp_pp",
                                                                    "kimi_k3_max_model_len": 4096}
+    # a fleet's strategies are its inventory's
+    assert sweep.extra_vars(_row("2 x single_node_tp", 1, kind="fleet"), 2048) == {"kimi_k3_max_model_len": 2048}
+
+
+def _dep(name, kind, strategy, nnodes):
+    return {"name": name, "kind": kind, "strategy": strategy, "nnodes": nnodes}
+
+
+def test_layout_of_names_a_plans_deployments_as_the_table_does():
+    assert sweep.layout_of([_dep("main", "single", "multi_node_tp", 2)]) == "multi_node_tp"
+    assert sweep.layout_of([_dep("replica-1", "replica", "single_node_tp", 1),
+                            _dep("replica-2", "replica", "single_node_tp", 1)]) == "2 x single_node_tp"
+    assert sweep.layout_of([_dep("decode-1", "decode", "multi_node_dep", 2),
+                            _dep("prefill-1", "prefill", "multi_node_tep", 2)]) == \
+        "PD multi_node_tep x2 + multi_node_dep x2"
+    # unequal replicas, an unknown mix, nothing: no name of the table
+    assert sweep.layout_of([_dep("replica-1", "replica", "single_node_tp", 1),
+                            _dep("replica-2", "replica", "multi_node_tp", 2)]) is None
+    assert sweep.layout_of([_dep("a", "replica", "x", 1), _dep("b", "prefill", "y", 1)]) is None
+    assert sweep.layout_of([]) is None and sweep.layout_of(None) is None
+
+
+def test_predicted_kv_tokens_add_up_every_engine_of_a_fleet():
+    fleet = dict(_row("2 x single_node_tp", 1, kind="fleet"),
+                 deployments=[{"capacity": {"kv_tokens_per_engine": 38832, "engines": 1}},
+                              {"capacity": {"kv_tokens_per_engine": 38832, "engines": 1}}])
+    r = sweep.measured(fleet, _capacity([], engine=226.0, tokens=77664), SLO)
+    assert (r["predicted_kv_tokens"], r["engine_kv_tokens"]) == (77664, 77664)
+    fleet["deployments"][1]["capacity"]["kv_tokens_per_engine"] = None
+    assert sweep.measured(fleet, _capacity([]), SLO)["predicted_kv_tokens"] is None
 
 
 def test_goodput_is_the_best_step_within_the_slo():
