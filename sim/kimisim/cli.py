@@ -6,6 +6,7 @@
     simctl status [--json]                                      engines, registry, nodes, images
     simctl fault NODE FAULT... | simctl fault NODE --clear      rewrite the node profile in place
     simctl hf-fault [throttle=BPS] [tamper=PATH]... | --clear   the HF mirror's fault proxy (127.0.0.1:8089)
+    simctl hf-repo [--shards 8] [--shard-mib 256]               a larger stand-in checkpoint beside the default one
     simctl check [--cluster ...]                                GPU/ROCm container self-check on node engines
     simctl env NODE                                             print DOCKER_HOST=... for the node's engine
     simctl prefetch-engine                                      only the cpu cluster's engine site (no Docker)
@@ -22,7 +23,7 @@ from kimisim.check import cmd_check
 from kimisim.down import cmd_down
 from kimisim.engine_image import cmd_prefetch_engine
 from kimisim.faults import cmd_fault, find_node
-from kimisim.hfmirror import cmd_hf_fault
+from kimisim.hfmirror import cmd_hf_fault, cmd_hf_repo
 from kimisim.status import cmd_status
 from kimisim.up import cmd_images, cmd_up
 from kimisim.util import die, sock
@@ -54,6 +55,9 @@ def main(argv=None):
     p = sp.add_parser("hf-fault")
     p.add_argument("faults", nargs="*")
     p.add_argument("--clear", action="store_true")
+    p = sp.add_parser("hf-repo")
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--shard-mib", type=int, default=256)
     p = sp.add_parser("check")
     p.add_argument("--cluster", default="all")
     p = sp.add_parser("env")
@@ -62,7 +66,8 @@ def main(argv=None):
     sp.add_parser("images")
     a = ap.parse_args(argv)
     try:
-        rc = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "fault": cmd_fault, "hf-fault": cmd_hf_fault, "check": cmd_check,
+        rc = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "fault": cmd_fault, "hf-fault": cmd_hf_fault, "hf-repo": cmd_hf_repo,
+              "check": cmd_check,
               "env": cmd_env, "prefetch-engine": cmd_prefetch_engine,
               "images": cmd_images}[a.cmd](a)
     except RuntimeError as e:

@@ -22,42 +22,58 @@ def _lfs_pointer(data):
         hashlib.sha256(data).hexdigest(), len(data))
 
 
-def _hf_repo_files():
-    """The stand-in repository: small JSON files in git, HF_SHARDS safetensors-named shards as LFS objects.
-    Deterministic bytes (seeded), so the content and the commit hash are the same on every machine."""
+def _hf_repo_files(shards=HF_SHARDS, shard_bytes=HF_SHARD_BYTES):
+    """The stand-in repository as (name, bytes, is LFS) one file at a time (a 2 GB variant is never held whole):
+    ``shards`` safetensors-named shards as LFS objects, then small JSON files in git. Deterministic bytes (seeded),
+    so the content and the commit hash are the same on every machine."""
     import random
     rng = random.Random("kimi-sim-hf-standin")
-    shards = ["model-%05d-of-%05d.safetensors" % (i, HF_SHARDS) for i in range(1, HF_SHARDS + 1)]
-    files = {name: rng.randbytes(HF_SHARD_BYTES) for name in shards}
-    index = {"metadata": {"total_size": HF_SHARDS * HF_SHARD_BYTES, "kimi_sim": True},
-             "weight_map": dict(("model.layers.%d.weight" % i, n) for i, n in enumerate(shards))}
+    names = ["model-%05d-of-%05d.safetensors" % (i, shards) for i in range(1, shards + 1)]
+    for name in names:
+        yield name, rng.randbytes(shard_bytes), True
+    index = {"metadata": {"total_size": shards * shard_bytes, "kimi_sim": True},
+             "weight_map": dict(("model.layers.%d.weight" % i, n) for i, n in enumerate(names))}
     small = {"config.json": {"model_type": "kimi_k3_standin", "kimi_sim": True},
              "tokenizer_config.json": {"kimi_sim": True}, "model.safetensors.index.json": index}
-    files.update((k, (json.dumps(v, indent=1, sort_keys=True) + "\n").encode()) for k, v in small.items())
-    return files, set(shards)
+    for name, value in small.items():
+        yield name, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode(), False
 
 
-def ensure_hf_repo():
-    """git repo at sim/.state/hf/mirrors/models/<org>/<name> with one commit (fixed dates); returns its record."""
+def big_repo(shards, shard_mib):
+    """Name and record file of a larger stand-in (``simctl hf-repo``; the weights benchmark at fleet scale)."""
+    tag = "%dx%dm" % (shards, shard_mib)
+    return {"repo": HF_REPO + "-" + tag, "shards": shards, "shard_bytes": shard_mib * 1024 * 1024,
+            "record": "repo-%s.json" % tag}
+
+
+def _write_repo_file(gdir, name, data, lfs):
+    if lfs:
+        oid = hashlib.sha256(data).hexdigest()
+        obj = os.path.join(gdir, ".git", "lfs", "objects", oid[:2], oid[2:4], oid)
+        os.makedirs(os.path.dirname(obj), exist_ok=True)
+        with open(obj, "wb") as f:
+            f.write(data)
+        data = _lfs_pointer(data).encode()
+    with open(os.path.join(gdir, name), "wb") as f:
+        f.write(data)
+
+
+def ensure_hf_repo(spec=None):
+    """git repo at sim/.state/hf/mirrors/models/<org>/<name> with one commit (fixed dates); returns its record.
+    ``spec`` (big_repo): another repository beside the default one, with its own record."""
+    spec = spec or {"repo": HF_REPO, "shards": HF_SHARDS, "shard_bytes": HF_SHARD_BYTES, "record": "repo.json"}
     root = os.path.join(STATE, "hf")
-    rec_path = os.path.join(root, "repo.json")
+    rec_path = os.path.join(root, spec["record"])
     rec = read_json(rec_path)
     if rec:
         return rec
-    gdir = os.path.join(root, "mirrors", "models", HF_REPO)
+    gdir = os.path.join(root, "mirrors", "models", spec["repo"])
     shutil.rmtree(gdir, ignore_errors=True)
     os.makedirs(gdir)
-    files, lfs = _hf_repo_files()
-    for name, data in files.items():
-        if name in lfs:
-            oid = hashlib.sha256(data).hexdigest()
-            obj = os.path.join(gdir, ".git", "lfs", "objects", oid[:2], oid[2:4], oid)
-            os.makedirs(os.path.dirname(obj), exist_ok=True)
-            with open(obj, "wb") as f:
-                f.write(data)
-            data = _lfs_pointer(data).encode()
-        with open(os.path.join(gdir, name), "wb") as f:
-            f.write(data)
+    files = {}
+    for name, data, lfs in _hf_repo_files(spec["shards"], spec["shard_bytes"]):
+        _write_repo_file(gdir, name, data, lfs)
+        files[name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     env = dict(os.environ, GIT_AUTHOR_DATE="2026-01-01T00:00:00Z", GIT_COMMITTER_DATE="2026-01-01T00:00:00Z",
                GIT_AUTHOR_NAME="kimi-sim", GIT_AUTHOR_EMAIL="sim@kimi-sim", GIT_COMMITTER_NAME="kimi-sim",
                GIT_COMMITTER_EMAIL="sim@kimi-sim")
@@ -66,12 +82,22 @@ def ensure_hf_repo():
     sh(git + ["add", "-A"], env=env)
     sh(git + ["commit", "-q", "-m", "kimi-sim stand-in checkpoint"], env=env)
     rev = sh(git + ["rev-parse", "HEAD"], env=env).stdout.strip()
-    rec = {"endpoint": "http://" + HF_MIRROR, "fault_endpoint": "http://" + HF_FAULT_PROXY, "repo": HF_REPO,
-           "revision": rev,
-           "files": dict((n, {"size": len(d), "sha256": hashlib.sha256(d).hexdigest()}) for n, d in files.items()),
-           "bytes_total": sum(len(d) for d in files.values())}
+    rec = {"endpoint": "http://" + HF_MIRROR, "fault_endpoint": "http://" + HF_FAULT_PROXY, "repo": spec["repo"],
+           "revision": rev, "files": files, "bytes_total": sum(f["size"] for f in files.values())}
     write_json(rec_path, rec)
     return rec
+
+
+def cmd_hf_repo(a):
+    """`simctl hf-repo --shards N --shard-mib M`: a larger stand-in repository beside the default one; prints its
+    record (repo, revision, files with sha256, bytes_total). The mirror must be up (`simctl up`)."""
+    if a.shards < 1 or a.shard_mib < 1:
+        die("--shards and --shard-mib must be >= 1")
+    rec = ensure_hf_repo(big_repo(a.shards, a.shard_mib))
+    if not hf_mirror_ok(rec):
+        die("the mirror does not serve %s@%s: is the sim up (sim/simctl up)?" % (rec["repo"], rec["revision"]))
+    print(json.dumps(rec, sort_keys=True))
+    return 0
 
 
 def faults_path():
