@@ -7,6 +7,7 @@
     simctl fault NODE FAULT... | simctl fault NODE --clear      rewrite the node profile in place
     simctl hf-fault [throttle=BPS] [tamper=PATH]... | --clear   the HF mirror's fault proxy (127.0.0.1:8089)
     simctl hf-repo [--shards 8] [--shard-mib 256]               a larger stand-in checkpoint beside the default one
+    simctl hf-repo --snapshot DIR --repo ORG/NAME               a model snapshot published on the HF mirror
     simctl check [--cluster ...]                                GPU/ROCm container self-check on node engines
     simctl env NODE                                             print DOCKER_HOST=... for the node's engine
     simctl prefetch-engine                                      only the cpu cluster's engine site (no Docker)
@@ -58,6 +59,8 @@ def main(argv=None):
     p = sp.add_parser("hf-repo")
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--shard-mib", type=int, default=256)
+    p.add_argument("--snapshot", help="publish this model snapshot directory instead (with --repo)")
+    p.add_argument("--repo", help="ORG/NAME of the published snapshot")
     p = sp.add_parser("check")
     p.add_argument("--cluster", default="all")
     p = sp.add_parser("env")

@@ -58,6 +58,23 @@ def _write_repo_file(gdir, name, data, lfs):
         f.write(data)
 
 
+def _snapshot_files(snapshot):
+    """The files of a model snapshot directory (symlinks followed) as _hf_repo_files gives them: safetensors as LFS
+    objects, the rest in git."""
+    for root, _dirs, names in sorted(os.walk(snapshot)):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                yield os.path.relpath(path, snapshot), f.read(), name.endswith(".safetensors")
+
+
+def model_repo(snapshot, repo):
+    """Spec of ensure_hf_repo for publishing an existing model ``snapshot`` on the mirror as ``repo`` (the cpu
+    cluster's rehearsal model: the real engine can then serve a checkpoint the weights role staged)."""
+    return {"repo": repo, "files": lambda: _snapshot_files(snapshot),
+            "record": "repo-%s.json" % repo.replace("/", "--")}
+
+
 def ensure_hf_repo(spec=None):
     """git repo at sim/.state/hf/mirrors/models/<org>/<name> with one commit (fixed dates); returns its record.
     ``spec`` (big_repo): another repository beside the default one, with its own record."""
@@ -71,7 +88,9 @@ def ensure_hf_repo(spec=None):
     shutil.rmtree(gdir, ignore_errors=True)
     os.makedirs(gdir)
     files = {}
-    for name, data, lfs in _hf_repo_files(spec["shards"], spec["shard_bytes"]):
+    made = spec["files"]() if "files" in spec else _hf_repo_files(spec["shards"], spec["shard_bytes"])
+    for name, data, lfs in made:
+        os.makedirs(os.path.dirname(os.path.join(gdir, name)), exist_ok=True)
         _write_repo_file(gdir, name, data, lfs)
         files[name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     env = dict(os.environ, GIT_AUTHOR_DATE="2026-01-01T00:00:00Z", GIT_COMMITTER_DATE="2026-01-01T00:00:00Z",
@@ -89,11 +108,18 @@ def ensure_hf_repo(spec=None):
 
 
 def cmd_hf_repo(a):
-    """`simctl hf-repo --shards N --shard-mib M`: a larger stand-in repository beside the default one; prints its
-    record (repo, revision, files with sha256, bytes_total). The mirror must be up (`simctl up`)."""
-    if a.shards < 1 or a.shard_mib < 1:
+    """`simctl hf-repo --shards N --shard-mib M`: a larger stand-in repository beside the default one;
+    `simctl hf-repo --snapshot DIR --repo ORG/NAME`: a model snapshot published as that repository. Prints its record
+    (repo, revision, files with sha256, bytes_total). The mirror must be up (`simctl up`)."""
+    if a.snapshot:
+        if not a.repo or not os.path.isfile(os.path.join(a.snapshot, "config.json")):
+            die("--snapshot needs a model directory (config.json) and --repo ORG/NAME")
+        spec = model_repo(a.snapshot, a.repo)
+    elif a.shards < 1 or a.shard_mib < 1:
         die("--shards and --shard-mib must be >= 1")
-    rec = ensure_hf_repo(big_repo(a.shards, a.shard_mib))
+    else:
+        spec = big_repo(a.shards, a.shard_mib)
+    rec = ensure_hf_repo(spec)
     if not hf_mirror_ok(rec):
         die("the mirror does not serve %s@%s: is the sim up (sim/simctl up)?" % (rec["repo"], rec["revision"]))
     print(json.dumps(rec, sort_keys=True))
