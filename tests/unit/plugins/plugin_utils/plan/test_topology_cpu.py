@@ -59,6 +59,8 @@ def test_two_cpu_nodes_render_tp2_with_the_cpu_layer():
     assert flag(head, "--tensor-parallel-size") == ["2"] and flag(head, "--nnodes") == ["2"]
     assert "--headless" in worker["vllm_args"] and "--headless" not in head["vllm_args"]
     assert "--enforce-eager" in head["vllm_args"] and flag(head, "--max-model-len") == ["4096"]
+    # the same MLA backend and block size on a CPU with AMX tiles and on one without (the KV pool in whole blocks)
+    assert flag(head, "--attention-backend") == ["CPU_MLA"]
     # the rehearsal model calls tools only under a constrained decode: kimi_k2's envelope, pinned arguments
     assert flag(head, "--tool-call-parser") == ["kimi_k2"] and flag(head, "--tool-strict-level") == ["parameter"]
     assert flag(head, "--reasoning-parser") == ["kimi_k3"]
