@@ -141,6 +141,9 @@ stage_lint() {
 stage_sanity() {
   need_venv
   local rc
+  # ansible-test's venvs are primed in the background (one scripts/sanity.sh at a time: both use the same copy)
+  while [ -f "$logdir/sanity-venvs.pending" ] && [ ! -f "$logdir/sanity-venvs.rc" ] && [ -n "${KIMI_K3_PREFETCH_PID:-}" ] \
+        && kill -0 "$KIMI_K3_PREFETCH_PID" 2>/dev/null; do sleep 2; done
   scripts/sanity.sh sanity 2>&1 | tee "$logdir/sanity.full.log"
   rc=${PIPESTATUS[0]}
   local failed
@@ -496,8 +499,9 @@ done
 PREFETCH_PID=""
 prefetch_start() {
   [ -x sim/simctl ] && [ -f sim/clusters/cpu.yml ] || return 0
-  say "in the background: sim/simctl prefetch-engine, then sim/simctl images (logs build/test-logs/prefetch-engine.log, sim-images.log)"
-  rm -f "$logdir/prefetch-engine.rc" "$logdir/sim-images.rc"
+  say "in the background: sim/simctl prefetch-engine, the sanity venvs (when sanity runs), then sim/simctl images (logs build/test-logs/prefetch-engine.log, sanity-venvs.log, sim-images.log)"
+  rm -f "$logdir/prefetch-engine.rc" "$logdir/sim-images.rc" "$logdir/sanity-venvs.rc"
+  [ "$SANITY_PRIME" = 1 ] && : > "$logdir/sanity-venvs.pending"
   local low=(nice -n 19)
   command -v ionice >/dev/null && low+=(ionice -c 2 -n 7)
   # Its own process group (setsid), so that it can be ended with everything it started (the Docker daemons and the
@@ -506,7 +510,7 @@ prefetch_start() {
   # a group of its own; the build's steps have their own time limits.
   # shellcheck disable=SC2016  # the script expands its own arguments
   setsid bash -c '
-    logdir=$1 run=$2 images=$3; shift 3
+    logdir=$1 run=$2 images=$3 sanity=$4; shift 4
     step() {  # step NAME CMD...: run it, watching the parent; NAME.rc gets "rc seconds"
       local name=$1 t0 pid rc; shift
       t0=$(date +%s.%N)
@@ -520,9 +524,11 @@ prefetch_start() {
       echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN{printf \"%.1f\", b-a}")" > "$logdir/$name.rc"
     }
     step prefetch-engine "$@" sim/simctl prefetch-engine
+    [ "$sanity" = 1 ] && step sanity-venvs "$@" scripts/sanity.sh sanity -- --prime-venvs
     [ "$images" = 1 ] && step sim-images sim/simctl images
-  ' prefetch "$logdir" "$$" "$(images_in_background)" "${low[@]}" < /dev/null &
+  ' prefetch "$logdir" "$$" "$(images_in_background)" "$SANITY_PRIME" "${low[@]}" < /dev/null &
   PREFETCH_PID=$!
+  export KIMI_K3_PREFETCH_PID=$PREFETCH_PID
 }
 # The images are built in the background only by root on a machine with the sim's host packages, and never into a
 # rehearsal cluster someone else runs (KIMI_K3_SIM_WAS_UP, decided before the run starts anything);
@@ -539,6 +545,8 @@ prefetch_wait() {
   wait "$PREFETCH_PID"
   PREFETCH_PID=""
   bg_row prefetch prefetch-engine "realengine builds the site itself"
+  [ -f "$logdir/sanity-venvs.pending" ] && bg_row venvs sanity-venvs "the sanity stage makes them itself"
+  rm -f "$logdir/sanity-venvs.pending"
   [ -f "$logdir/sim-images.log" ] && bg_row images sim-images "the stages' simctl up build what is missing"
   return 0
 }
@@ -625,6 +633,10 @@ names=(); results=(); secs=(); notes=()
 t_all=$(date +%s.%N)
 want_prefetch=0
 case " ${stages[*]} " in *" realengine "*) want_prefetch=1 ;; esac
+# ansible-test makes a venv per sanity test on first use (pip from PyPI: minutes on a fresh machine); with the
+# background builds running anyway, they are made there while the unit and lint stages run
+SANITY_PRIME=0
+case " ${stages[*]} " in *" sanity "*) SANITY_PRIME=1 ;; esac
 # Whether a rehearsal cluster ran before this run started anything (the sim stage uses one and leaves it up)
 KIMI_K3_SIM_WAS_UP="${KIMI_K3_SIM_WAS_UP:-$(sim_was_up)}"
 export KIMI_K3_SIM_WAS_UP
