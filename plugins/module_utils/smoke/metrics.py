@@ -57,11 +57,20 @@ def parse_metrics(text, source=None):
 
 
 def merge_snapshots(snapshots):
-    """Merge snapshots of several nodes. The same engine index seen twice (a URL listed twice) counts once."""
-    engines = {}
+    """Merge snapshots of several servers. A URL listed twice counts once; the engines of different servers are
+    different engines even when each numbers its own from 0 (the replicas of a fleet): with more than one server
+    an engine's key is ``<source>#<engine>``."""
+    seen, kept = set(), []
     for snap in snapshots:
+        source = snap.get("source")
+        if source is not None and source in seen:
+            continue
+        seen.add(source)
+        kept.append(snap)
+    engines = {}
+    for snap in kept:
         for key, eng in snap.get("engines", {}).items():
-            engines.setdefault(key, eng)
+            engines["%s#%s" % (snap.get("source"), key) if len(kept) > 1 else key] = eng
     return {"engines": engines, "sources": [s.get("source") for s in snapshots]}
 
 

@@ -111,9 +111,22 @@ def test_non_numeric_capacity_labels_are_not_summed():
 
 
 def test_a_url_listed_twice_counts_once():
-    a, b = smm.parse_metrics(BEFORE, "a"), smm.parse_metrics(AFTER, "b")
-    merged = smm.merge_snapshots([a, b])
-    assert merged["sources"] == ["a", "b"] and merged["engines"]["0"] is a["engines"]["0"]
+    a, again = smm.parse_metrics(BEFORE, "a"), smm.parse_metrics(AFTER, "a")
+    merged = smm.merge_snapshots([a, again])
+    assert merged["sources"] == ["a", "a"] and merged["engines"] == a["engines"]
+
+
+def test_two_servers_each_with_engine_0_are_two_engines():
+    # a fleet of two replicas: each server numbers its engine 0; their KV pools add up
+    text = ('# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{engine="0",kv_cache_size_tokens="466032",'
+            'block_size="16",num_gpu_blocks="29127"} 1\n# TYPE vllm:num_requests_running gauge\n'
+            'vllm:num_requests_running{engine="0"} 2\n')
+    one, two = smm.parse_metrics(text, "http://r1/metrics"), smm.parse_metrics(text, "http://r2/metrics")
+    merged = smm.merge_snapshots([one, two])
+    assert sorted(merged["engines"]) == ["http://r1/metrics#0", "http://r2/metrics#0"]
+    summ = smm.summarise_snapshot(merged)
+    assert (summ["engines"], summ["kv_cache_size_tokens"], summ["num_gpu_blocks"], summ["num_requests_running"]) == (
+        2, 932064, 58254, 4.0)
 
 
 def test_window_delta():
