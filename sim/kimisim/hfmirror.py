@@ -29,8 +29,9 @@ def _hf_repo_files(shards=HF_SHARDS, shard_bytes=HF_SHARD_BYTES):
     import random
     rng = random.Random("kimi-sim-hf-standin")
     names = ["model-%05d-of-%05d.safetensors" % (i, shards) for i in range(1, shards + 1)]
+    chunk = 16 * 1024 * 1024  # randbytes takes at most 2**31 bits at a time; one chunk keeps the default's bytes
     for name in names:
-        yield name, rng.randbytes(shard_bytes), True
+        yield name, b"".join(rng.randbytes(min(chunk, shard_bytes - at)) for at in range(0, shard_bytes, chunk)), True
     index = {"metadata": {"total_size": shards * shard_bytes, "kimi_sim": True},
              "weight_map": dict(("model.layers.%d.weight" % i, n) for i, n in enumerate(names))}
     small = {"config.json": {"model_type": "kimi_k3_standin", "kimi_sim": True},
