@@ -17,7 +17,7 @@ def test_the_entry_point_lists_every_command():
     p = subprocess.run([sys.executable, SIMCTL, "--help"], capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
     assert " ".join(p.stdout.split()).startswith(
-        "usage: simctl [-h] {up,down,status,fault,hf-fault,check,env,prefetch-engine,images} ...")
+        "usage: simctl [-h] {up,down,status,fault,hf-fault,hf-repo,check,env,prefetch-engine,images} ...")
     assert "simctl - the local rehearsal cluster for gpufleet.kimi_k3 (see docs/sim.md)." in p.stdout
 
 
