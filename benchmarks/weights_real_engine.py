@@ -75,14 +75,14 @@ def main():
                  weights_round_seconds=2, weights_artifacts_dir=art)
     cluster.ssh(0, "rm -rf %s" % STAGED)
     _run("teardown.yml", cluster.inventory, {"kimi_k3_artifacts_dir": art})
-    _r, stage_s = _run("weights.yml", cluster.inventory, stage)
+    stage_s = _run("weights.yml", cluster.inventory, stage)[1]
     with open(os.path.join(art, "weights-report.json")) as f:
         report = json.load(f)
     _run("launch.yml", cluster.inventory, pinned)
     argv = _argv(cluster, art)
     smoke = dict(pinned, smoke_groups=["text"], smoke_max_tokens=16)
     _run("smoke.yml", cluster.inventory, smoke)
-    again, _s = _run("weights.yml", cluster.inventory, stage)
+    _run("weights.yml", cluster.inventory, stage)
     with open(os.path.join(art, "weights-report.json")) as f:
         second = json.load(f)
     _run("teardown.yml", cluster.inventory, {"kimi_k3_artifacts_dir": art})

@@ -17,9 +17,8 @@ def olah_binary():
     return None
 
 
-def _lfs_pointer(data):
-    return "version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (
-        hashlib.sha256(data).hexdigest(), len(data))
+def _lfs_pointer(oid, size):
+    return "version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (oid, size)
 
 
 def _hf_repo_files(shards=HF_SHARDS, shard_bytes=HF_SHARD_BYTES):
@@ -47,15 +46,17 @@ def big_repo(shards, shard_mib):
             "record": "repo-%s.json" % tag}
 
 
-def _write_repo_file(gdir, name, data, lfs):
+def _write_repo_file(gdir, name, data, oid, lfs):
+    """One file of the repository: an LFS object under its sha256 ``oid`` with a pointer in git, or the bytes."""
     if lfs:
-        oid = hashlib.sha256(data).hexdigest()
         obj = os.path.join(gdir, ".git", "lfs", "objects", oid[:2], oid[2:4], oid)
         os.makedirs(os.path.dirname(obj), exist_ok=True)
         with open(obj, "wb") as f:
             f.write(data)
-        data = _lfs_pointer(data).encode()
-    with open(os.path.join(gdir, name), "wb") as f:
+        data = _lfs_pointer(oid, len(data)).encode()
+    path = os.path.join(gdir, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
         f.write(data)
 
 
@@ -91,9 +92,8 @@ def ensure_hf_repo(spec=None):
     files = {}
     made = spec["files"]() if "files" in spec else _hf_repo_files(spec["shards"], spec["shard_bytes"])
     for name, data, lfs in made:
-        os.makedirs(os.path.dirname(os.path.join(gdir, name)), exist_ok=True)
-        _write_repo_file(gdir, name, data, lfs)
         files[name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        _write_repo_file(gdir, name, data, files[name]["sha256"], lfs)
     env = dict(os.environ, GIT_AUTHOR_DATE="2026-01-01T00:00:00Z", GIT_COMMITTER_DATE="2026-01-01T00:00:00Z",
                GIT_AUTHOR_NAME="kimi-sim", GIT_AUTHOR_EMAIL="sim@kimi-sim", GIT_COMMITTER_NAME="kimi-sim",
                GIT_COMMITTER_EMAIL="sim@kimi-sim")

@@ -91,8 +91,6 @@ def measured_endpoint(result, base_url=""):
     else:
         via, url = "head %s" % cluster.get("head"), (plans.get(cluster.get("head")) or {}).get("api_base_url")
     engines = [u for d in cluster.get("deployments") or [] for u in d.get("metrics_urls") or []]
-    if not engines:
-        engines = [u for u in cluster.get("metrics_urls") or [] if u != router.get("metrics_url")]
     return dict(endpoint_urls(url), metrics_urls=engines, via=via)
 
 

@@ -25,7 +25,7 @@ def layout_of(deployments):
     names of plugin_utils.plan.layouts.candidates); None for any other mix."""
     deps = [d for d in deployments or [] if isinstance(d, dict)]
     kinds = [d.get("kind") for d in deps]
-    if len(deps) == 1 and kinds[0] in ("single", None, "main"):
+    if kinds == ["single"]:
         return deps[0].get("strategy")
     if len(deps) > 1 and set(kinds) == {"replica"} and \
             len({(d.get("strategy"), d.get("nnodes")) for d in deps}) == 1:
