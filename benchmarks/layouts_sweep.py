@@ -2,8 +2,8 @@
 """Benchmark: prove the layouts table by measuring (issue #40, item 4) - every layout a sweep can launch, one after
 another: launched, its KV capacity and goodput measured at the target, torn down; predicted against measured.
 
-Steps: playbooks/layouts.yml with the target (the table, ranked); playbooks/plan.yml with
-kimi_k3_strategy: auto (the layout auto picks, from the plan's own strategy_choice); then for each of the top
+Steps: playbooks/layouts.yml with the target (the table, ranked); playbooks/plan.yml of --auto-inventory with
+kimi_k3_strategy: auto (the layout auto picks: the deployments its plan renders); then for each of the top
 rows (a single deployment over the nodes by its strategy; a fleet or a PD split by the --layout-inventory that
 lays the nodes out so, with a router host; the others listed as skipped with the reason): launch.yml with the
 target's max-model-len, capacity.yml at that length (no relaunch: the running value matches; a concurrency sweep
@@ -12,10 +12,12 @@ Writes layouts-sweep.json / .md / .png to --out (plugins/plugin_utils/plan/layou
 
 Needs the rehearsal cluster with the real engine: `sim/simctl up --cluster cpu` (two nodes: TP across both
 renders, PP is withdrawn on the CPU build) and, for the two-replica fleet, `sim/simctl up --cluster cpufleet` (its
-router node) with `--layout-inventory inventories/sim-cpu-fleet`.
+router node) with `--layout-inventory inventories/sim-cpu-auto --auto-inventory inventories/sim-cpu-auto` (the
+pair with a router host and the layout left to auto: the fleet is launched as auto lays it out).
 
 Usage: .venv/bin/python benchmarks/layouts_sweep.py [-i inventories/sim-cpu] [--max-model-len 4096]
-       [--concurrency 4] [--top 3] [--layout-inventory inventories/sim-cpu-fleet] [--out build/layouts-sweep]
+       [--concurrency 4] [--top 3] [--layout-inventory inventories/sim-cpu-auto]
+       [--auto-inventory inventories/sim-cpu-auto] [--out build/layouts-sweep]
 """
 import argparse
 import json
@@ -54,10 +56,11 @@ def _planned(inventory, extra):
 
 
 def _auto_pick(inventory, base):
-    """The strategy the plan renders for kimi_k3_strategy: auto (cluster.strategy_choice of the plan's result)."""
-    for choice in _planned(inventory, dict(base, kimi_k3_strategy="auto")).get("strategy_choice") or []:
-        return choice["strategy"]
-    sys.exit("the plan's result named no strategy_choice for kimi_k3_strategy: auto")
+    """The layout the plan renders for kimi_k3_strategy: auto: the table's name of the deployments it lays out."""
+    cluster = _planned(inventory, dict(base, kimi_k3_strategy="auto"))
+    if not cluster.get("strategy_choice"):
+        sys.exit("the plan's result named no strategy_choice for kimi_k3_strategy: auto")
+    return layouts_sweep.layout_of(cluster.get("deployments"))
 
 
 def _laid_out(inventories, base):
@@ -136,7 +139,9 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=3)
     ap.add_argument("--layout-inventory", action="append", default=[],
                     help="an inventory over the same nodes laid out as a fleet or a PD split, with a router host "
-                         "(repeatable; e.g. inventories/sim-cpu-fleet)")
+                         "(repeatable; e.g. inventories/sim-cpu-fleet, or sim-cpu-auto: laid out by auto)")
+    ap.add_argument("--auto-inventory", help="the inventory whose kimi_k3_strategy: auto is judged (default: -i; "
+                    "with a router host and no deployment named, auto may lay the nodes out as a fleet)")
     ap.add_argument("--slo-ttft-s", type=float, default=10.0)
     ap.add_argument("--slo-tpot-s", type=float, default=0.5)
     ap.add_argument("--requests-per-level", type=int, default=2)
@@ -154,13 +159,13 @@ def main(argv=None):
         sys.exit("layouts.yml failed: %s" % failed_tasks(listed))
     with open(os.path.join(out, "layouts.json")) as handle:
         table = json.load(handle)
-    auto = _auto_pick(args.inventory, base)
+    auto = _auto_pick(args.auto_inventory or args.inventory, base)
     laid_out = _laid_out(args.layout_inventory, base)
     runs, skipped = layouts_sweep.choose(table, args.top, laid_out)
     for inventory in [args.inventory] + sorted(set(laid_out.values())):
         _run("teardown.yml", inventory, base)  # each layout starts from nothing, the first one too
     results = [_measure(row, args, base, out, laid_out.get(row["layout"], args.inventory)) for row in runs]
-    report = {"max_model_len": args.max_model_len, "target": target, "slo": _slo(args), "auto_strategy": auto,
+    report = {"max_model_len": args.max_model_len, "target": target, "slo": _slo(args), "auto_layout": auto,
               "results": results, "skipped": skipped, "verdict": layouts_sweep.verdict(results, auto)}
     with open(os.path.join(out, "layouts-sweep.json"), "w") as handle:
         json.dump(report, handle, indent=2, sort_keys=True)

@@ -19,8 +19,9 @@ notes:
   - 'C(kimi_k3_gpus_per_node) (int, cluster scope, default the accelerator''s): GPUs per node (a GB200/GB300 tray
     has 4). Allowed: >= 1.'
   - 'C(kimi_k3_strategy) (str, deployment scope, default required): The recipe''s parallel strategy; auto: the
-    best-ranked layout of these nodes for kimi_k3_target (playbooks/layouts.yml lists them; the plan summary says
-    why). Allowed: single_node_tp, multi_node_tp, multi_node_tep, multi_node_tp_pp, multi_node_dep,
+    best-ranked layout for kimi_k3_target (playbooks/layouts.yml lists them; the plan summary says why): of every
+    layout when no node names a deployment and a vllm_router host exists, else of the strategies over each
+    deployment''s nodes. Allowed: single_node_tp, multi_node_tp, multi_node_tep, multi_node_tp_pp, multi_node_dep,
     multi_node_tp_dp, auto.'
   - 'C(kimi_k3_tensor_parallel_size) (int, deployment scope, default strategy): Override the strategy''s tensor-
     parallel size (TP x PP x DP = nodes x GPUs per node). Allowed: >= 1.'

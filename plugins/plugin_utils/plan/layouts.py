@@ -12,8 +12,12 @@ a fit, sizing or combination rule: the numbers are read from the rendered plan's
 The renderer comes in as the argument ``build`` (``topology.build_cluster_plan``) rather than an import: the plan
 calls back into this module for ``auto``, and an import each way would be a cycle in the import graph.
 
-``kimi_k3_strategy: auto`` resolves through ``choose_strategy``: the best-ranked strategy over the deployment's
-own nodes (the inventory's grouping into replicas or prefill/decode is not changed by the plan).
+``kimi_k3_strategy: auto`` resolves in one of two ways. When the inventory leaves the whole layout open (every
+node auto, no node named into a deployment) and has a router host, ``choose_layout`` lays the nodes out as the
+best-ranked row of the whole table: a strategy over all nodes, a fleet of replicas or a prefill/decode split.
+Otherwise ``choose_strategy`` picks the best-ranked strategy over each deployment's own nodes (an inventory that
+groups its nodes keeps its grouping); its reason names a better-ranked fleet or split the missing router host rules
+out.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -374,6 +378,32 @@ def enumerate_for_hardware(hardware, recipe, snapshots, target=None, build=None)
 # ----------------------------------------------------------------------------- kimi_k3_strategy: auto
 
 
+def _record(table, best, deployment):
+    """The plan's record of an auto choice: what was chosen, why, and every candidate with its rank and reason."""
+    strategy = best["deployments"][-1]["strategy"] if best.get("deployments") else best["layout"]
+    return {"deployment": deployment, "layout": best["layout"], "kind": best["kind"], "strategy": strategy,
+            "objective": table["target"]["objective"], "reason": best["reason"], "target": table["target"],
+            "candidates": [{"layout": r["layout"], "rank": r["rank"], "reason": r["reason"]} for r in table["layouts"]]}
+
+
+def _none_renders(where, table, count):
+    why = "; ".join("%s: %s" % (r["layout"], r["problems"][0]["message"]) for r in table["layouts"])
+    return _problem(where, PREFIX + "strategy", "auto: no strategy renders on these %d node(s): %s" % (count, why),
+                    "add nodes, or name a strategy and follow its refusal.")
+
+
+def _outranked_by(part, recipe, snapshots, model_facts, build, best):
+    """The reason's note on the best layout of all when it is a fleet or split, which needs a router host."""
+    table = enumerate_layouts(part, recipe, snapshots, target=part[0]["vars"].get(PREFIX + "target"),
+                              model_facts=model_facts, build=build)
+    top = table.get("best")
+    if not top or top["kind"] == "single":  # the best of all is a strategy over all nodes: the one chosen
+        return ""
+    return ("; the table ranks %s higher (holds %s sequences of %s tokens), which auto lays out when the inventory "
+            "has a vllm_router host and names no deployments" % (
+                top["layout"], _num(top.get("admitted_at_target")), _num(top["max_model_len"])))
+
+
 def choose_strategy(part, recipe, snapshots, model_facts=None, build=None):
     """``(strategy, choice, None)`` for a deployment whose kimi_k3_strategy is auto, or ``(None, None, problem)``.
 
@@ -392,13 +422,45 @@ def choose_strategy(part, recipe, snapshots, model_facts=None, build=None):
         return None, None, table["errors"][0]
     best = table["best"]
     if best is None:
-        why = "; ".join("%s: %s" % (r["layout"], r["problems"][0]["message"]) for r in table["layouts"])
-        return None, None, _problem(where, PREFIX + "strategy", "auto: no strategy renders on these %d node(s): %s"
-                                    % (len(part), why), "add nodes, or name a strategy and follow its refusal.")
-    choice = {"strategy": best["layout"], "objective": table["target"]["objective"], "reason": best["reason"],
-              "target": table["target"], "candidates": [
-                  {"strategy": r["layout"], "rank": r["rank"], "reason": r["reason"]} for r in table["layouts"]]}
+        return None, None, _none_renders(where, table, len(part))
+    choice = _record(table, best, None)
+    if open_layout(part):
+        choice["reason"] += _outranked_by(part, recipe, snapshots, model_facts, build, best)
     return best["layout"], choice, None
+
+
+def open_layout(nodes):
+    """True when the inventory leaves the whole layout to auto: every node's strategy is auto and no node is named
+    into a deployment (by kimi_k3_deployment, kimi_k3_deployment_kind or a deployment group)."""
+    return bool(nodes) and all(
+        n["vars"].get(PREFIX + "strategy") == AUTO and not n.get("deployment_groups") and
+        n["vars"].get(PREFIX + "deployment") is None and n["vars"].get(PREFIX + "deployment_kind") is None
+        for n in nodes)
+
+
+def choose_layout(nodes, routers, recipe, snapshots, model_facts=None, build=None):
+    """``(nodes, choice, None)``: the nodes laid out as the best-ranked layout of the whole table when the layout is
+    open to auto (open_layout) and the inventory has a router host (a fleet or split needs one); the nodes as they
+    are and no choice otherwise (auto then chooses each deployment's strategy); ``(None, None, problem)`` for a bad
+    target.
+
+    A strategy over all nodes keeps the nodes' own variables; a fleet or split is the row's own layout (apply over
+    base_nodes): deployments replica-N / prefill-1 + decode-1, the first node of each its head."""
+    if not routers or not open_layout(nodes):
+        return nodes, None, None
+    head = next((n for n in nodes if n.get("head")), nodes[0])
+    table = enumerate_layouts(nodes, recipe, snapshots, routers=routers, target=head["vars"].get(PREFIX + "target"),
+                              model_facts=model_facts, build=build)
+    if not table["ok"]:
+        return None, None, table["errors"][0]
+    best = table["best"]
+    if best is None:
+        return None, None, _none_renders(head["host"], table, len(nodes))
+    choice = _record(table, best, recipe["defaults"].get("deployment", "main") if best["kind"] == "single" else None)
+    if best["kind"] == "single":
+        return [dict(n, vars=dict(n["vars"], **{PREFIX + "strategy": best["layout"]})) for n in nodes], choice, None
+    laid = apply(base_nodes(nodes), {"name": best["layout"], "kind": best["kind"], "groups": best["groups"]})
+    return laid, choice, None
 
 
 # ----------------------------------------------------------------------------- the report

@@ -151,8 +151,8 @@ def _headline(c):
              "image %s" % c["image"], "API access: %s" % API_ACCESS_TEXT.get(c.get("api_access"), "?")]
     lines += _deployment_lines(c)
     for choice in c.get("strategy_choice") or []:
-        lines.append("strategy %s: auto chose %s for %s: %s" % (choice["deployment"], choice["strategy"],
-                                                                choice["objective"], choice["reason"]))
+        what = "layout" if choice.get("deployment") is None else "strategy %s" % choice["deployment"]
+        lines.append("%s: auto chose %s for %s: %s" % (what, choice["layout"], choice["objective"], choice["reason"]))
     return lines
 
 

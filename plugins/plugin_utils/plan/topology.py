@@ -547,9 +547,16 @@ def _cluster_plan(nodes, recipe, snapshots, routers, model_facts):
     errors = errors or plan_fleet.grouping_problems(nodes, recipe) or plan_fleet.scope_problems(nodes, routers)
     if errors:
         return _refused(errors, [])
+    nodes, layout_choice, refusal = layouts.choose_layout(nodes, routers, recipe, snapshots, model_facts,
+                                                          build_cluster_plan)
+    if refusal:
+        return _refused([refusal], [])
+    if layout_choice:  # the nodes now name their deployments
+        parts, _errors = plan_fleet.partition(nodes, recipe, snapshots)
     parts, choices, errors = _auto_strategies(parts, recipe, snapshots, model_facts)
     if errors:
         return _refused(errors, [])
+    choices = ([layout_choice] if layout_choice else []) + choices
     built = [_build_deployment(part, recipe, snapshots, deployment, model_facts) for deployment, part in parts]
     errors = _once([e for b in built for e in b[2]])
     warnings = _once([w for b in built for w in b[3]] + plan_fleet.scope_warnings(nodes, routers))

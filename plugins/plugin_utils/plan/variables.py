@@ -87,8 +87,9 @@ VARIABLES = (
     _v("accelerator", "str", CLUSTER, "GPU model of every node.", required=True, choices="recipe:hardware"),
     _v("gpus_per_node", "int", CLUSTER, "GPUs per node (a GB200/GB300 tray has 4).", minimum=1,
        default_doc="the accelerator's"),
-    _v("strategy", "str", DEPLOYMENT, "The recipe's parallel strategy; auto: the best-ranked layout of these nodes "
-       "for kimi_k3_target (playbooks/layouts.yml lists them; the plan summary says why).", required=True,
+    _v("strategy", "str", DEPLOYMENT, "The recipe's parallel strategy; auto: the best-ranked layout for kimi_k3_target "
+       "(playbooks/layouts.yml lists them; the plan summary says why): of every layout when no node names a "
+       "deployment and a vllm_router host exists, else of the strategies over each deployment's nodes.", required=True,
        choices="recipe:strategies", also=["auto"]),
     _v("tensor_parallel_size", "int", DEPLOYMENT, "Override the strategy's tensor-parallel size (TP x PP x DP = "
        "nodes x GPUs per node).", minimum=1, default_doc="strategy"),

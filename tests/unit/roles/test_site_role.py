@@ -178,7 +178,7 @@ def test_rehearsal_inventories_only_when_asked(tmp_path):
     rc, out = _site_init(tmp_path, "-e", "site_dir=%s" % (tmp_path / "s"), "-e", "site_rehearsal_inventories=true")
     assert rc == 0, out
     got = sorted(os.listdir(str(tmp_path / "s" / "inventories")))
-    assert got == sorted(EXAMPLES + ["sim-cpu", "sim-cpu-fleet", "sim-cpu-single", "sim-gb300", "sim-gb300-fleet",
+    assert got == sorted(EXAMPLES + ["sim-cpu", "sim-cpu-auto", "sim-cpu-fleet", "sim-cpu-single", "sim-gb300", "sim-gb300-fleet",
                                      "sim-gb300-pd", "sim-mi355x"])
     # the fleet's cluster-wide variables are the pair's, through a link that holds in the site too
     with open(str(tmp_path / "s" / "inventories" / "sim-cpu-fleet" / "group_vars" / "vllm_cluster.yml")) as f:

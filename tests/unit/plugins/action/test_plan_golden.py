@@ -33,6 +33,8 @@ SIM_IMAGES = {"sim-mi355x": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-r
               "sim-cpu-single": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64},
               "sim-cpu-fleet": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64,
                                 "kimi_k3_router_image": "127.0.0.1:5000/vllm-router@sha256:" + "e" * 64},
+              "sim-cpu-auto": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai-cpu@sha256:" + "e" * 64,
+                               "kimi_k3_router_image": "127.0.0.1:5000/vllm-router@sha256:" + "e" * 64},
               "sim-": {"kimi_k3_image": "127.0.0.1:5000/vllm/vllm-openai@sha256:" + "e" * 64,
                        "kimi_k3_router_image": "127.0.0.1:5000/vllm-router@sha256:" + "e" * 64}}
 
@@ -178,3 +180,17 @@ def test_gb300_examples_plan_with_a_development_build_as_with_their_release(name
         assert plan["vllm_args"] == release["plans"][host]["vllm_args"] and plan["image"] == dev_image
     said = [w["variable"] for w in dev["warnings"] if w["message"].startswith("image: the plan cannot know")]
     assert said and set(said) == {"kimi_k3_vllm_version"}
+
+
+def test_auto_lays_the_cpu_pair_out_as_the_fleet_named_by_hand():
+    """kimi_k3_strategy auto, no deployment named, a router host: the plan renders the best-ranked layout of the
+    whole table, and that plan is the one of the inventory that names the same fleet by hand (sim-cpu-fleet)."""
+    auto, named = plan_inventory("sim-cpu-auto"), plan_inventory("sim-cpu-fleet")
+    assert auto["ok"] and named["ok"], auto["errors"] + named["errors"]
+    cluster = dict(auto["cluster"])
+    (choice,) = cluster.pop("strategy_choice")
+    assert auto["plans"] == named["plans"] and cluster == named["cluster"]
+    assert (choice["deployment"], choice["layout"], choice["kind"], choice["strategy"]) == \
+        (None, "2 x single_node_tp", "fleet", "single_node_tp")
+    assert choice["candidates"][0]["layout"] == "2 x single_node_tp" and choice["candidates"][0]["rank"] == 1
+    assert "layout: auto chose 2 x single_node_tp for throughput: " in plan_render.summary_table(auto)

@@ -186,10 +186,16 @@ def test_every_row_is_what_the_plan_renders_or_refuses(hardware, target):
         else:
             assert not plan["ok"]
             assert [plan_render.format_problem(e) for e in plan["errors"]] == row["refusal"]
-    if report["best"] and report["best"]["kind"] == "single":
-        auto = topology.build_cluster_plan(
-            [dict(n, vars=dict(n["vars"], kimi_k3_strategy="auto", kimi_k3_target=target)) for n in base],
-            RECIPE, SNAPSHOTS)
+    if not report["best"]:
+        return
+    open_nodes = [dict(n, vars=dict(n["vars"], kimi_k3_strategy="auto", kimi_k3_target=target)) for n in base]
+    # with a router host auto lays the nodes out as the best row of the whole table, and renders its plan
+    laid = topology.build_cluster_plan(open_nodes, RECIPE, SNAPSHOTS, ROUTER)
+    assert laid["ok"] and laid["cluster"]["strategy_choice"][0]["layout"] == report["best"]["layout"]
+    named = topology.build_cluster_plan(_inventory(base, report["best"]["groups"], None), RECIPE, SNAPSHOTS, ROUTER)
+    assert _without_choice(laid) == _without_choice(named)
+    if report["best"]["kind"] == "single":
+        auto = topology.build_cluster_plan(open_nodes, RECIPE, SNAPSHOTS)
         assert auto["ok"] and auto["cluster"]["strategy"] == report["best"]["layout"]
 
 
@@ -198,3 +204,43 @@ def test_auto_on_some_nodes_only_is_the_variable_checks_refusal():
     nodes[1]["vars"]["kimi_k3_strategy"] = "auto"
     r = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS)
     assert not r["ok"] and [e["variable"] for e in r["errors"]] == ["kimi_k3_strategy"]
+
+
+def test_auto_with_a_router_host_lays_the_nodes_out_as_the_best_row():
+    nodes = _nodes("cpu", 2, kimi_k3_strategy="auto")
+    laid = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, ROUTER)
+    (choice,) = laid["cluster"]["strategy_choice"]
+    assert (choice["deployment"], choice["layout"], choice["kind"], choice["strategy"]) == \
+        (None, "2 x single_node_tp", "fleet", "single_node_tp")
+    assert [(d["name"], d["kind"], d["head"]) for d in laid["cluster"]["deployments"]] == \
+        [("replica-1", "replica", "node-00"), ("replica-2", "replica", "node-01")]
+    assert [c["layout"] for c in choice["candidates"]][:2] == ["2 x single_node_tp", "multi_node_tp"]
+    assert "layout: auto chose 2 x single_node_tp for throughput: " in plan_render.summary_table(laid)
+    # the same nodes without a router: a strategy over both, and the reason names the fleet it could not lay out
+    alone = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS)
+    (choice,) = alone["cluster"]["strategy_choice"]
+    assert (choice["deployment"], choice["layout"]) == ("main", "multi_node_tp")
+    assert choice["reason"].endswith("; the table ranks 2 x single_node_tp higher (holds 3.82 sequences of 4,096 "
+                                     "tokens), which auto lays out when the inventory has a vllm_router host and "
+                                     "names no deployments")
+
+
+def test_auto_keeps_an_inventory_that_names_its_deployments_and_a_best_single_layout():
+    # grouped into replicas: each replica's strategy is chosen on its own nodes, the grouping stays
+    nodes = _nodes("cpu", 2, kimi_k3_strategy="auto")
+    for i, node in enumerate(nodes):
+        node["head"] = True
+        node["vars"].update(kimi_k3_deployment="replica-%d" % (i + 1), kimi_k3_deployment_kind="replica")
+    grouped = topology.build_cluster_plan(nodes, RECIPE, SNAPSHOTS, ROUTER)
+    assert grouped["ok"], grouped["errors"]
+    assert [(c["deployment"], c["layout"]) for c in grouped["cluster"]["strategy_choice"]] == \
+        [("replica-1", "single_node_tp"), ("replica-2", "single_node_tp")]
+    assert "ranks" not in grouped["cluster"]["strategy_choice"][0]["reason"]  # nothing better it could not lay out
+    # four GB300 trays with a router: DEP16 over all of them ranks first, so the inventory's head stays the head
+    laid = topology.build_cluster_plan(_nodes("gb300", 4, kimi_k3_strategy="auto", kimi_k3_target=TARGET), RECIPE,
+                                       SNAPSHOTS, ROUTER)
+    named = topology.build_cluster_plan(_nodes("gb300", 4, kimi_k3_strategy="multi_node_dep",
+                                               kimi_k3_target=TARGET), RECIPE, SNAPSHOTS, ROUTER)
+    assert _without_choice(laid) == _without_choice(named)
+    assert [(c["deployment"], c["layout"], c["kind"]) for c in laid["cluster"]["strategy_choice"]] == \
+        [("main", "multi_node_dep", "single")]
