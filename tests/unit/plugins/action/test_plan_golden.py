@@ -144,6 +144,7 @@ def test_deployment_examples_plan_and_their_flag_snapshot_accepts_them(name, mod
     assert c["mode"] == mode and [(d["name"], d["kind"], len(d["hosts"])) for d in c["deployments"]] == deployments
     router = r["plans"][c["router"]["host"]]
     assert router["role"] == "router" and "@sha256:" in router["image"] and c["endpoints"][0] == router["api_url"]
+    assert "judge_accuracy" not in router  # real weights behind it: the smoke through the router judges answers
     assert ("--vllm-pd-disaggregation" in router["router"]["argv"]) == (mode == "pd")
     words = shlex.split(plan_render.run_script(router).replace("\\\n", " "), comments=True)
     assert words[words.index(router["image"]) + 1:] == router["router"]["argv"]  # the container runs exactly argv
@@ -194,3 +195,5 @@ def test_auto_lays_the_cpu_pair_out_as_the_fleet_named_by_hand():
         (None, "2 x single_node_tp", "fleet", "single_node_tp")
     assert choice["candidates"][0]["layout"] == "2 x single_node_tp" and choice["candidates"][0]["rank"] == 1
     assert "layout: auto chose 2 x single_node_tp for throughput: " in plan_render.summary_table(auto)
+    # the rehearsal model's random weights answer nothing checkable: the smoke through the router judges no answer
+    assert auto["plans"]["cpu-router"]["judge_accuracy"] is False
