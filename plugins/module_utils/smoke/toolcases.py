@@ -13,8 +13,10 @@ fields, bounded and exclusive numbers, string patterns and formats. The cases bu
 - ``multi_turn_next``: the same history and a new user request; the next call is expected, its id numbered after
   the earlier one (3).
 
-Every case is sent streaming and non-streaming. Kimi's tool parsers number calls ``functions.<name>:<n>`` (n counts
-the calls of the conversation); ids in the history follow that format, as K2-Vendor-Verifier rewrites them.
+Every case is sent streaming and non-streaming. Kimi's ids are ``functions.<name>:<n>`` (n counts the calls of the
+conversation); ids in the history follow that format, as K2-Vendor-Verifier rewrites them. A call whose id has that
+format must name its function and count right; vLLM 0.32.0's kimi_k3 parser leaves the id to the server, which
+makes a random one (accepted, see :func:`id_format_errors`).
 """
 from __future__ import annotations
 
@@ -177,12 +179,20 @@ def prior_calls(messages):
 
 
 def id_format_errors(calls, messages):
-    """Calls whose id is not ``functions.<its name>:<n>`` with n counting on from the conversation's earlier calls."""
-    errors = []
+    """Calls with a wrong id: none, one repeated within the turn, or Kimi's format (``functions.<name>:<n>``) with
+    another name or an n that does not count on from the conversation's earlier calls. An id in another format is
+    the server's own, not the model's: vLLM 0.32.0's kimi_k3 parser gives its calls no id and the server a random
+    ``chatcmpl-tool-<hex>`` (measured on the real engine, docs/sim.md "The rehearsal model")."""
+    errors, seen = [], set()
     start = prior_calls(messages)
     for pos, call in enumerate(calls):
-        m = ID_PATTERN.match(call.get("id") or "")
-        if not m or m.group("name") != call.get("name") or int(m.group("n")) != start + pos:
-            errors.append("call %d: id %r is not functions.%s:%d"
-                          % (pos, call.get("id"), call.get("name"), start + pos))
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            errors.append("call %d: id %r is missing or repeated" % (pos, call_id))
+            continue
+        seen.add(call_id)
+        m = ID_PATTERN.match(call_id)
+        if call_id.startswith("functions.") and (
+                not m or m.group("name") != call.get("name") or int(m.group("n")) != start + pos):
+            errors.append("call %d: id %r is not functions.%s:%d" % (pos, call_id, call.get("name"), start + pos))
     return errors

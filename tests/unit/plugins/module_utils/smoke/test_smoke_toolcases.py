@@ -39,11 +39,14 @@ def test_id_format_errors_exact():
     history = [{"role": "assistant", "tool_calls": [{"id": "functions.get_weather:0"}]}, {"role": "tool"}]
     assert tc.prior_calls(history) == 1
     assert tc.id_format_errors([{"id": "functions.lookup_order:1", "name": "lookup_order"}], history) == []
+    # the server's own ids (vLLM 0.32.0's kimi_k3 parser gives calls none) pass; Kimi's must name and count right
     assert tc.id_format_errors([{"id": "chatcmpl-tool-abc", "name": "x"}, {"id": "functions.y:1", "name": "z"},
-                                {"id": None, "name": "w"}], []) == [
-        "call 0: id 'chatcmpl-tool-abc' is not functions.x:0",
+                                {"id": None, "name": "w"}, {"id": "chatcmpl-tool-abc", "name": "v"},
+                                {"id": "functions.u", "name": "u"}], []) == [
         "call 1: id 'functions.y:1' is not functions.z:1",
-        "call 2: id None is not functions.w:2"]
+        "call 2: id None is missing or repeated",
+        "call 3: id 'chatcmpl-tool-abc' is missing or repeated",
+        "call 4: id 'functions.u' is not functions.u:4"]
     assert tc.id_format_errors([{"id": "functions.x:0", "name": "x"}], history) == [
         "call 0: id 'functions.x:0' is not functions.x:1"]
 
@@ -61,7 +64,8 @@ def test_attempt_judgement_classes_and_verifier_validity():
     assert tg.judge_attempt(single, res([good], "tool_calls"), "stream") == {
         "status": "ok", "classes": [], "finish_reason": "tool_calls", "k2vv_valid": True, "error": "",
         "http_ok": True}
-    bad_id = dict(good, id="chatcmpl-tool-1")
+    assert tg.judge_attempt(single, res([dict(good, id="chatcmpl-tool-1")], "tool_calls"), "stream")["classes"] == []
+    bad_id = dict(good, id="functions.get_weather:3")
     assert tg.judge_attempt(single, res([bad_id], "tool_calls"), "stream")["classes"] == ["bad_id"]
     empty_entry = {"id": None, "name": None, "arguments": ""}
     got = tg.judge_attempt(single, res([good, empty_entry], "tool_calls"), "non_stream")
