@@ -42,7 +42,7 @@ ENGINE_VARIANTS = {
 # The rehearsal model of the cpu cluster (sim/engine/make_model.py), in its own cache directory: the GPU
 # clusters' stand-in checkpoint has the same model id at another commit.
 CPU_MODELS_DIR = "/var/lib/kimi-sim/models-cpu"
-CPU_MODEL_REVISION = "5a1e7c0de2b9f4a6c8d0e1f23456789abcdef012"
+CPU_MODEL_REVISION = "7c3d9e2f1a0b4c5d6e7f8091a2b3c4d5e6f70819"
 
 
 # Bookworm's glibc 2.36 takes every manylinux tag up to 2_36 (vLLM's dependencies use several of them).
@@ -271,7 +271,7 @@ def ensure_cpu_model(engine_image, timings):
         return
     t0 = time.time()
     os.makedirs(CPU_MODELS_DIR, exist_ok=True)
-    log("making the rehearsal model (tiny MLA + MoE, random weights) in %s" % CPU_MODELS_DIR)
+    log("making the rehearsal model (tiny MLA + MoE, written weights) in %s" % CPU_MODELS_DIR)
     dk(CONTROL, "run", "--rm", "--network", "none", "-v", "%s:/models" % CPU_MODELS_DIR,
        "-v", "%s:/opt/kimi-sim/engine:ro" % os.path.join(SIM_DIR, "engine"), "--entrypoint", "python3",
        engine_image, "/opt/kimi-sim/engine/make_model.py", "/models", CPU_MODEL_REVISION, timeout=900)

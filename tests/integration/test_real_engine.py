@@ -10,7 +10,8 @@ must be equal or listed with its reason in sim/conformance.yml. One deployment s
 (a) deploy.yml end to end from nothing: plan, preflight (GPU checks not applicable), image by digest, the fabric
     step (real gloo bandwidth and latency for the pair, both ranks joined), launch in order, smoke; the report
     holds the version the server says (0.32.0), KV tokens and concurrency from the real start-up log and the real
-    metrics, schema-valid tool calls with Kimi's ids, and says that answers are not judged;
+    metrics, Kimi-K3's tool and reasoning parsers at work in both stream modes (every forced call valid at its
+    first attempt, Kimi's ids, the reasoning split from the content), and says that answers are not judged;
 (b) conformance on the fresh deployment: /health, /version, /v1/models, chats (plain, streamed, streamed with
     thinking), a forced tool call, the two refusals, /metrics, the head's log, the smoke step (its text group) and a
     capacity sweep, stand-in against real;
@@ -65,7 +66,7 @@ HEAD_URL = "http://127.0.0.61:8000"
 NAME = "vllm-kimi-k3"
 STANDIN_HOST = "127.0.0.69"
 API_KEY = os.environ.get("KIMI_K3_API_KEY", "test-placeholder-api-key")
-# the cpu profile's smoke (inventories/sim-cpu): thinking off, tool calls forced and non-streaming
+# thinking off, for the conformance probe's answers of a fixed length
 NO_THINKING = {"chat_template_kwargs": {"thinking": False}}
 # sim limits (small disk, /dev/shm of the node containers)
 FAST = {"launch_poll_interval_s": 2, "launch_progress_every_s": 15, "preflight_min_free_disk_gb": 1,
@@ -74,7 +75,7 @@ FAST = {"launch_poll_interval_s": 2, "launch_progress_every_s": 15, "preflight_m
 
 # The lifecycle tests (d-f) judge what an upgrade, a rollback and a recovery do to the containers and the record;
 # the smoke gate they pass through still runs against the real server, but only its text group with short answers:
-# the whole default smoke on this server (185 s of random-weight generation, mostly forced tool calls) is (a)'s.
+# the whole default smoke on this server is (a)'s.
 GATE_SMOKE = {"smoke_groups": ["text"], "smoke_max_tokens": 16}
 
 
@@ -127,27 +128,44 @@ def _role_seconds(run, role):
     return max(stamps) - min(stamps) if stamps else 0.0
 
 
-def _forced_call(attempts=12):
-    """One schema-valid call through the real server's tool-call path (tool_choice required), or the last try."""
+def _k3_turns():
+    """Kimi-K3's parsers on the real server, each stream mode: a thinking answer (reasoning, then content) and a
+    forced call (tool_choice required), as the rehearsal model writes them (sim/engine/make_model.py)."""
     from openai import OpenAI
-    client = OpenAI(base_url=HEAD_URL + "/v1", api_key=os.environ.get("KIMI_K3_API_KEY", "test-placeholder-api-key"))
+    client = OpenAI(base_url=HEAD_URL + "/v1", api_key=API_KEY)
     tool = {"type": "function", "function": {"name": "lookup_order", "parameters": {
         "type": "object", "properties": {"order_id": {"type": "string", "minLength": 1, "maxLength": 16}},
         "required": ["order_id"], "additionalProperties": False}}}
-    msg = None
-    for _attempt in range(attempts):
-        resp = client.chat.completions.create(
-            model="moonshotai/Kimi-K3", messages=[{"role": "user", "content": "Look up order B-2041."}],
-            tools=[tool], tool_choice="required", max_tokens=1024,
-            extra_body={"chat_template_kwargs": {"thinking": False}})
-        msg = resp.choices[0].message
-        try:
-            args = json.loads(msg.tool_calls[0].function.arguments)
-        except (TypeError, ValueError, IndexError):
+    out = {}
+    for stream in (False, True):
+        answer = client.chat.completions.create(model="moonshotai/Kimi-K3", stream=stream, max_tokens=16,
+                                                messages=[{"role": "user", "content": "What is 6 * 7?"}])
+        call = client.chat.completions.create(model="moonshotai/Kimi-K3", stream=stream, max_tokens=256,
+                                              messages=[{"role": "user", "content": "Look up order B-2041."}],
+                                              tools=[tool], tool_choice="required")
+        out["stream" if stream else "non_stream"] = (_turn(answer, stream), _turn(call, stream))
+    return out
+
+
+def _turn(resp, stream):
+    """(reasoning, content, [(id, name, arguments)], finish_reason) of a response, streamed or not."""
+    if not stream:
+        m = resp.choices[0].message
+        calls = [(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or []]
+        return getattr(m, "reasoning", None) or "", m.content or "", calls, resp.choices[0].finish_reason
+    reasoning, content, calls, finish = "", "", {}, None
+    for chunk in resp:
+        if not chunk.choices:
             continue
-        if isinstance(args, dict) and 1 <= len(str(args.get("order_id", ""))) <= 16:
-            return msg
-    return msg
+        delta, finish = chunk.choices[0].delta, chunk.choices[0].finish_reason or finish
+        reasoning += getattr(delta, "reasoning", None) or ""
+        content += delta.content or ""
+        for c in delta.tool_calls or []:
+            have = calls.setdefault(c.index, ["", "", ""])
+            have[0] = c.id or have[0]
+            have[1] += (c.function.name or "") if c.function else ""
+            have[2] += (c.function.arguments or "") if c.function else ""
+    return reasoning, content, [tuple(c) for _i, c in sorted(calls.items())], finish
 
 
 def test_a_deploy_smoke_reads_the_real_server(deployed):
@@ -189,22 +207,28 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
     md = open(os.path.join(r.artifacts_dir, "smoke", "smoke-%s.md" % HEAD)).read()
     assert "vLLM 0.32.0" in md and "NOT judged for accuracy" in md
     assert "| KV cache size (tokens per engine) | 466,032 | 466,032 | +0.000 % |" in md
-    # the parsers the server ran (from the plan's argv) beside the tool figures, per stream mode
+    # the parsers the server ran (from the plan's argv) beside the tool figures, per stream mode: Kimi-K3's own,
+    # every case valid at its first attempt, streamed and not
     assert (rep["tool_call_parser"], rep["reasoning_parser"], rep["tool_strict_level"]) == (
-        "kimi_k2", "kimi_k3", "parameter"), rep
-    assert "- server parsers: tool `kimi_k2` (strict level parameter), reasoning `kimi_k3`" in md
-    assert "- by stream mode: non_stream 12/12 cases valid (attempts " in md
+        "kimi_k3", "kimi_k3", "parameter"), rep
+    assert "- server parsers: tool `kimi_k3` (strict level parameter), reasoning `kimi_k3`" in md
+    assert ("- by stream mode: non_stream 6/6 cases valid (attempts 6, first-attempt 1.0); "
+            "stream 6/6 cases valid (attempts 6, first-attempt 1.0)") in md
     # no GPU here: the engine's weights and KV cache in each node's host memory, read while it served (the 1 GiB
     # KV space alone is 1,024 MiB)
     engine = {h: v["engine_memory"] for h, v in facts["gpu_memory"].items()}
     assert sorted(engine) == [HEAD, FOLLOWER] and all(e["container"] == NAME and e["used_mib"] > 1024
                                                       for e in engine.values()), engine
     assert "## Engine memory (nodes without GPUs" in md
-    # the real server's tool-call path: Kimi's ids, arguments valid against the schema
-    msg = _forced_call()
-    call = msg.tool_calls[0]
-    assert call.id.startswith("functions.lookup_order:"), call.id
-    assert set(json.loads(call.function.arguments)) == {"order_id"}
+    # Kimi-K3's parsers, both stream modes: the reasoning split from the content at <|close|>think<|sep|>, the
+    # XTML call read into JSON arguments valid against the schema (a string argument passes raw: " the"); vLLM
+    # 0.32.0's kimi_k3 parser gives its calls no id, the server a random one (sim/conformance.yml "tool/id format")
+    for mode, (answer, call) in _k3_turns().items():
+        assert answer == (" what number would come", " the weather in this city was hot. the", [], "length"), mode
+        (call_id, name, arguments), = call[2]
+        assert call[:2] + call[3:] == (" what number would come", "", "tool_calls") and name == "lookup_order", (
+            mode, call)
+        assert call_id.startswith("chatcmpl-tool-") and json.loads(arguments) == {"order_id": " the"}, (mode, call)
     assert _http(HEAD_URL + "/health") == 200
 
 
@@ -224,7 +248,7 @@ def standin(deployed):
 
 
 # The smoke step's conclusions and server reads against both, on its text group with short answers: the smoke's
-# tool-call group against this server is (a)'s (12 forced calls of up to 1,024 random-weight tokens, ~150 s), and
+# tool-call group against this server is (a)'s (12 forced calls, streamed and not), and
 # the tool-call path's observables (finish reason, call shape, id format) are compared here by the probe's own
 # forced call (conf.observe).
 def _conf_smoke(root):

@@ -48,14 +48,13 @@ def expected_names(expected):
     return [str(expected)] if expected else []
 
 
-def response_problems(group, prompt, res, served_name=None, text_only=True, judge_content=True):
+def response_problems(group, prompt, res, served_name=None, text_only=True):
     """What is wrong with one successful response besides its answer: think markers in ``content``, another served
     name, an implausible ``usage.prompt_tokens`` (``text_only``: the prompt was ``prompt`` alone; an image's tokens
-    depend on the vision encoder, so an image prompt is not counted). ``prompt``: the user text sent.
-    ``judge_content``: False for weights that are not meaningful (``judge_accuracy: false``): a random-weight model
-    emits any token of its vocabulary, think markers included (seen on the real engine's rehearsal model)."""
+    depend on the vision encoder, so an image prompt is not counted). ``prompt``: the user text sent. These hold
+    for any weights, ``judge_accuracy: false`` too: markers in ``content`` are the reasoning parser's fault."""
     out = []
-    content = (res.get("content") or "") if judge_content else ""
+    content = res.get("content") or ""
     markers = [m for m in smoke_api.REASONING_MARKERS if m in content]
     if markers:
         out.append("%s: reasoning markers %s in content (the reasoning parser is not wired) for prompt %r: %r"
@@ -90,8 +89,7 @@ def judge_text(items, results, judge_answers=True, served_name=None):
         n += 1
         wrong = answer_problem("text", item, res) if judge_answers else None
         right += 0 if wrong else 1
-        problems += ([wrong] if wrong else []) + response_problems("text", item["prompt"], res, served_name,
-                                                                   judge_content=judge_answers)
+        problems += ([wrong] if wrong else []) + response_problems("text", item["prompt"], res, served_name)
     return {"judged": bool(judge_answers), "right": right if judge_answers else None, "n": n, "problems": problems}
 
 

@@ -104,8 +104,8 @@ def render_markdown(facts, violations=None):
              "completion_tokens / end-to-end time"]
     if (facts.get("settings") or {}).get("judge_accuracy") is False:
         lines.append("- answers: NOT judged for accuracy - the plan marks this model's weights as not meaningful "
-                     "(judge_accuracy: false, e.g. the rehearsal model's random weights); timing, KV, metrics, "
-                     "protocol and tool-call schemas are")
+                     "(judge_accuracy: false, e.g. the rehearsal model's, which carry no knowledge); timing, KV, "
+                     "metrics, protocol, parsers and tool-call schemas are")
     lines += ["", "## Groups", "", markdown_table(SUMMARY_HEADER, summary_rows(facts)), ""]
     tc = (facts.get("groups", {}).get("tool_calling") or {}).get("tool_calls")
     if tc:

@@ -162,8 +162,7 @@ async def group_vision(ctx):
         err = "vision: OCR answer misses %s (answer: %r)" % (check["missing"], res["content"][:200])
     if not err and res["ok"]:
         err = smoke_quick.summary_error(smoke_quick.response_problems("vision", VISION_PROMPT, res,
-                                                                      ctx["expected_served_name"], text_only=False,
-                                                                      judge_content=ctx["judge_accuracy"]))
+                                                                      ctx["expected_served_name"], text_only=False))
     return _finish([res], wall, err, ocr=check)
 
 
@@ -198,8 +197,7 @@ async def group_long_context(ctx):
         err = "long_context: server counted only %s prompt tokens for a ~%s-token prompt" % (pt, target)
     if not err and res["ok"]:
         problems = [smoke_quick.needle_problem(res["content"], NEEDLE, pt)] if ctx["judge_accuracy"] else []
-        problems += smoke_quick.response_problems("long_context", prompt, res, ctx["expected_served_name"],
-                                                  judge_content=ctx["judge_accuracy"])
+        problems += smoke_quick.response_problems("long_context", prompt, res, ctx["expected_served_name"])
         err = smoke_quick.summary_error([p for p in problems if p])
     return _finish([res], wall, err, target_prompt_tokens=target, needle_judged=ctx["judge_accuracy"],
                    needle_found=smoke_correctness.normalise_name(NEEDLE) in smoke_correctness.normalise_name(

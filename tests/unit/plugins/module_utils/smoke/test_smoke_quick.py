@@ -50,12 +50,15 @@ def test_unjudged_answers_still_check_the_response():
         "Answer with the number only.')"]}
 
 
-def test_random_weights_may_say_think_markers_the_name_and_usage_are_still_judged():
-    # the real engine's random-weight rehearsal model put "<think>" into an answer: any token can come out
+def test_unjudged_answers_still_have_their_markers_name_and_usage_judged():
+    # judge_accuracy false (the rehearsal model) leaves the answer alone, not what the parsers and the server did
     got = q.judge_text([ITEM], [res("1897 <think> 316", model="other/model")], judge_answers=False, served_name=SERVED)
-    assert got["problems"] == ["text: the response names model 'other/model', the plan serves 'moonshotai/Kimi-K3' "
-                               "(prompt 'What is 37 * 24 + 5? Answer with the number only.')"]
-    assert q.response_problems("long_context", "p" * 40, res("a <think> b"), SERVED, judge_content=False) == []
+    assert got["right"] is None
+    assert got["problems"] == [
+        "text: reasoning markers <think> in content (the reasoning parser is not wired) for prompt "
+        "'What is 37 * 24 + 5? Answer with the number only.': '1897 <think> 316'",
+        "text: the response names model 'other/model', the plan serves 'moonshotai/Kimi-K3' "
+        "(prompt 'What is 37 * 24 + 5? Answer with the number only.')"]
     assert q.response_problems("long_context", "p" * 40, res("a <think> b"), SERVED)[0].startswith(
         "long_context: reasoning markers <think> in content")
 

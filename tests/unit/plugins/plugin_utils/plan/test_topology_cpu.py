@@ -61,14 +61,14 @@ def test_two_cpu_nodes_render_tp2_with_the_cpu_layer():
     assert "--enforce-eager" in head["vllm_args"] and flag(head, "--max-model-len") == ["4096"]
     # the same MLA backend and block size on a CPU with AMX tiles and on one without (the KV pool in whole blocks)
     assert flag(head, "--attention-backend") == ["CPU_MLA"]
-    # the rehearsal model calls tools only under a constrained decode: kimi_k2's envelope, pinned arguments
-    assert flag(head, "--tool-call-parser") == ["kimi_k2"] and flag(head, "--tool-strict-level") == ["parameter"]
+    # the rehearsal model speaks Kimi-K3's XTML: the GPU plans' parsers, every tool's arguments pinned to its schema
+    assert flag(head, "--tool-call-parser") == ["kimi_k3"] and flag(head, "--tool-strict-level") == ["parameter"]
     assert flag(head, "--reasoning-parser") == ["kimi_k3"]
     for p, bind in ((head, "0"), (worker, "1")):
         assert p["env"]["VLLM_CPU_OMP_THREADS_BIND"] == bind
         assert p["env"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
         assert p["env"]["GLOO_SOCKET_IFNAME"] == "lo" and p["env"]["HF_HUB_OFFLINE"] == "1"
-    # random weights: the smoke role is told not to judge accuracy
+    # weights without knowledge: the smoke role is told not to judge accuracy
     assert head["judge_accuracy"] is False and worker["judge_accuracy"] is False
     # no GPU: no device request, no GPU device node
     assert head["container"]["device_requests"] == [] and head["container"]["devices"] == []
