@@ -11,7 +11,7 @@ must be equal or listed with its reason in sim/conformance.yml. One deployment s
     step (real gloo bandwidth and latency for the pair, both ranks joined), launch in order, smoke; the report
     holds the version the server says (0.32.0), KV tokens and concurrency from the real start-up log and the real
     metrics, Kimi-K3's tool and reasoning parsers at work in both stream modes (every forced call valid at its
-    first attempt, Kimi's ids, the reasoning split from the content), and says that answers are not judged;
+    first attempt, the reasoning split from the content), and says that answers are not judged;
 (b) conformance on the fresh deployment: /health, /version, /v1/models, chats (plain, streamed, streamed with
     thinking), a forced tool call, the two refusals, /metrics, the head's log, the smoke step (its text group) and a
     capacity sweep, stand-in against real;
@@ -33,6 +33,7 @@ must be equal or listed with its reason in sim/conformance.yml. One deployment s
 Needs `sim/simctl up --cluster cpu` (or KIMI_SIM_AUTO_UP=1). Group `cpu` (scripts/test.sh stage realengine runs it
 alone: the engines take both cores).
 """
+import asyncio
 import datetime
 import glob
 import json
@@ -47,9 +48,11 @@ import urllib.request
 import pytest
 
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import capacity_check
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import client as smoke_client
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.capacity import runner as capacity_runner
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import logs as smoke_logs
 from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import runner as smoke_runner
+from ansible_collections.gpufleet.kimi_k3.plugins.module_utils.smoke import server as smoke_server
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_capacity_step
 from ansible_collections.gpufleet.kimi_k3.plugins.modules import vllm_smoke
 
@@ -130,42 +133,27 @@ def _role_seconds(run, role):
 
 def _k3_turns():
     """Kimi-K3's parsers on the real server, each stream mode: a thinking answer (reasoning, then content) and a
-    forced call (tool_choice required), as the rehearsal model writes them (sim/engine/make_model.py)."""
-    from openai import OpenAI
-    client = OpenAI(base_url=HEAD_URL + "/v1", api_key=API_KEY)
+    forced call (tool_choice required), as the rehearsal model writes them (sim/engine/make_model.py), read by the
+    smoke's own client."""
     tool = {"type": "function", "function": {"name": "lookup_order", "parameters": {
         "type": "object", "properties": {"order_id": {"type": "string", "minLength": 1, "maxLength": 16}},
         "required": ["order_id"], "additionalProperties": False}}}
-    out = {}
-    for stream in (False, True):
-        answer = client.chat.completions.create(model="moonshotai/Kimi-K3", stream=stream, max_tokens=16,
-                                                messages=[{"role": "user", "content": "What is 6 * 7?"}])
-        call = client.chat.completions.create(model="moonshotai/Kimi-K3", stream=stream, max_tokens=256,
-                                              messages=[{"role": "user", "content": "Look up order B-2041."}],
-                                              tools=[tool], tool_choice="required")
-        out["stream" if stream else "non_stream"] = (_turn(answer, stream), _turn(call, stream))
-    return out
+    model = "moonshotai/Kimi-K3"
 
+    async def both_modes():
+        client = smoke_client.make_client(smoke_server.Endpoint.at(HEAD_URL + "/v1", API_KEY, timeout=120.0), 2)
+        out = {}
+        try:
+            for mode, chat in (("non_stream", smoke_client.plain_chat), ("stream", smoke_client.stream_chat)):
+                answer = await chat(client, model, [{"role": "user", "content": "What is 6 * 7?"}], max_tokens=16)
+                call = await chat(client, model, [{"role": "user", "content": "Look up order B-2041."}],
+                                  max_tokens=256, tools=[tool], tool_choice="required")
+                out[mode] = (answer, call)
+        finally:
+            await client.close()
+        return out
 
-def _turn(resp, stream):
-    """(reasoning, content, [(id, name, arguments)], finish_reason) of a response, streamed or not."""
-    if not stream:
-        m = resp.choices[0].message
-        calls = [(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or []]
-        return getattr(m, "reasoning", None) or "", m.content or "", calls, resp.choices[0].finish_reason
-    reasoning, content, calls, finish = "", "", {}, None
-    for chunk in resp:
-        if not chunk.choices:
-            continue
-        delta, finish = chunk.choices[0].delta, chunk.choices[0].finish_reason or finish
-        reasoning += getattr(delta, "reasoning", None) or ""
-        content += delta.content or ""
-        for c in delta.tool_calls or []:
-            have = calls.setdefault(c.index, ["", "", ""])
-            have[0] = c.id or have[0]
-            have[1] += (c.function.name or "") if c.function else ""
-            have[2] += (c.function.arguments or "") if c.function else ""
-    return reasoning, content, [tuple(c) for _i, c in sorted(calls.items())], finish
+    return asyncio.run(both_modes())
 
 
 def test_a_deploy_smoke_reads_the_real_server(deployed):
@@ -224,11 +212,13 @@ def test_a_deploy_smoke_reads_the_real_server(deployed):
     # XTML call read into JSON arguments valid against the schema (a string argument passes raw: " the"); vLLM
     # 0.32.0's kimi_k3 parser gives its calls no id, the server a random one (sim/conformance.yml "tool/id format")
     for mode, (answer, call) in _k3_turns().items():
-        assert answer == (" what number would come", " the weather in this city was hot. the", [], "length"), mode
-        (call_id, name, arguments), = call[2]
-        assert call[:2] + call[3:] == (" what number would come", "", "tool_calls") and name == "lookup_order", (
+        assert (answer["ok"], answer["reasoning"], answer["content"], answer["tool_calls"], answer["finish_reason"]) == (
+            True, " what number would come", " the weather in this city was hot. the", [], "length"), (mode, answer)
+        (made,) = call["tool_calls"]
+        assert (call["ok"], call["reasoning"], call["content"], call["finish_reason"], made["name"]) == (
+            True, " what number would come", "", "tool_calls", "lookup_order"), (mode, call)
+        assert made["id"].startswith("chatcmpl-tool-") and json.loads(made["arguments"]) == {"order_id": " the"}, (
             mode, call)
-        assert call_id.startswith("chatcmpl-tool-") and json.loads(arguments) == {"order_id": " the"}, (mode, call)
     assert _http(HEAD_URL + "/health") == 200
 
 

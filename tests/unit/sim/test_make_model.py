@@ -71,7 +71,8 @@ def test_inside_the_forced_call_the_preferences_pick_lookup_order_its_key_index_
 
 
 def test_every_token_the_weights_name_is_one_of_the_tokenizer_and_the_features_are_dims_of_their_own():
-    named = ["<|sep|>", "<|close|>", "think", "tool"] + mm.REASONING + mm.CONTENT
+    named = mm.NAMED
     assert len(set(named)) == len(named) and 1 + len(named) + len(mm.FEATURES) <= mm.CONFIG["hidden_size"]
     assert set(mm.FEATURES) <= set(named) and len(mm.FEATURES) <= mm.CONFIG["num_attention_heads"]
+    assert set(mm.REASONING + mm.CONTENT) <= set(named)
     assert {"<|open|>", "<|close|>", "<|sep|>"} <= set(mm.SPECIAL_TOKENS)
